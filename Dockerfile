@@ -1,0 +1,15 @@
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -o /out/api ./cmd/api && \
+    CGO_ENABLED=0 go build -o /out/worker ./cmd/worker && \
+    CGO_ENABLED=0 go build -o /out/devtoken ./cmd/devtoken
+
+FROM node:20-bookworm-slim
+WORKDIR /app
+COPY --from=build /out/ /app/bin/
+RUN mkdir -p /app/var/outbox
+EXPOSE 8080 8081
+CMD ["/app/bin/api"]

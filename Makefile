@@ -1,0 +1,55 @@
+# Tidings — run `make help` for the targets.
+SHELL := /bin/bash
+SQLC_VERSION := v1.29.0
+SQLC := bin/sqlc
+GO_PACKAGES := ./...
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/api, bin/worker and bin/devtoken
+	go build -o bin/api ./cmd/api
+	go build -o bin/worker ./cmd/worker
+	go build -o bin/devtoken ./cmd/devtoken
+
+.PHONY: services
+services: ## Make sure PostgreSQL and Redis are up (starts or installs them)
+	@scripts/ensure-services.sh
+
+.PHONY: run
+run: services build ## Build, prepare the database and start api + worker locally
+	@scripts/run.sh
+
+.PHONY: test
+test: services tools ## vet, gofmt, generated-code check and go test -race
+	go vet $(GO_PACKAGES)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(SQLC) diff || (echo "generated code is stale: run make generate" && exit 1)
+	go test -race -count=1 $(GO_PACKAGES)
+
+.PHONY: generate
+generate: tools ## Regenerate sqlc code from queries/ and schema/
+	$(SQLC) generate
+
+.PHONY: bench
+bench: services ## Run the benchmarks
+	go test -run '^$$' -bench . -benchmem $(GO_PACKAGES)
+
+.PHONY: token
+token: ## Print a dev session token: make token ORG=acme
+	@DASHBOARD_JWT_SECRET=$${DASHBOARD_JWT_SECRET:-dev-dashboard-secret} go run ./cmd/devtoken -org "$(ORG)"
+
+.PHONY: tools
+tools: ## Install the pinned sqlc into bin/
+	@if ! [ -x $(SQLC) ] || [ "$$($(SQLC) version)" != "$(SQLC_VERSION)" ]; then \
+		echo "installing sqlc $(SQLC_VERSION) (first time only, takes a few minutes)"; \
+		GOBIN=$(CURDIR)/bin go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION); \
+	fi
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf bin var

@@ -1,0 +1,168 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/auth"
+	"tidings/config"
+	"tidings/ratelimit"
+	"tidings/store"
+	"tidings/testenv"
+)
+
+const testSecret = "test-dashboard-secret"
+
+// bundle is one test's isolated service: its own database and Redis prefix.
+type bundle struct {
+	t   *testing.T
+	app *fiber.App
+	db  *store.DB
+	cfg *config.Config
+}
+
+type option func(*config.Config)
+
+func setup(t *testing.T, opts ...option) *bundle {
+	t.Helper()
+	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DashboardJWTSecret = testSecret
+	cfg.RateLimitPerMinute = 10000
+	for _, o := range opts {
+		o(cfg)
+	}
+	db := testenv.DB(t)
+	rdb, prefix := testenv.Redis(t)
+	app := New(Deps{
+		Config: cfg, DB: db, Redis: rdb,
+		Limiter:  ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
+		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Log:      slog.New(slog.DiscardHandler),
+	})
+	return &bundle{t: t, app: app, db: db, cfg: cfg}
+}
+
+// session mints a dashboard token for org.
+func (b *bundle) session(org string) string {
+	tok, err := auth.MintHS256(testSecret, "user-1", org, time.Hour)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return tok
+}
+
+// tenant provisions org and returns a session token for it.
+func (b *bundle) tenant(org string) string {
+	tok := b.session(org)
+	b.expect("POST", "/api/tenant", tok, map[string]any{"name": "Org " + org}, http.StatusCreated)
+	return tok
+}
+
+// apiKey creates an API key with a session and returns the raw key.
+func (b *bundle) apiKey(session string) string {
+	r := b.expect("POST", "/api/api-keys", session, map[string]any{"name": "k"}, http.StatusCreated)
+	return r.body["rawKey"].(string)
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+// code returns the error code of an error envelope.
+func (r resp) code() string {
+	e, _ := r.body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func (r resp) fields() map[string]any {
+	e, _ := r.body["error"].(map[string]any)
+	d, _ := e["details"].(map[string]any)
+	f, _ := d["fields"].(map[string]any)
+	return f
+}
+
+func (r resp) items() []any {
+	items, _ := r.body["items"].([]any)
+	return items
+}
+
+// do sends a request; body may be nil, a string (sent raw) or a value
+// marshalled as JSON.
+func (b *bundle) do(method, path, token string, body any) resp {
+	b.t.Helper()
+	var rd io.Reader
+	ct := ""
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd, ct = strings.NewReader(v), "application/json"
+	case []byte:
+		rd, ct = bytes.NewReader(v), "application/json"
+	default:
+		j, _ := json.Marshal(v)
+		rd, ct = bytes.NewReader(j), "application/json"
+	}
+	req := httptest.NewRequest(method, path, rd)
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := b.app.Test(req, -1)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := resp{status: res.StatusCode, header: res.Header, raw: raw}
+	if len(raw) > 0 && strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(raw, &r.body); err != nil {
+			b.t.Fatalf("%s %s: response is not a JSON object: %s", method, path, raw)
+		}
+	}
+	return r
+}
+
+// expect sends a request and fails the test unless the status matches.
+func (b *bundle) expect(method, path, token string, body any, status int) resp {
+	b.t.Helper()
+	r := b.do(method, path, token, body)
+	if r.status != status {
+		b.t.Fatalf("%s %s: status %d, want %d; body %s", method, path, r.status, status, r.raw)
+	}
+	return r
+}
+
+// expectError checks an error envelope's status and code.
+func (b *bundle) expectError(method, path, token string, body any, status int, code string) resp {
+	b.t.Helper()
+	r := b.expect(method, path, token, body, status)
+	if r.code() != code {
+		b.t.Fatalf("%s %s: code %q, want %q; body %s", method, path, r.code(), code, r.raw)
+	}
+	e := r.body["error"].(map[string]any)
+	if _, ok := e["message"].(string); !ok {
+		b.t.Fatalf("error without message: %s", r.raw)
+	}
+	if _, ok := e["details"].(map[string]any); !ok {
+		b.t.Fatalf("error without details object: %s", r.raw)
+	}
+	return r
+}

@@ -1,0 +1,125 @@
+package api
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/apperr"
+	"tidings/auth"
+	"tidings/store"
+)
+
+// Principal is who made a request: a tenant, through either an API key or
+// a dashboard session.
+type Principal struct {
+	TenantID string
+	Session  bool
+	UserID   string // session only
+	KeyID    string // API key only
+}
+
+const principalKey = "principal"
+
+func principal(c *fiber.Ctx) *Principal {
+	p, _ := c.Locals(principalKey).(*Principal)
+	return p
+}
+
+func tenantID(c *fiber.Ctx) string { return principal(c).TenantID }
+
+// logRequests writes one structured line per request.
+func (s *Server) logRequests(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	if err != nil {
+		// Let the error handler write the response now so the status logged
+		// is the status sent.
+		if herr := s.errorHandler(c, err); herr != nil {
+			s.log.Error("error handler failed", "err", herr)
+		}
+	}
+	attrs := []any{"method", c.Method(), "path", c.Path(), "status", c.Response().StatusCode(),
+		"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", requestID(c)}
+	if p := principal(c); p != nil {
+		attrs = append(attrs, "tenant", p.TenantID)
+	}
+	s.log.Info("request", attrs...)
+	return nil
+}
+
+// authenticate resolves the bearer credential to a Principal. Failures are
+// 401 and never touch any tenant's rate budget.
+func (s *Server) authenticate(c *fiber.Ctx) error {
+	c.Set("X-RateLimit-Limit", strconv.Itoa(s.limiter.Limit()))
+	c.Set("X-RateLimit-Remaining", strconv.Itoa(s.limiter.Limit()))
+	h := c.Get(fiber.HeaderAuthorization)
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	tok = strings.TrimSpace(tok)
+	if !ok || tok == "" {
+		return apperr.Unauthorized("missing bearer credential")
+	}
+	if auth.IsSessionToken(tok) {
+		sess, err := s.sessions.Verify(c.UserContext(), tok)
+		if err != nil {
+			return apperr.Unauthorized("invalid or expired session token")
+		}
+		c.Locals(principalKey, &Principal{TenantID: sess.OrgID, Session: true, UserID: sess.UserID})
+		return c.Next()
+	}
+	if !auth.LooksLikeKey(tok) {
+		return apperr.Unauthorized("invalid API key")
+	}
+	k, err := s.keys.Lookup(c.UserContext(), auth.HashKey(tok))
+	if err != nil {
+		if store.IsNoRows(err) {
+			return apperr.Unauthorized("invalid API key")
+		}
+		return err
+	}
+	if k.Revoked {
+		return apperr.Unauthorized("API key has been revoked")
+	}
+	c.Locals(principalKey, &Principal{TenantID: k.TenantID, KeyID: k.KeyID})
+	return c.Next()
+}
+
+// rateLimit spends one request of the tenant's shared budget.
+func (s *Server) rateLimit(c *fiber.Ctx) error {
+	res, err := s.limiter.Allow(c.UserContext(), tenantID(c))
+	if err != nil {
+		return err
+	}
+	c.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
+	c.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
+	if !res.Allowed {
+		return apperr.RateLimited(res.RetryAfter)
+	}
+	return c.Next()
+}
+
+// requireTenant answers 404 for a session whose organisation has not been
+// provisioned yet. API keys exist only inside a tenant, so they pass.
+func (s *Server) requireTenant(c *fiber.Ctx) error {
+	p := principal(c)
+	if p.Session {
+		ok, err := s.db.TenantExists(c.UserContext(), p.TenantID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return apperr.NotFound("NOT_FOUND", "tenant (provision it with POST /api/tenant)")
+		}
+	}
+	return c.Next()
+}
+
+// sessionOnly guards operations that an API key may not perform.
+func sessionOnly(c *fiber.Ctx) error {
+	if !principal(c).Session {
+		return apperr.Forbidden("this operation requires a dashboard session, not an API key")
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"tidings/auth"
+	"tidings/config"
+	"tidings/ratelimit"
+	"tidings/testenv"
+)
+
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.RateLimitPerMinute = 100 })
+	tok := b.tenant("org_rl") // request 1
+	other := b.tenant("org_rl_other")
+	for i := 2; i <= 100; i++ {
+		r := b.expect("GET", "/api/tenant", tok, nil, 200)
+		if r.header.Get("X-RateLimit-Limit") != "100" || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(100-i) {
+			t.Fatalf("request %d: limit %q remaining %q", i, r.header.Get("X-RateLimit-Limit"), r.header.Get("X-RateLimit-Remaining"))
+		}
+	}
+	r := b.expectError("GET", "/api/tenant", tok, nil, 429, "RATE_LIMITED")
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || ra < 1 || r.header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("Retry-After %q remaining %q", r.header.Get("Retry-After"), r.header.Get("X-RateLimit-Remaining"))
+	}
+	msg := r.body["error"].(map[string]any)["message"].(string)
+	if want := strconv.Itoa(ra) + " seconds"; !contains(msg, want) {
+		t.Fatalf("message %q does not name %q", msg, want)
+	}
+	// Another tenant has its own budget, and failed authentication does not
+	// spend anyone's.
+	b.expect("GET", "/api/tenant", other, nil, 200)
+	for i := 0; i < 5; i++ {
+		b.expectError("GET", "/api/tenant", "tdk_"+"0123456789012345678901234567890123", nil, 401, "UNAUTHORIZED")
+	}
+	if r := b.expect("GET", "/api/tenant", other, nil, 200); r.header.Get("X-RateLimit-Remaining") != "97" {
+		t.Fatalf("remaining %q after failed auth, want 97", r.header.Get("X-RateLimit-Remaining"))
+	}
+}
+
+// Two API instances on one Redis share one budget per tenant.
+func TestRateLimitSharedAcrossInstances(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.RateLimitPerMinute = 10 })
+	rdb, prefix := testenv.Redis(t)
+	mk := func() *bundle {
+		app := New(Deps{Config: b.cfg, DB: b.db, Redis: rdb, Limiter: ratelimit.NewPer(rdb, 10, time.Hour, prefix),
+			Sessions: auth.NewSessionVerifier(testSecret, "", ""), Log: slog.New(slog.DiscardHandler)})
+		return &bundle{t: t, app: app, db: b.db, cfg: b.cfg}
+	}
+	one, two := mk(), mk()
+	tok := one.tenant("org_shared")
+	for i := 0; i < 9; i++ {
+		inst := one
+		if i%2 == 0 {
+			inst = two
+		}
+		inst.expect("GET", "/api/tenant", tok, nil, 200)
+	}
+	two.expectError("GET", "/api/tenant", tok, nil, 429, "RATE_LIMITED")
+	one.expectError("GET", "/api/tenant", tok, nil, 429, "RATE_LIMITED")
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,110 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/apperr"
+)
+
+// decodeJSON decodes a request body into dst, which must be a pointer to a
+// struct. It is strict about syntax and types (wrong types name the field in
+// details.fields) and tolerant of fields it does not know, so clients may
+// send more than a handler reads.
+func decodeJSON(c *fiber.Ctx, dst any) error {
+	body := c.Body()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return apperr.Invalid("body", "must be a JSON object")
+	}
+	ct := strings.ToLower(c.Get(fiber.HeaderContentType))
+	if ct != "" && !strings.Contains(ct, "json") {
+		return apperr.Invalid("body", "must be sent as application/json")
+	}
+	return decodeBytes(body, dst)
+}
+
+func decodeBytes(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return apperr.Invalid("body", "must contain a single JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return apperr.Invalid("body", "must be a JSON object")
+		}
+		return apperr.Invalid(te.Field, "must be "+jsonTypeName(te.Type.Kind().String()))
+	}
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return apperr.Invalid(fe.field, fe.msg)
+	}
+	if e, ok := apperr.As(err); ok {
+		return e
+	}
+	return apperr.Invalid("body", "is not valid JSON")
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "int", "int32", "int64", "uint", "uint32", "uint64", "float32", "float64":
+		return "a number"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	}
+	return "of another type"
+}
+
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.field + " " + e.msg }
+
+// Opt is a JSON field that distinguishes absent, null and a value, as PATCH
+// semantics need.
+type Opt[T any] struct {
+	Set  bool
+	Null bool
+	V    T
+}
+
+// UnmarshalJSON records presence; null is kept apart from a value.
+func (o *Opt[T]) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if string(b) == "null" {
+		o.Null = true
+		return nil
+	}
+	return json.Unmarshal(b, &o.V)
+}
+
+// Value returns the value when one was given (not null).
+func (o Opt[T]) Value() (T, bool) { return o.V, o.Set && !o.Null }
+
+// pathParam returns a percent-decoded path parameter; "+" stays a plus
+// (RFC 3986), unlike query-string decoding.
+func pathParam(c *fiber.Ctx, name string) (string, error) {
+	v, err := url.PathUnescape(c.Params(name))
+	if err != nil {
+		return "", apperr.Invalid(name, "is not a valid percent-encoded path segment")
+	}
+	return v, nil
+}

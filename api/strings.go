@@ -1,0 +1,5 @@
+package api
+
+import "strings"
+
+func trimSpace(s string) string { return strings.TrimSpace(s) }

@@ -1,0 +1,80 @@
+// Command api serves the Tidings HTTP API.
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"tidings/api"
+	"tidings/auth"
+	"tidings/config"
+	"tidings/logging"
+	"tidings/ratelimit"
+	"tidings/redisconn"
+	"tidings/store"
+)
+
+func main() {
+	log := logging.New("api")
+	if err := run(log); err != nil {
+		log.Error("api stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger) error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	if cfg.TrackingSecretGenerated {
+		log.Warn("TRACKING_SECRET is not set: using a random secret, tracking links break on restart")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	db, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cfg.Migrate {
+		if err := db.Migrate(ctx, log); err != nil {
+			return err
+		}
+	}
+	rdb, err := redisconn.Open(ctx, cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	app := api.New(api.Deps{
+		Config:   cfg,
+		DB:       db,
+		Redis:    rdb,
+		Limiter:  ratelimit.New(rdb, cfg.RateLimitPerMinute, "tidings:"),
+		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Log:      log,
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- app.Listen(cfg.HTTPAddr) }()
+	log.Info("api listening", "addr", cfg.HTTPAddr)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests")
+	if err := app.ShutdownWithTimeout(30 * time.Second); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	log.Info("api stopped cleanly")
+	return nil
+}

@@ -1,0 +1,31 @@
+// Command devtoken prints a development dashboard session token (HS256,
+// signed with DASHBOARD_JWT_SECRET) for an organisation id, so a new user can
+// provision a tenant and create the first API key.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"tidings/auth"
+)
+
+func main() {
+	org := flag.String("org", "", "organisation id (becomes the tenant id)")
+	user := flag.String("user", "dev-user", "user id (sub claim)")
+	ttl := flag.Duration("ttl", 24*time.Hour, "token lifetime")
+	flag.Parse()
+	secret := os.Getenv("DASHBOARD_JWT_SECRET")
+	if *org == "" || secret == "" {
+		fmt.Fprintln(os.Stderr, "usage: DASHBOARD_JWT_SECRET=... devtoken -org <org id> [-user id] [-ttl 24h]")
+		os.Exit(2)
+	}
+	tok, err := auth.MintHS256(secret, *user, *org, *ttl)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(tok)
+}

@@ -1,0 +1,232 @@
+// Package config reads the service configuration from the environment
+// (ADDENDUM section 1). Every value has a default in code; a value that is
+// set but invalid fails start-up with a message naming the variable.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of the api and worker processes.
+type Config struct {
+	HTTPAddr        string
+	WorkerAdminAddr string
+	DatabaseURL     string
+	RedisURL        string
+	PublicBaseURL   string
+	Migrate         bool
+
+	TrackingSecret          []byte
+	TrackingSecretGenerated bool
+
+	DashboardJWTSecret    string
+	DashboardOIDCIssuer   string
+	DashboardOIDCAudience string
+
+	EmailProvider            string
+	OutboxDir                string
+	SendgridAPIKey           string
+	SendgridAPIURL           string
+	SendgridWebhookPublicKey string
+	SMTPURL                  string
+
+	DNSResolver         string
+	DKIMCNAMESuffix     string
+	SandboxFromAddress  string
+	RateLimitPerMinute  int
+	SegmentComputeEvery time.Duration
+	SendMaxAttempts     int
+	DomainCheckInterval time.Duration
+
+	PlanFreeContacts  int
+	PlanFreeTemplates int
+	PlanFreeSequences int
+}
+
+// ProviderConnected reports whether a real delivery provider is configured;
+// only then may a tenant leave sandbox (ADDENDUM section 1).
+func (c *Config) ProviderConnected() bool {
+	switch c.EmailProvider {
+	case "sendgrid":
+		return c.SendgridAPIKey != ""
+	case "smtp":
+		return c.SMTPURL != ""
+	}
+	return false
+}
+
+// Load reads the configuration from the process environment.
+func Load() (*Config, error) { return FromLookup(os.LookupEnv) }
+
+// FromLookup reads the configuration through lookup, so tests can supply
+// their own environment.
+func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
+	r := reader{lookup: lookup}
+	c := &Config{
+		HTTPAddr:                 r.addr("HTTP_ADDR", ":8080"),
+		WorkerAdminAddr:          r.addr("WORKER_ADMIN_ADDR", ":8081"),
+		DatabaseURL:              r.url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable", "postgres", "postgresql"),
+		RedisURL:                 r.url("REDIS_URL", "redis://127.0.0.1:6379/0", "redis", "rediss"),
+		PublicBaseURL:            strings.TrimRight(r.url("PUBLIC_BASE_URL", "http://localhost:8080", "http", "https"), "/"),
+		Migrate:                  r.boolean("MIGRATE", true),
+		DashboardJWTSecret:       r.str("DASHBOARD_JWT_SECRET", ""),
+		DashboardOIDCIssuer:      r.str("DASHBOARD_OIDC_ISSUER", ""),
+		DashboardOIDCAudience:    r.str("DASHBOARD_OIDC_AUDIENCE", ""),
+		EmailProvider:            r.oneOf("EMAIL_PROVIDER", "outbox", "outbox", "sendgrid", "smtp"),
+		OutboxDir:                r.str("OUTBOX_DIR", "./var/outbox"),
+		SendgridAPIKey:           r.str("SENDGRID_API_KEY", ""),
+		SendgridAPIURL:           strings.TrimRight(r.url("SENDGRID_API_URL", "https://api.sendgrid.com", "http", "https"), "/"),
+		SendgridWebhookPublicKey: r.str("SENDGRID_WEBHOOK_PUBLIC_KEY", ""),
+		SMTPURL:                  r.str("SMTP_URL", ""),
+		DNSResolver:              r.hostPort("DNS_RESOLVER", ""),
+		DKIMCNAMESuffix:          r.str("DKIM_CNAME_SUFFIX", "dkim.tidings.email"),
+		SandboxFromAddress:       r.str("SANDBOX_FROM_ADDRESS", "sandbox@sandbox.tidings.email"),
+		RateLimitPerMinute:       r.positiveInt("RATE_LIMIT_PER_MINUTE", 100),
+		SegmentComputeEvery:      r.duration("SEGMENT_COMPUTE_INTERVAL", 60*time.Second),
+		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
+		DomainCheckInterval:      r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
+		PlanFreeContacts:         r.positiveInt("PLAN_FREE_CONTACTS", 1000),
+		PlanFreeTemplates:        r.positiveInt("PLAN_FREE_TEMPLATES", 100),
+		PlanFreeSequences:        r.positiveInt("PLAN_FREE_SEQUENCES", 20),
+	}
+	if s := r.str("TRACKING_SECRET", ""); s != "" {
+		c.TrackingSecret = []byte(s)
+	} else {
+		c.TrackingSecret = make([]byte, 32)
+		_, _ = rand.Read(c.TrackingSecret)
+		c.TrackingSecretGenerated = true
+	}
+	if c.SMTPURL != "" {
+		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Host == "" {
+			r.fail("SMTP_URL", "must look like smtp://user:pass@host:port")
+		}
+	}
+	if c.SendgridWebhookPublicKey != "" {
+		if _, err := decodeBase64(c.SendgridWebhookPublicKey); err != nil {
+			r.fail("SENDGRID_WEBHOOK_PUBLIC_KEY", "must be base64 (DER ECDSA P-256 public key)")
+		}
+	}
+	if c.DashboardOIDCIssuer != "" {
+		if u, err := url.Parse(c.DashboardOIDCIssuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			r.fail("DASHBOARD_OIDC_ISSUER", "must be an http(s) URL")
+		}
+	}
+	if len(r.errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(r.errs, "; "))
+	}
+	return c, nil
+}
+
+// RandomHex returns n random bytes hex-encoded; used for development secrets.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type reader struct {
+	lookup func(string) (string, bool)
+	errs   []string
+}
+
+func (r *reader) fail(name, msg string) { r.errs = append(r.errs, name+" "+msg) }
+
+func (r *reader) str(name, def string) string {
+	if v, ok := r.lookup(name); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v)
+	}
+	return def
+}
+
+func (r *reader) addr(name, def string) string {
+	v := r.str(name, def)
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		r.fail(name, fmt.Sprintf("must be host:port or :port, got %q", v))
+	}
+	return v
+}
+
+func (r *reader) hostPort(name, def string) string {
+	v := r.str(name, def)
+	if v == "" {
+		return v
+	}
+	if h, p, err := net.SplitHostPort(v); err != nil || h == "" || p == "" {
+		r.fail(name, fmt.Sprintf("must be host:port, got %q", v))
+	}
+	return v
+}
+
+func (r *reader) url(name, def string, schemes ...string) string {
+	v := r.str(name, def)
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		r.fail(name, fmt.Sprintf("must be a URL, got %q", v))
+		return v
+	}
+	for _, s := range schemes {
+		if u.Scheme == s {
+			return v
+		}
+	}
+	r.fail(name, fmt.Sprintf("must use scheme %s, got %q", strings.Join(schemes, " or "), u.Scheme))
+	return v
+}
+
+func (r *reader) oneOf(name, def string, allowed ...string) string {
+	v := r.str(name, def)
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	r.fail(name, fmt.Sprintf("must be one of %s, got %q", strings.Join(allowed, ", "), v))
+	return v
+}
+
+func (r *reader) positiveInt(name string, def int) int {
+	v, ok := r.lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		r.fail(name, fmt.Sprintf("must be a positive integer, got %q", v))
+		return def
+	}
+	return n
+}
+
+func (r *reader) boolean(name string, def bool) bool {
+	v, ok := r.lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		r.fail(name, fmt.Sprintf("must be true or false, got %q", v))
+		return def
+	}
+	return b
+}
+
+func (r *reader) duration(name string, def time.Duration) time.Duration {
+	v, ok := r.lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		r.fail(name, fmt.Sprintf("must be a positive duration such as 60s or 10m, got %q", v))
+		return def
+	}
+	return d
+}

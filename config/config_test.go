@@ -1,0 +1,58 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := FromLookup(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8080" || c.WorkerAdminAddr != ":8081" || c.RateLimitPerMinute != 100 ||
+		c.SegmentComputeEvery != time.Minute || c.SendMaxAttempts != 5 || c.DomainCheckInterval != 10*time.Minute ||
+		c.PlanFreeContacts != 1000 || c.PlanFreeTemplates != 100 || c.PlanFreeSequences != 20 ||
+		c.EmailProvider != "outbox" || c.OutboxDir != "./var/outbox" || c.DKIMCNAMESuffix != "dkim.tidings.email" ||
+		c.SendgridAPIURL != "https://api.sendgrid.com" || !c.Migrate || !c.TrackingSecretGenerated ||
+		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable" || c.RedisURL != "redis://127.0.0.1:6379/0" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if c.ProviderConnected() {
+		t.Fatal("outbox never counts as a connected provider")
+	}
+}
+
+func TestInvalidValuesNameTheVariable(t *testing.T) {
+	t.Parallel()
+	for name, val := range map[string]string{
+		"HTTP_ADDR": "nonsense", "RATE_LIMIT_PER_MINUTE": "-3", "SEGMENT_COMPUTE_INTERVAL": "soon",
+		"EMAIL_PROVIDER": "pigeon", "DATABASE_URL": "mysql://x", "REDIS_URL": "::", "MIGRATE": "perhaps",
+		"SEND_MAX_ATTEMPTS": "0", "DNS_RESOLVER": "nohost", "SMTP_URL": "http://x", "PLAN_FREE_CONTACTS": "many",
+		"SENDGRID_WEBHOOK_PUBLIC_KEY": "%%%", "DOMAIN_CHECK_INTERVAL": "-1m", "PUBLIC_BASE_URL": "ftp://x",
+	} {
+		_, err := FromLookup(env(map[string]string{name: val}))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v", name, val, err)
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	t.Parallel()
+	c, err := FromLookup(env(map[string]string{"RATE_LIMIT_PER_MINUTE": "5000", "EMAIL_PROVIDER": "sendgrid",
+		"SENDGRID_API_KEY": "SG.x", "TRACKING_SECRET": "abc", "PUBLIC_BASE_URL": "https://t.example.com/", "MIGRATE": "false"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RateLimitPerMinute != 5000 || !c.ProviderConnected() || string(c.TrackingSecret) != "abc" ||
+		c.TrackingSecretGenerated || c.PublicBaseURL != "https://t.example.com" || c.Migrate {
+		t.Fatalf("%+v", c)
+	}
+}

@@ -1,0 +1,31 @@
+// Package ids generates the prefixed, time-ordered ids of API.md section 2
+// and validates the caller-chosen ones of ADDENDUM section 3.
+package ids
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Prefixes of generated ids.
+const (
+	APIKey        = "key_"
+	Tenant        = "ten_"
+	Contact       = "cnt_"
+	Send          = "snd_"
+	Segment       = "seg_"
+	Campaign      = "cmp_"
+	Event         = "evt_"
+	ScheduledSend = "sch_"
+)
+
+// New returns prefix followed by a lower-case ULID. ULIDs sort by creation
+// time, so ids from one process order like their creation.
+func New(prefix string) string { return prefix + strings.ToLower(ulid.Make().String()) }
+
+var callerID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ValidCallerID reports whether s is acceptable as a template or sequence id.
+func ValidCallerID(s string) bool { return callerID.MatchString(s) }

@@ -1,0 +1,99 @@
+// Package page implements keyset pagination: opaque cursors and limit
+// parsing shared by every list endpoint.
+package page
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"tidings/apperr"
+)
+
+// Default and maximum page sizes of API.md section 8.
+const (
+	DefaultLimit = 20
+	MaxLimit     = 100
+)
+
+// Cursor is the position after the last item of a page: the sort time and
+// the id that breaks ties. Times keep microseconds so no row is skipped.
+type Cursor struct {
+	Time time.Time
+	ID   string
+}
+
+type wire struct {
+	V  int    `json:"v"`
+	T  int64  `json:"t"`
+	ID string `json:"i"`
+}
+
+// Encode makes an opaque cursor string.
+func (c Cursor) Encode() string {
+	b, _ := json.Marshal(wire{V: 1, T: c.Time.UnixMicro(), ID: c.ID})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Decode parses a cursor from the query string; "" means the first page.
+// Anything this service did not issue is a VALIDATION_ERROR.
+func Decode(s string) (*Cursor, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	var w wire
+	if err != nil || json.Unmarshal(b, &w) != nil || w.V != 1 || w.ID == "" {
+		return nil, apperr.Invalid("cursor", "is not a cursor issued by this service")
+	}
+	return &Cursor{Time: time.UnixMicro(w.T).UTC(), ID: w.ID}, nil
+}
+
+// Limit parses the limit query parameter: def when empty, else an integer
+// between 1 and max.
+func Limit(s string, def, max int) (int, error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		return 0, apperr.Invalid("limit", "must be an integer between 1 and "+strconv.Itoa(max))
+	}
+	return n, nil
+}
+
+// Params are the parsed pagination query parameters.
+type Params struct {
+	After *Cursor
+	Limit int
+}
+
+// Parse reads cursor and limit together.
+func Parse(cursor, limit string, def, max int) (Params, error) {
+	var f apperr.Fields
+	c, err := Decode(cursor)
+	if err != nil {
+		f.Add("cursor", "is not a cursor issued by this service")
+	}
+	n, err := Limit(limit, def, max)
+	if err != nil {
+		f.Add("limit", "must be an integer between 1 and "+strconv.Itoa(max))
+	}
+	if err := f.Err(); err != nil {
+		return Params{}, err
+	}
+	return Params{After: c, Limit: n}, nil
+}
+
+// Trim cuts a page fetched with Limit+1 rows back to Limit and returns the
+// cursor of the next page (nil on the last page). key gives an item's
+// position.
+func Trim[T any](items []T, limit int, key func(T) Cursor) ([]T, *string) {
+	if len(items) <= limit {
+		return items, nil
+	}
+	items = items[:limit]
+	s := key(items[limit-1]).Encode()
+	return items, &s
+}

@@ -1,0 +1,71 @@
+package page
+
+import (
+	"testing"
+	"time"
+
+	"tidings/apperr"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	t.Parallel()
+	c := Cursor{Time: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC), ID: "cnt_x"}
+	got, err := Decode(c.Encode())
+	if err != nil || !got.Time.Equal(c.Time) || got.ID != c.ID {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if got, err := Decode(""); got != nil || err != nil {
+		t.Fatal("empty cursor is the first page")
+	}
+}
+
+func TestDecodeRejectsForeignCursors(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"garbage", "!!!", "eyJ2IjoyLCJ0IjoxLCJpIjoieCJ9", "eyJ2IjoxLCJ0IjoxfQ", "e30"} {
+		_, err := Decode(s)
+		if !apperr.IsCode(err, "VALIDATION_ERROR") {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+}
+
+func TestLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int
+		ok   bool
+	}{{"", 20, true}, {"1", 1, true}, {"100", 100, true}, {"0", 0, false}, {"101", 0, false}, {"-1", 0, false}, {"abc", 0, false}, {"1.5", 0, false}}
+	for _, tt := range tests {
+		n, err := Limit(tt.in, 20, 100)
+		if (err == nil) != tt.ok || (tt.ok && n != tt.want) {
+			t.Errorf("Limit(%q) = %d, %v", tt.in, n, err)
+		}
+	}
+}
+
+func TestTrim(t *testing.T) {
+	t.Parallel()
+	mk := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	key := func(i int) Cursor { return Cursor{Time: time.Unix(int64(1000-i), 0), ID: string(rune('a' + i))} }
+	items, next := Trim(mk(21), 20, key)
+	if len(items) != 20 || next == nil {
+		t.Fatalf("limit+1 rows: %d items, next %v", len(items), next)
+	}
+	c, _ := Decode(*next)
+	if c.ID != key(19).ID || !c.Time.Equal(key(19).Time) {
+		t.Fatalf("next cursor points at %+v, want the last item", c)
+	}
+	if items, next := Trim(mk(20), 20, key); len(items) != 20 || next != nil {
+		t.Fatal("a full last page has no next cursor")
+	}
+	if items, next := Trim(mk(0), 20, key); len(items) != 0 || next != nil {
+		t.Fatal("empty page")
+	}
+}

@@ -1,0 +1,32 @@
+-- name: TenantInsert :one
+-- ON CONFLICT keeps provisioning idempotent under concurrent first requests.
+INSERT INTO tenants (id, name) VALUES (@id, @name)
+ON CONFLICT (id) DO NOTHING
+RETURNING *;
+
+-- name: TenantGet :one
+SELECT * FROM tenants WHERE id = @id;
+
+-- name: TenantGetForUpdate :one
+SELECT * FROM tenants WHERE id = @id FOR UPDATE;
+
+-- name: TenantExists :one
+SELECT EXISTS (SELECT 1 FROM tenants WHERE id = @id);
+
+-- name: TenantUpdate :one
+UPDATE tenants SET
+    name                 = coalesce(sqlc.narg(name), name),
+    default_from_address = CASE WHEN @set_default_from::boolean THEN sqlc.narg(default_from_address) ELSE default_from_address END,
+    preferred_region     = CASE WHEN @set_region::boolean THEN sqlc.narg(preferred_region) ELSE preferred_region END,
+    sending_status       = coalesce(sqlc.narg(sending_status), sending_status),
+    updated_at           = now()
+WHERE id = @id
+RETURNING *;
+
+-- name: TenantSetWhitelist :one
+UPDATE tenants SET sandbox_whitelist = @emails::text[], updated_at = now()
+WHERE id = @id
+RETURNING sandbox_whitelist;
+
+-- name: DomainCountVerified :one
+SELECT count(*) FROM domains WHERE tenant_id = @tenant_id AND status = 'verified';

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Starts the api and the worker against the local PostgreSQL and Redis with
+# development defaults; Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable}
+export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+export DASHBOARD_JWT_SECRET=${DASHBOARD_JWT_SECRET:-dev-dashboard-secret}
+export TRACKING_SECRET=${TRACKING_SECRET:-dev-tracking-secret}
+export EMAIL_PROVIDER=${EMAIL_PROVIDER:-outbox}
+export OUTBOX_DIR=${OUTBOX_DIR:-./var/outbox}
+export LOG_FORMAT=${LOG_FORMAT:-text}
+mkdir -p "$OUTBOX_DIR"
+
+# Create the database if it does not exist; the api applies migrations.
+db=$(sed -E 's#.*/([^/?]+)(\?.*)?$#\1#' <<<"$DATABASE_URL")
+admin=${DATABASE_URL%/*}/postgres
+if ! psql "$admin" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
+  echo "creating database $db"
+  psql "$admin" -qc "CREATE DATABASE \"$db\""
+fi
+
+bin/worker &
+worker=$!
+bin/api &
+api=$!
+trap 'kill -TERM $api $worker 2>/dev/null; wait $api $worker 2>/dev/null' INT TERM EXIT
+
+cat <<MSG
+
+  Tidings is starting: API on ${HTTP_ADDR:-:8080}, worker admin (asynqmon) on ${WORKER_ADMIN_ADDR:-:8081}/monitoring/
+  Mint a dashboard session token:  make token ORG=my-org
+  Outbox (sent mail as .eml):       $OUTBOX_DIR
+
+MSG
+wait -n $api $worker

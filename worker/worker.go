@@ -1,0 +1,58 @@
+// Package worker is the background side of Tidings: the asynq server and
+// its mux, the periodic scheduler, and the admin listener with asynqmon.
+// Task families register themselves in NewMux, one file per family.
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"tidings/config"
+	"tidings/store"
+)
+
+// Queue names, highest priority first.
+const (
+	QueueCritical = "critical" // sends that are due
+	QueueDefault  = "default"  // sequence steps, webhook ingestion, segment compute
+	QueueLow      = "low"      // periodic maintenance, domain checks
+)
+
+// Deps are what task handlers need.
+type Deps struct {
+	Config *config.Config
+	DB     *store.DB
+	Redis  redis.UniversalClient
+	Client *asynq.Client
+	Log    *slog.Logger
+}
+
+// NewServer builds the asynq server with the service's queues.
+func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq.Server {
+	return asynq.NewServer(opt, asynq.Config{
+		Concurrency:     concurrency,
+		Queues:          map[string]int{QueueCritical: 6, QueueDefault: 3, QueueLow: 1},
+		ShutdownTimeout: 30 * time.Second,
+		Logger:          slogAdapter{log},
+		ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
+			log.Error("task failed", "type", t.Type(), "err", err)
+		}),
+	})
+}
+
+// NewMux registers every task family's handlers.
+func NewMux(d Deps) *asynq.ServeMux {
+	mux := asynq.NewServeMux()
+	mux.Use(logTasks(d.Log))
+	return mux
+}
+
+// PeriodicTasks lists the tasks the scheduler enqueues; task families add
+// theirs here.
+func PeriodicTasks(d Deps) []Periodic {
+	return nil
+}
