@@ -15,6 +15,8 @@ import (
 
 	"tidings/auth"
 	"tidings/config"
+	"tidings/contacts"
+	"tidings/events"
 	"tidings/ratelimit"
 	"tidings/store"
 )
@@ -40,12 +42,16 @@ type Server struct {
 	sessions *auth.SessionVerifier
 	log      *slog.Logger
 	keys     *keyLookup
+	contacts *contacts.Store
+	events   *events.Recorder
 }
 
 // New builds the fiber app with the whole route table.
 func New(d Deps) *fiber.App {
 	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
-		log: d.Log, keys: &keyLookup{db: d.DB}}
+		log: d.Log, keys: &keyLookup{db: d.DB},
+		contacts: &contacts.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeContacts},
+		events:   &events.Recorder{DB: d.DB}}
 	app := fiber.New(fiber.Config{
 		ErrorHandler:          s.errorHandler,
 		BodyLimit:             bodyLimit,
@@ -79,6 +85,23 @@ func New(d Deps) *fiber.App {
 	r.post("/api-keys", s.apiKeyCreate)
 	r.get("/api-keys", s.apiKeyList)
 	r.delete("/api-keys/:keyId", s.apiKeyRevoke)
+
+	r.post("/contacts", s.contactCreate)
+	r.put("/contacts", s.contactUpsert)
+	r.get("/contacts", s.contactList)
+	r.get("/contacts/stats", s.contactStats)
+	r.get("/contacts/:id", s.contactGet)
+	r.patch("/contacts/:id", s.contactUpdate)
+	r.delete("/contacts/:id", s.contactDelete)
+	r.get("/contacts/:id/sends", s.contactEmptyList("cursor"))
+	r.get("/contacts/:id/scheduled", s.contactEmptyList("hasMore"))
+	r.get("/contacts/:id/sequences", s.contactEmptyList("items"))
+	r.get("/contacts/:id/segments", s.contactEmptyList("items"))
+	r.get("/contacts/:id/timeline", s.contactTimeline)
+
+	r.post("/events", s.eventCreate)
+	r.get("/events", s.eventList)
+	r.get("/events/contacts/:id", s.eventListByContact)
 
 	return app
 }

@@ -5,6 +5,7 @@
 package queries
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -16,6 +17,22 @@ type ApiKey struct {
 	KeyHash   []byte
 	RevokedAt *time.Time
 	CreatedAt time.Time
+}
+
+type Contact struct {
+	TenantID    string
+	ID          string
+	Email       string
+	UserID      *string
+	Properties  json.RawMessage
+	Subscribed  bool
+	Suppressed  bool
+	TotalSends  int64
+	TotalOpens  int64
+	TotalClicks int64
+	LastEventAt *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 type Domain struct {
@@ -30,6 +47,17 @@ type Domain struct {
 	LastCheckedAt     *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+}
+
+type Event struct {
+	TenantID           string
+	ID                 string
+	ContactID          string
+	Name               string
+	Properties         json.RawMessage
+	OccurredAt         time.Time
+	ProcessedSequences []string
+	CreatedAt          time.Time
 }
 
 type Tenant struct {
@@ -49,4 +77,13 @@ type Tenant struct {
 	PreferredRegion        *string
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
+}
+
+type TimelineEntry struct {
+	TenantID   string
+	ID         string
+	ContactID  string
+	Type       string
+	OccurredAt time.Time
+	Data       json.RawMessage
 }

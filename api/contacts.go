@@ -1,0 +1,290 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/apperr"
+	"tidings/contacts"
+	"tidings/emailaddr"
+	"tidings/page"
+	"tidings/queries"
+	"tidings/timefmt"
+)
+
+type derivedJSON struct {
+	TotalSends   int64   `json:"totalSends"`
+	TotalOpens   int64   `json:"totalOpens"`
+	TotalClicks  int64   `json:"totalClicks"`
+	LastEventAt  *string `json:"lastEventAt"`
+	InactiveDays int64   `json:"inactiveDays"`
+}
+
+type contactJSON struct {
+	ContactID  string          `json:"contactId"`
+	Email      string          `json:"email"`
+	UserID     *string         `json:"userId"`
+	Properties json.RawMessage `json:"properties"`
+	Derived    *derivedJSON    `json:"derived,omitempty"`
+	Subscribed bool            `json:"subscribed"`
+	Suppressed bool            `json:"suppressed"`
+	CreatedAt  string          `json:"createdAt"`
+	UpdatedAt  string          `json:"updatedAt"`
+}
+
+// InactiveDays is whole days since the last event, or since creation when
+// there is none (ADDENDUM section 4).
+func inactiveDays(c queries.Contact, now time.Time) int64 {
+	since := c.CreatedAt
+	if c.LastEventAt != nil {
+		since = *c.LastEventAt
+	}
+	d := now.Sub(since).Hours() / 24
+	if d < 0 {
+		return 0
+	}
+	return int64(math.Floor(d))
+}
+
+func contactView(c queries.Contact, withDerived bool) contactJSON {
+	v := contactJSON{ContactID: c.ID, Email: c.Email, UserID: c.UserID, Properties: c.Properties,
+		Subscribed: c.Subscribed, Suppressed: c.Suppressed,
+		CreatedAt: timefmt.Format(c.CreatedAt), UpdatedAt: timefmt.Format(c.UpdatedAt)}
+	if withDerived {
+		v.Derived = &derivedJSON{TotalSends: c.TotalSends, TotalOpens: c.TotalOpens, TotalClicks: c.TotalClicks,
+			LastEventAt: timefmt.Ptr(c.LastEventAt), InactiveDays: inactiveDays(c, time.Now())}
+	}
+	return v
+}
+
+type contactReq struct {
+	Email      Opt[string]                     `json:"email"`
+	UserID     Opt[string]                     `json:"userId"`
+	Properties Opt[map[string]json.RawMessage] `json:"properties"`
+	Subscribed Opt[bool]                       `json:"subscribed"`
+}
+
+// input validates a create or upsert body.
+func (r *contactReq) input() (contacts.Input, error) {
+	var f apperr.Fields
+	var in contacts.Input
+	email, ok := emailaddr.Normalize(r.Email.V)
+	switch {
+	case !r.Email.Set || r.Email.Null || r.Email.V == "":
+		f.Add("email", "is required")
+	case !ok:
+		f.Add("email", "must be a valid email address")
+	}
+	in.Email = email
+	if v, ok := r.UserID.Value(); ok {
+		f.Check(contacts.ValidUserID(v), "userId", "must be at most 256 characters")
+		in.UserID = &v
+	}
+	if v, ok := r.Subscribed.Value(); ok {
+		in.Subscribed = &v
+	} else if r.Subscribed.Set {
+		f.Add("subscribed", "must be a boolean")
+	}
+	p, err := contacts.ParseProperties(r.Properties.V)
+	mergeFields(&f, err)
+	in.Properties = p
+	return in, f.Err()
+}
+
+// mergeFields copies a validation error's fields into f.
+func mergeFields(f *apperr.Fields, err error) {
+	e, ok := apperr.As(err)
+	if !ok {
+		return
+	}
+	fields, _ := e.Details["fields"].(map[string]any)
+	for k, v := range fields {
+		msgs, _ := v.([]string)
+		for _, m := range msgs {
+			f.Add(k, m)
+		}
+	}
+}
+
+func (s *Server) contactCreate(c *fiber.Ctx) error {
+	var req contactReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	in, err := req.input()
+	if err != nil {
+		return err
+	}
+	ct, err := s.contacts.Create(c.UserContext(), tenantID(c), in)
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusCreated).JSON(contactView(ct, true))
+}
+
+func (s *Server) contactUpsert(c *fiber.Ctx) error {
+	var req contactReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	in, err := req.input()
+	if err != nil {
+		return err
+	}
+	ct, created, err := s.contacts.Upsert(c.UserContext(), tenantID(c), in)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.Status(status).JSON(struct {
+		contactJSON
+		Created bool `json:"created"`
+	}{contactView(ct, true), created})
+}
+
+func (s *Server) contactList(c *fiber.Ctx) error {
+	ctx, tid := c.UserContext(), tenantID(c)
+	if raw := c.Query("email"); raw != "" {
+		email, ok := emailaddr.Normalize(raw)
+		if !ok {
+			return apperr.Invalid("email", "must be a valid email address")
+		}
+		ct, err := s.db.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tid, Email: email})
+		if err != nil {
+			return notFoundOr(err, contacts.NotFound())
+		}
+		return c.JSON(contactView(ct, true))
+	}
+	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	arg := queries.ContactListParams{TenantID: tid, Lim: int32(p.Limit + 1)}
+	if p.After != nil {
+		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
+	}
+	rows, err := s.db.ContactList(ctx, arg)
+	if err != nil {
+		return err
+	}
+	rows, next := page.Trim(rows, p.Limit, func(r queries.Contact) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
+	items := make([]contactJSON, len(rows))
+	for i, r := range rows {
+		items[i] = contactView(r, false)
+	}
+	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+}
+
+func (s *Server) contactStats(c *fiber.Ctx) error {
+	st, err := s.db.ContactStats(c.UserContext(), tenantID(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"total": st.Total, "suppressedCount": st.SuppressedCount,
+		"addedLast24h": st.AddedLast24h, "addedLast7d": st.AddedLast7d})
+}
+
+func (s *Server) contactGet(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	ct, err := s.contacts.Get(c.UserContext(), tenantID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(contactView(ct, true))
+}
+
+func (s *Server) contactUpdate(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	var req contactReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var f apperr.Fields
+	if req.Email.Set {
+		f.Add("email", "cannot be changed")
+	}
+	if !req.UserID.Set && !req.Properties.Set && !req.Subscribed.Set && !req.Email.Set {
+		return apperr.InvalidRequest("at least one of userId, properties, subscribed is required")
+	}
+	if v, ok := req.UserID.Value(); ok {
+		f.Check(contacts.ValidUserID(v), "userId", "must be at most 256 characters")
+	}
+	var sub *bool
+	if v, ok := req.Subscribed.Value(); ok {
+		sub = &v
+	} else if req.Subscribed.Set {
+		f.Add("subscribed", "must be a boolean")
+	}
+	props, perr := contacts.ParseProperties(req.Properties.V)
+	mergeFields(&f, perr)
+	if err := f.Err(); err != nil {
+		return err
+	}
+	var userID *string
+	if v, ok := req.UserID.Value(); ok {
+		userID = &v
+	}
+	ct, err := s.contacts.Update(c.UserContext(), tenantID(c), id, req.UserID.Set, userID, props, sub)
+	if err != nil {
+		return err
+	}
+	return c.JSON(contactView(ct, true))
+}
+
+func (s *Server) contactDelete(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := s.contacts.Delete(c.UserContext(), tenantID(c), id); err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+// contactParam resolves the {id} of a contact sub-resource, answering the
+// contact's 404 when it does not exist in the tenant.
+func (s *Server) contactParam(c *fiber.Ctx) (string, error) {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return "", err
+	}
+	return id, s.contacts.MustExist(c.UserContext(), tenantID(c), id)
+}
+
+// contactEmptyList serves contact sub-lists whose records are produced by
+// capabilities not built yet (sends, scheduled sends, enrolments): the
+// contact and the paging parameters are checked, and the list is empty.
+func (s *Server) contactEmptyList(shape string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if _, err := s.contactParam(c); err != nil {
+			return err
+		}
+		switch shape {
+		case "hasMore":
+			if _, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
+				return err
+			}
+			return c.JSON(fiber.Map{"items": []any{}, "hasMore": false})
+		case "cursor":
+			if _, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
+				return err
+			}
+			return c.JSON(fiber.Map{"items": []any{}, "nextCursor": nil})
+		}
+		return c.JSON(fiber.Map{"items": []any{}})
+	}
+}

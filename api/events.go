@@ -1,0 +1,235 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/apperr"
+	"tidings/emailaddr"
+	"tidings/events"
+	"tidings/page"
+	"tidings/queries"
+	"tidings/timefmt"
+)
+
+type eventJSON struct {
+	EventID            string          `json:"eventId"`
+	ContactID          string          `json:"contactId,omitempty"`
+	Name               string          `json:"name"`
+	Properties         json.RawMessage `json:"properties"`
+	Timestamp          string          `json:"timestamp"`
+	ProcessedSequences []string        `json:"processedSequences"`
+}
+
+type eventReq struct {
+	Email         Opt[string]                     `json:"email"`
+	Name          Opt[string]                     `json:"name"`
+	Properties    Opt[map[string]json.RawMessage] `json:"properties"`
+	Timestamp     Opt[string]                     `json:"timestamp"`
+	UpdateContact Opt[bool]                       `json:"updateContact"`
+}
+
+func (r *eventReq) custom(tenantID string, now time.Time) (events.Custom, error) {
+	var f apperr.Fields
+	in := events.Custom{TenantID: tenantID, Timestamp: now, UpdateContact: true}
+	email, ok := emailaddr.Normalize(r.Email.V)
+	switch {
+	case !r.Email.Set || r.Email.Null || r.Email.V == "":
+		f.Add("email", "is required")
+	case !ok:
+		f.Add("email", "must be a valid email address")
+	}
+	in.Email = email
+	if !r.Name.Set || r.Name.Null {
+		f.Add("name", "is required")
+	} else {
+		mergeFields(&f, events.ValidateName(r.Name.V))
+		in.Name = r.Name.V
+	}
+	props, err := events.ValidateProperties(r.Properties.V)
+	mergeFields(&f, err)
+	in.Properties = props
+	if v, ok := r.Timestamp.Value(); ok {
+		ts, err := timefmt.Parse(v)
+		if err != nil {
+			f.Add("timestamp", "must be an ISO 8601 timestamp")
+		} else if err := events.ValidateTimestamp(ts, now); err != nil {
+			mergeFields(&f, err)
+		} else {
+			in.Timestamp = ts
+		}
+	}
+	if v, ok := r.UpdateContact.Value(); ok {
+		in.UpdateContact = v
+	}
+	return in, f.Err()
+}
+
+func (s *Server) eventCreate(c *fiber.Ctx) error {
+	var req eventReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	in, err := req.custom(tenantID(c), time.Now())
+	if err != nil {
+		return err
+	}
+	rec, err := s.events.RecordCustom(c.UserContext(), in)
+	if err != nil {
+		return err
+	}
+	out := fiber.Map{
+		"event": eventJSON{EventID: rec.EventID, Name: rec.Name, Properties: rec.Properties,
+			Timestamp: timefmt.Format(rec.Timestamp), ProcessedSequences: rec.ProcessedSequences},
+		"contactId":          rec.ContactID,
+		"triggeredSequences": rec.TriggeredSequences,
+	}
+	if in.UpdateContact {
+		out["contact"] = contactView(rec.Contact, true)
+	}
+	return c.Status(http.StatusCreated).JSON(out)
+}
+
+func eventView(e queries.Event) eventJSON {
+	return eventJSON{EventID: e.ID, ContactID: e.ContactID, Name: e.Name, Properties: e.Properties,
+		Timestamp: timefmt.Format(e.OccurredAt), ProcessedSequences: e.ProcessedSequences}
+}
+
+func eventPage(rows []queries.Event, limit int) fiber.Map {
+	rows, next := page.Trim(rows, limit, func(e queries.Event) page.Cursor { return page.Cursor{Time: e.OccurredAt, ID: e.ID} })
+	items := make([]eventJSON, len(rows))
+	for i, e := range rows {
+		items[i] = eventView(e)
+	}
+	return fiber.Map{"items": items, "nextCursor": next}
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (s *Server) eventList(c *fiber.Ctx) error {
+	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	arg := queries.EventListParams{TenantID: tenantID(c), Name: optString(c.Query("name")), Lim: int32(p.Limit + 1)}
+	if p.After != nil {
+		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
+	}
+	rows, err := s.db.EventList(c.UserContext(), arg)
+	if err != nil {
+		return err
+	}
+	return c.JSON(eventPage(rows, p.Limit))
+}
+
+func (s *Server) eventListByContact(c *fiber.Ctx) error {
+	id, err := s.contactParam(c)
+	if err != nil {
+		return err
+	}
+	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	arg := queries.EventListByContactParams{TenantID: tenantID(c), ContactID: id, Name: optString(c.Query("name")), Lim: int32(p.Limit + 1)}
+	if p.After != nil {
+		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
+	}
+	rows, err := s.db.EventListByContact(c.UserContext(), arg)
+	if err != nil {
+		return err
+	}
+	return c.JSON(eventPage(rows, p.Limit))
+}
+
+type timelineJSON struct {
+	Type      string         `json:"type"`
+	Timestamp string         `json:"timestamp"`
+	Data      map[string]any `json:"data"`
+}
+
+const (
+	timelineDefault = 50
+	timelineMax     = 100
+)
+
+// Far bounds for an open from/to; timestamptz covers them.
+var (
+	timelineStart = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	timelineEnd   = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+func (s *Server) contactTimeline(c *fiber.Ctx) error {
+	id, err := s.contactParam(c)
+	if err != nil {
+		return err
+	}
+	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), timelineDefault, timelineMax)
+	if err != nil {
+		return err
+	}
+	var f apperr.Fields
+	from, to := timelineStart, timelineEnd
+	if v := c.Query("from"); v != "" {
+		if from, err = timefmt.Parse(v); err != nil {
+			f.Add("from", "must be an ISO 8601 timestamp")
+		}
+	}
+	if v := c.Query("to"); v != "" {
+		if to, err = timefmt.Parse(v); err != nil {
+			f.Add("to", "must be an ISO 8601 timestamp")
+		}
+	}
+	if len(f) == 0 && from.After(to) {
+		f.Add("from", "must not be after to")
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	arg := queries.TimelineParams{TenantID: tenantID(c), ContactID: id, FromTime: from, ToTime: to, Lim: int32(p.Limit + 1)}
+	if p.After != nil {
+		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
+	}
+	rows, err := s.db.Timeline(c.UserContext(), arg)
+	if err != nil {
+		return err
+	}
+	rows, next := page.Trim(rows, p.Limit, func(r queries.TimelineRow) page.Cursor { return page.Cursor{Time: r.OccurredAt, ID: r.ID} })
+	items := make([]timelineJSON, len(rows))
+	for i, r := range rows {
+		items[i] = timelineView(r)
+	}
+	return c.JSON(fiber.Map{"items": items, "hasMore": next != nil, "nextCursor": next})
+}
+
+// timelineView shapes one entry: events carry their id, name and
+// properties (system events also spread their metadata, e.g. sendId);
+// other entries carry the data they were written with.
+func timelineView(r queries.TimelineRow) timelineJSON {
+	var data map[string]any
+	_ = json.Unmarshal(r.Data, &data)
+	if data == nil {
+		data = map[string]any{}
+	}
+	if r.Kind != "event" {
+		return timelineJSON{Type: r.Name, Timestamp: timefmt.Format(r.OccurredAt), Data: data}
+	}
+	typ := events.TimelineType(r.Name)
+	out := map[string]any{"eventId": r.ID, "name": r.Name}
+	if typ == "event" {
+		out["properties"] = data
+	} else {
+		for k, v := range data {
+			out[k] = v
+		}
+	}
+	return timelineJSON{Type: typ, Timestamp: timefmt.Format(r.OccurredAt), Data: out}
+}

@@ -1,0 +1,63 @@
+-- name: TenantReserveContact :one
+-- Takes one slot of the plan's contact limit atomically; no row means the
+-- limit is reached. The row lock it takes also serialises contact creation
+-- per tenant until commit.
+UPDATE tenants SET contact_count = contact_count + 1
+WHERE id = @id AND (plan <> 'free' OR contact_count < @free_limit::bigint)
+RETURNING contact_count;
+
+-- name: TenantReleaseContacts :exec
+UPDATE tenants SET contact_count = greatest(contact_count - @n::bigint, 0) WHERE id = @id;
+
+-- name: ContactInsert :one
+INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed)
+VALUES (@tenant_id, @id, @email, sqlc.narg(user_id), @properties, @subscribed)
+ON CONFLICT (tenant_id, email) DO NOTHING
+RETURNING *;
+
+-- name: ContactGet :one
+SELECT * FROM contacts WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ContactExists :one
+SELECT EXISTS (SELECT 1 FROM contacts WHERE tenant_id = @tenant_id AND id = @id);
+
+-- name: ContactGetByEmail :one
+SELECT * FROM contacts WHERE tenant_id = @tenant_id AND email = @email;
+
+-- name: ContactList :many
+SELECT * FROM contacts
+WHERE tenant_id = @tenant_id
+  AND (NOT @has_cursor::boolean OR (created_at, id) < (@cursor_time::timestamptz, @cursor_id::text))
+ORDER BY created_at DESC, id DESC
+LIMIT @lim;
+
+-- name: ContactUpdate :one
+-- Properties merge: keys in set_props are written, keys in remove_props
+-- (sent as null) are dropped.
+UPDATE contacts SET
+    user_id    = CASE WHEN @set_user_id::boolean THEN sqlc.narg(user_id) ELSE user_id END,
+    properties = (properties || @set_props::jsonb) - @remove_props::text[],
+    subscribed = coalesce(sqlc.narg(subscribed), subscribed),
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: ContactUpdateByEmail :one
+UPDATE contacts SET
+    user_id    = CASE WHEN @set_user_id::boolean THEN sqlc.narg(user_id) ELSE user_id END,
+    properties = (properties || @set_props::jsonb) - @remove_props::text[],
+    subscribed = coalesce(sqlc.narg(subscribed), subscribed),
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND email = @email
+RETURNING *;
+
+-- name: ContactDelete :execrows
+DELETE FROM contacts WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ContactStats :one
+SELECT
+    count(*) AS total,
+    count(*) FILTER (WHERE suppressed) AS suppressed_count,
+    count(*) FILTER (WHERE created_at > now() - interval '24 hours') AS added_last_24h,
+    count(*) FILTER (WHERE created_at > now() - interval '7 days') AS added_last_7d
+FROM contacts WHERE tenant_id = @tenant_id;

@@ -1,0 +1,81 @@
+-- name: EventRecordByEmail :one
+-- One round trip records a custom event: find the contact by email, move its
+-- lastEventAt forward (when asked), insert the event, and return the contact
+-- as it now stands.
+WITH c AS (
+    SELECT ct.* FROM contacts ct WHERE ct.tenant_id = @tenant_id AND ct.email = @email
+), touched AS (
+    UPDATE contacts SET last_event_at = greatest(last_event_at, @occurred_at::timestamptz)
+    WHERE @update_contact::boolean AND tenant_id = @tenant_id AND id = (SELECT id FROM c)
+    RETURNING last_event_at
+), ins AS (
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
+    SELECT @tenant_id, @id, c.id, @name, @properties, @occurred_at, @processed_sequences::text[] FROM c
+    RETURNING id, occurred_at, created_at
+)
+SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
+       c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed,
+       c.total_sends, c.total_opens, c.total_clicks,
+       CASE WHEN @update_contact::boolean THEN (SELECT last_event_at FROM touched) ELSE c.last_event_at END AS last_event_at,
+       c.created_at, c.updated_at
+FROM ins, c;
+
+-- name: EventInsert :one
+INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
+VALUES (@tenant_id, @id, @contact_id, @name, @properties, @occurred_at, @processed_sequences::text[])
+RETURNING *;
+
+-- name: ContactTouchDerived :one
+-- Applies a system event to the derived counters.
+UPDATE contacts SET
+    last_event_at = greatest(last_event_at, @occurred_at::timestamptz),
+    total_sends   = total_sends + @sends::bigint,
+    total_opens   = total_opens + @opens::bigint,
+    total_clicks  = total_clicks + @clicks::bigint
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: EventList :many
+SELECT * FROM events
+WHERE tenant_id = @tenant_id
+  AND (sqlc.narg(name)::text IS NULL OR name = sqlc.narg(name))
+  AND (NOT @has_cursor::boolean OR (occurred_at, id) < (@cursor_time::timestamptz, @cursor_id::text))
+ORDER BY occurred_at DESC, id DESC
+LIMIT @lim;
+
+-- name: EventListByContact :many
+SELECT * FROM events
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id
+  AND (sqlc.narg(name)::text IS NULL OR name = sqlc.narg(name))
+  AND (NOT @has_cursor::boolean OR (occurred_at, id) < (@cursor_time::timestamptz, @cursor_id::text))
+ORDER BY occurred_at DESC, id DESC
+LIMIT @lim;
+
+-- name: TimelineEntryInsert :exec
+INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+VALUES (@tenant_id, @id, @contact_id, @type, @occurred_at, @data);
+
+-- name: Timeline :many
+-- Events and other entries merged newest first; each side is an index range
+-- scan, so a page costs O(limit) however long the history.
+(SELECT e.id, 'event'::text AS kind, e.name, e.occurred_at, e.properties AS data
+   FROM events e
+  WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id
+    AND e.occurred_at >= @from_time::timestamptz AND e.occurred_at <= @to_time::timestamptz
+    AND (NOT @has_cursor::boolean OR (e.occurred_at, e.id) < (@cursor_time::timestamptz, @cursor_id::text))
+  ORDER BY e.occurred_at DESC, e.id DESC
+  LIMIT @lim)
+UNION ALL
+(SELECT t.id, 'entry'::text AS kind, t.type AS name, t.occurred_at, t.data
+   FROM timeline_entries t
+  WHERE t.tenant_id = @tenant_id AND t.contact_id = @contact_id
+    AND t.occurred_at >= @from_time::timestamptz AND t.occurred_at <= @to_time::timestamptz
+    AND (NOT @has_cursor::boolean OR (t.occurred_at, t.id) < (@cursor_time::timestamptz, @cursor_id::text))
+  ORDER BY t.occurred_at DESC, t.id DESC
+  LIMIT @lim)
+ORDER BY occurred_at DESC, id DESC
+LIMIT @lim;
+
+-- name: EventSetProcessed :exec
+UPDATE events SET processed_sequences = @processed_sequences::text[]
+WHERE tenant_id = @tenant_id AND id = @id;
