@@ -167,9 +167,7 @@ func (s *Server) contactList(c *fiber.Ctx) error {
 		return err
 	}
 	arg := queries.ContactListParams{TenantID: tid, Lim: int32(p.Limit + 1)}
-	if p.After != nil {
-		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
-	}
+	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
 	rows, err := s.db.ContactList(ctx, arg)
 	if err != nil {
 		return err

@@ -120,9 +120,7 @@ func (s *Server) eventList(c *fiber.Ctx) error {
 		return err
 	}
 	arg := queries.EventListParams{TenantID: tenantID(c), Name: optString(c.Query("name")), Lim: int32(p.Limit + 1)}
-	if p.After != nil {
-		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
-	}
+	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
 	rows, err := s.db.EventList(c.UserContext(), arg)
 	if err != nil {
 		return err
@@ -140,9 +138,7 @@ func (s *Server) eventListByContact(c *fiber.Ctx) error {
 		return err
 	}
 	arg := queries.EventListByContactParams{TenantID: tenantID(c), ContactID: id, Name: optString(c.Query("name")), Lim: int32(p.Limit + 1)}
-	if p.After != nil {
-		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
-	}
+	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
 	rows, err := s.db.EventListByContact(c.UserContext(), arg)
 	if err != nil {
 		return err
@@ -161,11 +157,8 @@ const (
 	timelineMax     = 100
 )
 
-// Far bounds for an open from/to; timestamptz covers them.
-var (
-	timelineStart = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	timelineEnd   = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
-)
+// timelineStart stands for an open "from"; timestamptz covers it.
+var timelineStart = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (s *Server) contactTimeline(c *fiber.Ctx) error {
 	id, err := s.contactParam(c)
@@ -177,7 +170,7 @@ func (s *Server) contactTimeline(c *fiber.Ctx) error {
 		return err
 	}
 	var f apperr.Fields
-	from, to := timelineStart, timelineEnd
+	from, to := timelineStart, page.Far
 	if v := c.Query("from"); v != "" {
 		if from, err = timefmt.Parse(v); err != nil {
 			f.Add("from", "must be an ISO 8601 timestamp")
@@ -194,10 +187,8 @@ func (s *Server) contactTimeline(c *fiber.Ctx) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	arg := queries.TimelineParams{TenantID: tenantID(c), ContactID: id, FromTime: from, ToTime: to, Lim: int32(p.Limit + 1)}
-	if p.After != nil {
-		arg.HasCursor, arg.CursorTime, arg.CursorID = true, p.After.Time, p.After.ID
-	}
+	arg := queries.TimelineParams{TenantID: tenantID(c), ContactID: id, FromTime: from, Lim: int32(p.Limit + 1)}
+	arg.BeforeTime, arg.BeforeID = page.Before(p.After, to)
 	rows, err := s.db.Timeline(c.UserContext(), arg)
 	if err != nil {
 		return err

@@ -97,3 +97,18 @@ func Trim[T any](items []T, limit int, key func(T) Cursor) ([]T, *string) {
 	s := key(items[limit-1]).Encode()
 	return items, &s
 }
+
+// Far is later than any stored time; it stands for "no upper bound".
+var Far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// Before returns the exclusive upper bound (time, id) of a newest-first page:
+// the cursor when there is one, capped by an inclusive upper time limit.
+// Queries compare "(t, id) < (time, id)" with no OR, so the bound is an
+// index range and a page deep in a long list costs the same as the first.
+func Before(after *Cursor, to time.Time) (time.Time, string) {
+	t, id := to.Add(time.Microsecond), ""
+	if after != nil && (after.Time.Before(t) || (after.Time.Equal(t) && after.ID < id)) {
+		return after.Time, after.ID
+	}
+	return t, id
+}

@@ -69,3 +69,19 @@ func TestTrim(t *testing.T) {
 		t.Fatal("empty page")
 	}
 }
+
+func TestBefore(t *testing.T) {
+	t.Parallel()
+	to := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if bt, id := Before(nil, to); !bt.Equal(to.Add(time.Microsecond)) || id != "" {
+		t.Fatal("without cursor the bound is just after to (inclusive)")
+	}
+	early := &Cursor{Time: to.Add(-time.Hour), ID: "x"}
+	if bt, id := Before(early, to); !bt.Equal(early.Time) || id != "x" {
+		t.Fatal("a cursor before to wins")
+	}
+	late := &Cursor{Time: to.Add(time.Hour), ID: "x"}
+	if bt, _ := Before(late, to); !bt.Equal(to.Add(time.Microsecond)) {
+		t.Fatal("to caps a later cursor")
+	}
+}

@@ -27,7 +27,7 @@ SELECT * FROM contacts WHERE tenant_id = @tenant_id AND email = @email;
 -- name: ContactList :many
 SELECT * FROM contacts
 WHERE tenant_id = @tenant_id
-  AND (NOT @has_cursor::boolean OR (created_at, id) < (@cursor_time::timestamptz, @cursor_id::text))
+  AND (created_at, id) < (@before_time::timestamptz, @before_id::text)
 ORDER BY created_at DESC, id DESC
 LIMIT @lim;
 
@@ -55,9 +55,11 @@ RETURNING *;
 DELETE FROM contacts WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: ContactStats :one
+-- Each figure is its own index probe: the total is the tenant's maintained
+-- counter, suppressed contacts have a partial index, and the recent counts
+-- are index-only range scans; nothing scans the whole audience.
 SELECT
-    count(*) AS total,
-    count(*) FILTER (WHERE suppressed) AS suppressed_count,
-    count(*) FILTER (WHERE created_at > now() - interval '24 hours') AS added_last_24h,
-    count(*) FILTER (WHERE created_at > now() - interval '7 days') AS added_last_7d
-FROM contacts WHERE tenant_id = @tenant_id;
+    (SELECT t.contact_count FROM tenants t WHERE t.id = @tenant_id)::bigint AS total,
+    (SELECT count(*) FROM contacts c WHERE c.tenant_id = @tenant_id AND c.suppressed) AS suppressed_count,
+    (SELECT count(*) FROM contacts c WHERE c.tenant_id = @tenant_id AND c.created_at > now() - interval '24 hours') AS added_last_24h,
+    (SELECT count(*) FROM contacts c WHERE c.tenant_id = @tenant_id AND c.created_at > now() - interval '7 days') AS added_last_7d;

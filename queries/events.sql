@@ -39,7 +39,7 @@ RETURNING *;
 SELECT * FROM events
 WHERE tenant_id = @tenant_id
   AND (sqlc.narg(name)::text IS NULL OR name = sqlc.narg(name))
-  AND (NOT @has_cursor::boolean OR (occurred_at, id) < (@cursor_time::timestamptz, @cursor_id::text))
+  AND (occurred_at, id) < (@before_time::timestamptz, @before_id::text)
 ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;
 
@@ -47,7 +47,7 @@ LIMIT @lim;
 SELECT * FROM events
 WHERE tenant_id = @tenant_id AND contact_id = @contact_id
   AND (sqlc.narg(name)::text IS NULL OR name = sqlc.narg(name))
-  AND (NOT @has_cursor::boolean OR (occurred_at, id) < (@cursor_time::timestamptz, @cursor_id::text))
+  AND (occurred_at, id) < (@before_time::timestamptz, @before_id::text)
 ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;
 
@@ -61,16 +61,16 @@ VALUES (@tenant_id, @id, @contact_id, @type, @occurred_at, @data);
 (SELECT e.id, 'event'::text AS kind, e.name, e.occurred_at, e.properties AS data
    FROM events e
   WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id
-    AND e.occurred_at >= @from_time::timestamptz AND e.occurred_at <= @to_time::timestamptz
-    AND (NOT @has_cursor::boolean OR (e.occurred_at, e.id) < (@cursor_time::timestamptz, @cursor_id::text))
+    AND e.occurred_at >= @from_time::timestamptz
+    AND (e.occurred_at, e.id) < (@before_time::timestamptz, @before_id::text)
   ORDER BY e.occurred_at DESC, e.id DESC
   LIMIT @lim)
 UNION ALL
 (SELECT t.id, 'entry'::text AS kind, t.type AS name, t.occurred_at, t.data
    FROM timeline_entries t
   WHERE t.tenant_id = @tenant_id AND t.contact_id = @contact_id
-    AND t.occurred_at >= @from_time::timestamptz AND t.occurred_at <= @to_time::timestamptz
-    AND (NOT @has_cursor::boolean OR (t.occurred_at, t.id) < (@cursor_time::timestamptz, @cursor_id::text))
+    AND t.occurred_at >= @from_time::timestamptz
+    AND (t.occurred_at, t.id) < (@before_time::timestamptz, @before_id::text)
   ORDER BY t.occurred_at DESC, t.id DESC
   LIMIT @lim)
 ORDER BY occurred_at DESC, id DESC

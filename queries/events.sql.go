@@ -103,17 +103,16 @@ const eventList = `-- name: EventList :many
 SELECT tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences, created_at FROM events
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR name = $2)
-  AND (NOT $3::boolean OR (occurred_at, id) < ($4::timestamptz, $5::text))
+  AND (occurred_at, id) < ($3::timestamptz, $4::text)
 ORDER BY occurred_at DESC, id DESC
-LIMIT $6
+LIMIT $5
 `
 
 type EventListParams struct {
 	TenantID   string
 	Name       *string
-	HasCursor  bool
-	CursorTime time.Time
-	CursorID   string
+	BeforeTime time.Time
+	BeforeID   string
 	Lim        int32
 }
 
@@ -121,9 +120,8 @@ func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]Event, 
 	rows, err := q.db.Query(ctx, eventList,
 		arg.TenantID,
 		arg.Name,
-		arg.HasCursor,
-		arg.CursorTime,
-		arg.CursorID,
+		arg.BeforeTime,
+		arg.BeforeID,
 		arg.Lim,
 	)
 	if err != nil {
@@ -157,18 +155,17 @@ const eventListByContact = `-- name: EventListByContact :many
 SELECT tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences, created_at FROM events
 WHERE tenant_id = $1 AND contact_id = $2
   AND ($3::text IS NULL OR name = $3)
-  AND (NOT $4::boolean OR (occurred_at, id) < ($5::timestamptz, $6::text))
+  AND (occurred_at, id) < ($4::timestamptz, $5::text)
 ORDER BY occurred_at DESC, id DESC
-LIMIT $7
+LIMIT $6
 `
 
 type EventListByContactParams struct {
 	TenantID   string
 	ContactID  string
 	Name       *string
-	HasCursor  bool
-	CursorTime time.Time
-	CursorID   string
+	BeforeTime time.Time
+	BeforeID   string
 	Lim        int32
 }
 
@@ -177,9 +174,8 @@ func (q *Queries) EventListByContact(ctx context.Context, arg EventListByContact
 		arg.TenantID,
 		arg.ContactID,
 		arg.Name,
-		arg.HasCursor,
-		arg.CursorTime,
-		arg.CursorID,
+		arg.BeforeTime,
+		arg.BeforeID,
 		arg.Lim,
 	)
 	if err != nil {
@@ -311,16 +307,16 @@ const timeline = `-- name: Timeline :many
 (SELECT e.id, 'event'::text AS kind, e.name, e.occurred_at, e.properties AS data
    FROM events e
   WHERE e.tenant_id = $2 AND e.contact_id = $3
-    AND e.occurred_at >= $4::timestamptz AND e.occurred_at <= $5::timestamptz
-    AND (NOT $6::boolean OR (e.occurred_at, e.id) < ($7::timestamptz, $8::text))
+    AND e.occurred_at >= $4::timestamptz
+    AND (e.occurred_at, e.id) < ($5::timestamptz, $6::text)
   ORDER BY e.occurred_at DESC, e.id DESC
   LIMIT $1)
 UNION ALL
 (SELECT t.id, 'entry'::text AS kind, t.type AS name, t.occurred_at, t.data
    FROM timeline_entries t
   WHERE t.tenant_id = $2 AND t.contact_id = $3
-    AND t.occurred_at >= $4::timestamptz AND t.occurred_at <= $5::timestamptz
-    AND (NOT $6::boolean OR (t.occurred_at, t.id) < ($7::timestamptz, $8::text))
+    AND t.occurred_at >= $4::timestamptz
+    AND (t.occurred_at, t.id) < ($5::timestamptz, $6::text)
   ORDER BY t.occurred_at DESC, t.id DESC
   LIMIT $1)
 ORDER BY occurred_at DESC, id DESC
@@ -332,10 +328,8 @@ type TimelineParams struct {
 	TenantID   string
 	ContactID  string
 	FromTime   time.Time
-	ToTime     time.Time
-	HasCursor  bool
-	CursorTime time.Time
-	CursorID   string
+	BeforeTime time.Time
+	BeforeID   string
 }
 
 type TimelineRow struct {
@@ -354,10 +348,8 @@ func (q *Queries) Timeline(ctx context.Context, arg TimelineParams) ([]TimelineR
 		arg.TenantID,
 		arg.ContactID,
 		arg.FromTime,
-		arg.ToTime,
-		arg.HasCursor,
-		arg.CursorTime,
-		arg.CursorID,
+		arg.BeforeTime,
+		arg.BeforeID,
 	)
 	if err != nil {
 		return nil, err
