@@ -60,6 +60,32 @@ type Event struct {
 	CreatedAt          time.Time
 }
 
+type Template struct {
+	TenantID          string
+	ID                string
+	Name              string
+	Subject           string
+	Content           string
+	CompiledHtml      string
+	RequiredVariables []string
+	CurrentVersion    int32
+	Enabled           bool
+	DisableReason     *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+type TemplateVersion struct {
+	TenantID     string
+	TemplateID   string
+	Version      int32
+	Name         string
+	Subject      string
+	Content      string
+	CompiledHtml string
+	CreatedAt    time.Time
+}
+
 type Tenant struct {
 	ID                     string
 	Name                   string
