@@ -103,6 +103,16 @@ func New(d Deps) *fiber.App {
 	r.get("/events", s.eventList)
 	r.get("/events/contacts/:id", s.eventListByContact)
 
+	r.post("/campaigns", s.campaignCreate)
+	r.get("/campaigns", s.campaignList)
+	r.get("/campaigns/:campaignId", s.campaignGet)
+	r.patch("/campaigns/:campaignId", s.campaignUpdate)
+	r.delete("/campaigns/:campaignId", s.campaignDelete)
+	r.post("/campaigns/:campaignId/sequences/:ref", s.campaignAssoc("sequence", true))
+	r.delete("/campaigns/:campaignId/sequences/:ref", s.campaignAssoc("sequence", false))
+	r.post("/campaigns/:campaignId/templates/:ref", s.campaignAssoc("template", true))
+	r.delete("/campaigns/:campaignId/templates/:ref", s.campaignAssoc("template", false))
+
 	return app
 }
 

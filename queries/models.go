@@ -19,6 +19,21 @@ type ApiKey struct {
 	CreatedAt time.Time
 }
 
+type Campaign struct {
+	TenantID    string
+	ID          string
+	Name        string
+	Description string
+	Status      string
+	SegmentID   *string
+	Goals       []string
+	SequenceIds []string
+	TemplateIds []string
+	StartedAt   *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type Contact struct {
 	TenantID    string
 	ID          string
@@ -58,6 +73,40 @@ type Event struct {
 	OccurredAt         time.Time
 	ProcessedSequences []string
 	CreatedAt          time.Time
+}
+
+type Segment struct {
+	TenantID        string
+	ID              string
+	Name            string
+	Description     *string
+	Rules           json.RawMessage
+	Enabled         bool
+	Version         int32
+	DependsOn       []string
+	MemberCount     int64
+	ComputedVersion *int32
+	LastComputedAt  *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+type SegmentMember struct {
+	TenantID  string
+	SegmentID string
+	ContactID string
+}
+
+type Sequence struct {
+	TenantID     string
+	ID           string
+	Name         string
+	Content      string
+	TriggerEvent string
+	Enabled      bool
+	Version      int32
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 type Template struct {

@@ -1,0 +1,65 @@
+-- name: SegmentLockGraph :exec
+-- Serialises changes to a tenant's segment references, so two concurrent
+-- PATCHes cannot each close half of a cycle.
+SELECT pg_advisory_xact_lock(hashtextextended('segments:' || @tenant_id::text, 0));
+
+-- name: SegmentInsert :one
+INSERT INTO segments (tenant_id, id, name, description, rules, enabled, depends_on)
+VALUES (@tenant_id, @id, @name, sqlc.narg(description), @rules, @enabled, @depends_on::text[])
+RETURNING *;
+
+-- name: SegmentGet :one
+SELECT * FROM segments WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: SegmentGetForUpdate :one
+SELECT * FROM segments WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: SegmentAll :many
+-- Every segment's rules and references: the graph that validation and
+-- compute resolve references against.
+SELECT id, rules, depends_on FROM segments WHERE tenant_id = @tenant_id;
+
+-- name: SegmentDependedBy :many
+SELECT id FROM segments WHERE tenant_id = @tenant_id AND @id::text = ANY (depends_on) ORDER BY id;
+
+-- name: SegmentList :many
+SELECT * FROM segments
+WHERE tenant_id = @tenant_id
+  AND (created_at, id) < (@before_time::timestamptz, @before_id::text)
+ORDER BY created_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SegmentUpdate :one
+UPDATE segments SET
+    name        = @name,
+    description = sqlc.narg(description),
+    rules       = @rules,
+    enabled     = @enabled,
+    version     = @version,
+    depends_on  = @depends_on::text[],
+    updated_at  = now()
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: SegmentDelete :execrows
+DELETE FROM segments WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: SegmentComputed :one
+UPDATE segments SET
+    member_count     = (SELECT count(*) FROM segment_members m WHERE m.tenant_id = @tenant_id AND m.segment_id = @id),
+    computed_version = version,
+    last_computed_at = now()
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: SegmentMembers :many
+SELECT contact_id FROM segment_members
+WHERE tenant_id = @tenant_id AND segment_id = @segment_id AND contact_id > @after::text
+ORDER BY contact_id
+LIMIT @lim;
+
+-- name: SegmentsOfContact :many
+SELECT s.id, s.name, s.member_count, s.last_computed_at
+FROM segment_members m JOIN segments s ON s.tenant_id = m.tenant_id AND s.id = m.segment_id
+WHERE m.tenant_id = @tenant_id AND m.contact_id = @contact_id
+ORDER BY s.name, s.id;
