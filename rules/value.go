@@ -162,7 +162,7 @@ func toRat(v any) (*big.Rat, bool) {
 // kindOf classifies a value coming from a decoded JSON/YAML document or from a
 // contact's properties.
 func kindOf(v any) kind {
-	switch v.(type) {
+	switch v := v.(type) {
 	case nil:
 		return kindMissing
 	case string:
@@ -170,8 +170,14 @@ func kindOf(v any) kind {
 	case bool:
 		return kindBool
 	case []any:
+		if v == nil { // encodes as JSON null
+			return kindMissing
+		}
 		return kindArray
 	case map[string]any:
+		if v == nil {
+			return kindMissing
+		}
 		return kindObject
 	}
 	if _, ok := numberText(v); ok {
@@ -189,6 +195,9 @@ func kindOf(v any) kind {
 		}
 		return kindArray
 	case reflect.Map:
+		if rv.IsNil() {
+			return kindMissing
+		}
 		return kindObject
 	case reflect.Pointer, reflect.Interface:
 		if rv.IsNil() {
