@@ -88,39 +88,27 @@ const (
 	sqlFalse = "FALSE"
 )
 
+// not negates a predicate. Neither not nor join folds constants away: a
+// dropped subexpression would leave its placeholders unused, which
+// PostgreSQL rejects ("could not determine data type of parameter"), and the
+// planner folds TRUE AND x by itself.
 func not(pred string) string {
-	switch pred {
-	case sqlTrue:
-		return sqlFalse
-	case sqlFalse:
-		return sqlTrue
-	}
 	return "NOT (" + pred + ")"
 }
 
-// join combines predicates with AND or OR, dropping neutral constants.
+// join combines predicates with AND or OR; with none it is the operator's
+// neutral constant.
 func join(op string, preds []string) string {
-	neutral, absorbing := sqlTrue, sqlFalse
-	if op == "OR" {
-		neutral, absorbing = sqlFalse, sqlTrue
-	}
-	var kept []string
-	for _, p := range preds {
-		switch p {
-		case neutral:
-			continue
-		case absorbing:
-			return absorbing
-		}
-		kept = append(kept, p)
-	}
-	switch len(kept) {
+	switch len(preds) {
 	case 0:
-		return neutral
+		if op == "OR" {
+			return sqlFalse
+		}
+		return sqlTrue
 	case 1:
-		return kept[0]
+		return preds[0]
 	}
-	return "(" + strings.Join(kept, " "+op+" ") + ")"
+	return "(" + strings.Join(preds, " "+op+" ") + ")"
 }
 
 func (c *compiler) node(n *Node, depth int) (string, error) {
