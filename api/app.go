@@ -18,6 +18,7 @@ import (
 	"tidings/contacts"
 	"tidings/events"
 	"tidings/ratelimit"
+	"tidings/segments"
 	"tidings/store"
 )
 
@@ -31,6 +32,9 @@ type Deps struct {
 	Limiter  *ratelimit.Limiter
 	Sessions *auth.SessionVerifier
 	Log      *slog.Logger
+	// RedisPrefix namespaces the API's own Redis keys (tests give each
+	// test its own).
+	RedisPrefix string
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -44,6 +48,8 @@ type Server struct {
 	keys     *keyLookup
 	contacts *contacts.Store
 	events   *events.Recorder
+	segments *segments.Store
+	prefix   string
 }
 
 // New builds the fiber app with the whole route table.
@@ -51,7 +57,9 @@ func New(d Deps) *fiber.App {
 	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
 		log: d.Log, keys: &keyLookup{db: d.DB},
 		contacts: &contacts.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeContacts},
-		events:   &events.Recorder{DB: d.DB}}
+		events:   &events.Recorder{DB: d.DB},
+		segments: &segments.Store{DB: d.DB},
+		prefix:   d.RedisPrefix}
 	app := fiber.New(fiber.Config{
 		ErrorHandler:          s.errorHandler,
 		BodyLimit:             bodyLimit,
@@ -96,12 +104,20 @@ func New(d Deps) *fiber.App {
 	r.get("/contacts/:id/sends", s.contactEmptyList("cursor"))
 	r.get("/contacts/:id/scheduled", s.contactEmptyList("hasMore"))
 	r.get("/contacts/:id/sequences", s.contactEmptyList("items"))
-	r.get("/contacts/:id/segments", s.contactEmptyList("items"))
+	r.get("/contacts/:id/segments", s.contactSegments)
 	r.get("/contacts/:id/timeline", s.contactTimeline)
 
 	r.post("/events", s.eventCreate)
 	r.get("/events", s.eventList)
 	r.get("/events/contacts/:id", s.eventListByContact)
+
+	r.post("/segments", s.segmentCreate)
+	r.get("/segments", s.segmentList)
+	r.get("/segments/:id", s.segmentGet)
+	r.patch("/segments/:id", s.segmentUpdate)
+	r.delete("/segments/:id", s.segmentDelete)
+	r.get("/segments/:id/members", s.segmentMembers)
+	r.post("/segments/:id/compute", s.segmentCompute)
 
 	r.post("/campaigns", s.campaignCreate)
 	r.get("/campaigns", s.campaignList)

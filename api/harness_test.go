@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
 
 	"tidings/auth"
 	"tidings/config"
@@ -24,10 +25,12 @@ const testSecret = "test-dashboard-secret"
 
 // bundle is one test's isolated service: its own database and Redis prefix.
 type bundle struct {
-	t   *testing.T
-	app *fiber.App
-	db  *store.DB
-	cfg *config.Config
+	t      *testing.T
+	app    *fiber.App
+	db     *store.DB
+	cfg    *config.Config
+	rdb    *redis.Client
+	prefix string
 }
 
 type option func(*config.Config)
@@ -47,11 +50,12 @@ func setup(t *testing.T, opts ...option) *bundle {
 	rdb, prefix := testenv.Redis(t)
 	app := New(Deps{
 		Config: cfg, DB: db, Redis: rdb,
-		Limiter:  ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
-		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
-		Log:      slog.New(slog.DiscardHandler),
+		Limiter:     ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
+		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Log:         slog.New(slog.DiscardHandler),
+		RedisPrefix: prefix,
 	})
-	return &bundle{t: t, app: app, db: db, cfg: cfg}
+	return &bundle{t: t, app: app, db: db, cfg: cfg, rdb: rdb, prefix: prefix}
 }
 
 // session mints a dashboard token for org.

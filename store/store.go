@@ -48,12 +48,18 @@ func (db *DB) Close() { db.Pool.Close() }
 // commit and guarantees that a panic or early return never leaks an open
 // transaction.
 func (db *DB) Tx(ctx context.Context, fn func(q *queries.Queries) error) error {
+	return db.TxRaw(ctx, func(_ pgx.Tx, q *queries.Queries) error { return fn(q) })
+}
+
+// TxRaw is Tx for the rare statement built at run time (segment compute),
+// which needs the transaction itself beside the generated queries.
+func (db *DB) TxRaw(ctx context.Context, fn func(tx pgx.Tx, q *queries.Queries) error) error {
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(db.Queries.WithTx(tx)); err != nil {
+	if err := fn(tx, db.Queries.WithTx(tx)); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

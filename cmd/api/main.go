@@ -55,12 +55,13 @@ func run(log *slog.Logger) error {
 	defer rdb.Close()
 
 	app := api.New(api.Deps{
-		Config:   cfg,
-		DB:       db,
-		Redis:    rdb,
-		Limiter:  ratelimit.New(rdb, cfg.RateLimitPerMinute, "tidings:"),
-		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
-		Log:      log,
+		Config:      cfg,
+		DB:          db,
+		Redis:       rdb,
+		Limiter:     ratelimit.New(rdb, cfg.RateLimitPerMinute, "tidings:"),
+		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Log:         log,
+		RedisPrefix: "tidings:",
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- app.Listen(cfg.HTTPAddr) }()

@@ -1,0 +1,268 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/apperr"
+	"tidings/page"
+	"tidings/queries"
+	"tidings/segments"
+	"tidings/timefmt"
+)
+
+const (
+	membersDefault = 100
+	membersMax     = 1000
+)
+
+type segmentJSON struct {
+	SegmentID      string          `json:"segmentId"`
+	Name           string          `json:"name"`
+	Description    *string         `json:"description"`
+	Rules          json.RawMessage `json:"rules"`
+	Enabled        bool            `json:"enabled"`
+	MemberCount    int64           `json:"memberCount"`
+	DependsOn      []string        `json:"dependsOn"`
+	DependedBy     []string        `json:"dependedBy"`
+	Version        string          `json:"version"`
+	LastComputedAt *string         `json:"lastComputedAt"`
+	CreatedAt      string          `json:"createdAt"`
+	UpdatedAt      string          `json:"updatedAt"`
+}
+
+func segmentView(s queries.Segment, dependedBy []string) segmentJSON {
+	if dependedBy == nil {
+		dependedBy = []string{}
+	}
+	return segmentJSON{SegmentID: s.ID, Name: s.Name, Description: s.Description, Rules: s.Rules, Enabled: s.Enabled,
+		MemberCount: s.MemberCount, DependsOn: s.DependsOn, DependedBy: dependedBy, Version: segments.Version(s.Version),
+		LastComputedAt: timefmt.Ptr(s.LastComputedAt), CreatedAt: timefmt.Format(s.CreatedAt), UpdatedAt: timefmt.Format(s.UpdatedAt)}
+}
+
+type segmentReq struct {
+	Name        Opt[string]          `json:"name"`
+	Description Opt[string]          `json:"description"`
+	Rules       Opt[json.RawMessage] `json:"rules"`
+	Enabled     Opt[bool]            `json:"enabled"`
+}
+
+func (r *segmentReq) input(create bool) (segments.Input, error) {
+	var f apperr.Fields
+	var in segments.Input
+	if create || r.Name.Set {
+		name := trimSpace(r.Name.V)
+		n := utf8.RuneCountInString(name)
+		f.Check(r.Name.Set && !r.Name.Null && n >= 1 && n <= 256, "name", "is required, 1-256 characters")
+		in.Name = &name
+	}
+	if r.Description.Set {
+		in.SetDesc = true
+		if v, ok := r.Description.Value(); ok {
+			f.Check(utf8.RuneCountInString(v) <= 2000, "description", "must be at most 2000 characters")
+			in.Description = &v
+		}
+	}
+	if create || r.Rules.Set {
+		if !r.Rules.Set || r.Rules.Null {
+			f.Add("rules", "is required")
+		} else {
+			in.Rules = r.Rules.V
+		}
+	}
+	if r.Enabled.Set {
+		if v, ok := r.Enabled.Value(); ok {
+			in.Enabled = &v
+		} else {
+			f.Add("enabled", "must be a boolean")
+		}
+	}
+	return in, f.Err()
+}
+
+func (s *Server) segmentCreate(c *fiber.Ctx) error {
+	var req segmentReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	in, err := req.input(true)
+	if err != nil {
+		return err
+	}
+	seg, err := s.segments.Create(c.UserContext(), tenantID(c), in)
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusCreated).JSON(segmentView(seg, nil))
+}
+
+func (s *Server) segmentList(c *fiber.Ctx) error {
+	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	ctx, tid := c.UserContext(), tenantID(c)
+	arg := queries.SegmentListParams{TenantID: tid, Lim: int32(p.Limit + 1)}
+	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
+	rows, err := s.db.SegmentList(ctx, arg)
+	if err != nil {
+		return err
+	}
+	rows, next := page.Trim(rows, p.Limit, func(r queries.Segment) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
+	// dependedBy is the reverse of dependsOn over the whole tenant.
+	all, err := s.db.SegmentAll(ctx, tid)
+	if err != nil {
+		return err
+	}
+	by := map[string][]string{}
+	for _, r := range all {
+		for _, d := range r.DependsOn {
+			by[d] = append(by[d], r.ID)
+		}
+	}
+	items := make([]segmentJSON, len(rows))
+	for i, r := range rows {
+		items[i] = segmentView(r, by[r.ID])
+	}
+	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+}
+
+func (s *Server) segmentGet(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	seg, by, err := s.segments.Get(c.UserContext(), tenantID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(segmentView(seg, by))
+}
+
+func (s *Server) segmentUpdate(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	var req segmentReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if !req.Name.Set && !req.Description.Set && !req.Rules.Set && !req.Enabled.Set {
+		return apperr.InvalidRequest("at least one of name, description, rules, enabled is required")
+	}
+	in, err := req.input(false)
+	if err != nil {
+		return err
+	}
+	ctx, tid := c.UserContext(), tenantID(c)
+	if _, err := s.segments.Update(ctx, tid, id, in); err != nil {
+		return err
+	}
+	seg, by, err := s.segments.Get(ctx, tid, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(segmentView(seg, by))
+}
+
+func (s *Server) segmentDelete(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx, tid := c.UserContext(), tenantID(c)
+	if _, _, err := s.segments.Get(ctx, tid, id); err != nil {
+		return err
+	}
+	if err := s.segments.Delete(ctx, tid, id); err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+func (s *Server) segmentMembers(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), membersDefault, membersMax)
+	if err != nil {
+		return err
+	}
+	after := ""
+	if p.After != nil {
+		after = p.After.ID
+	}
+	seg, members, err := s.segments.Members(c.UserContext(), tenantID(c), id, after, p.Limit+1)
+	if err != nil {
+		return err
+	}
+	members, next := page.Trim(members, p.Limit, func(m string) page.Cursor { return page.Cursor{ID: m} })
+	computedAt := timefmt.Ptr(seg.LastComputedAt)
+	version := segments.Version(seg.Version)
+	if seg.ComputedVersion != nil {
+		version = segments.Version(*seg.ComputedVersion)
+	}
+	items := make([]fiber.Map, len(members))
+	for i, m := range members {
+		items[i] = fiber.Map{"contactId": m, "isMember": true, "computedAt": computedAt, "version": version}
+	}
+	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+}
+
+// segmentCompute runs a compute at most once per SEGMENT_COMPUTE_INTERVAL
+// per segment; the slot is claimed in Redis so every API instance agrees.
+func (s *Server) segmentCompute(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx, tid := c.UserContext(), tenantID(c)
+	seg, _, err := s.segments.Get(ctx, tid, id)
+	if err != nil {
+		return err
+	}
+	if !seg.Enabled {
+		return apperr.InvalidRequest("segment is disabled; enable it before computing")
+	}
+	key := s.prefix + "segcompute:" + tid + ":" + id
+	ok, err := s.rdb.SetNX(ctx, key, "1", s.cfg.SegmentComputeEvery).Result()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		ttl, err := s.rdb.PTTL(ctx, key).Result()
+		if err != nil {
+			return err
+		}
+		return apperr.RateLimited(int(math.Ceil(ttl.Seconds())))
+	}
+	res, err := s.segments.Compute(ctx, tid, id)
+	if err != nil {
+		// A compute that did not happen does not use up the interval.
+		s.rdb.Del(c.UserContext(), key)
+		return err
+	}
+	return c.JSON(fiber.Map{"segmentId": id, "processed": res.Processed, "changed": res.Changed})
+}
+
+func (s *Server) contactSegments(c *fiber.Ctx) error {
+	id, err := s.contactParam(c)
+	if err != nil {
+		return err
+	}
+	rows, err := s.db.SegmentsOfContact(c.UserContext(), queries.SegmentsOfContactParams{TenantID: tenantID(c), ContactID: id})
+	if err != nil {
+		return err
+	}
+	items := make([]fiber.Map, len(rows))
+	for i, r := range rows {
+		items[i] = fiber.Map{"segmentId": r.ID, "name": r.Name, "memberCount": r.MemberCount, "computedAt": timefmt.Ptr(r.LastComputedAt)}
+	}
+	return c.JSON(fiber.Map{"items": items})
+}
