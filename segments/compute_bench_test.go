@@ -1,0 +1,90 @@
+package segments_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"tidings/segments"
+	"tidings/testenv"
+)
+
+// A six-leaf rule: properties, derived fields and one nested segment.
+const nestedRules = `{"operator":"and","conditions":[{"type":"property","field":"plan","operator":"equals","value":"pro"}]}`
+
+const sixLeafRules = `{"operator":"and","conditions":[
+ {"type":"segment","segmentId":"%s","operator":"memberOf"},
+ {"type":"property","field":"score","operator":"greaterOrEqual","value":20},
+ {"operator":"or","conditions":[
+   {"type":"property","field":"country","operator":"equals","value":"NL"},
+   {"type":"property","field":"tags","operator":"includes","value":"vip"}]},
+ {"type":"derived","field":"totalOpens","operator":"greaterThan","value":0},
+ {"type":"derived","field":"inactiveDays","operator":"lessThan","value":30}]}`
+
+// BenchmarkCompute measures a full compute (membership rewritten in one
+// transaction) beside a bare count of the same contacts.
+// Run: go test -run '^$' -bench Compute -benchtime 3x ./segments/
+func BenchmarkCompute(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("contacts=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			db := testenv.DB(b)
+			start := time.Now()
+			for _, q := range []string{
+				`INSERT INTO tenants (id, name, contact_count) VALUES ('t', 'T', ` + fmt.Sprint(n) + `)`,
+				`INSERT INTO contacts (tenant_id, id, email, properties, total_opens, last_event_at, created_at)
+				 SELECT 't', 'cnt_' || lpad(g::text, 8, '0'), 'c' || g || '@example.com',
+				        jsonb_build_object('plan', CASE WHEN g % 2 = 0 THEN 'pro' ELSE 'free' END,
+				                           'score', g % 100,
+				                           'country', CASE WHEN g % 5 = 0 THEN 'NL' ELSE 'DE' END,
+				                           'tags', CASE WHEN g % 7 = 0 THEN '["vip","x"]'::jsonb ELSE '["x"]'::jsonb END),
+				        g % 3, now() - ((g % 60) || ' days')::interval, now() - interval '90 days'
+				 FROM generate_series(1, ` + fmt.Sprint(n) + `) g`,
+				`VACUUM ANALYZE contacts`,
+			} {
+				if _, err := db.Pool.Exec(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Logf("filled %d contacts in %v", n, time.Since(start).Round(time.Millisecond))
+			st := &segments.Store{DB: db}
+			inner, err := st.Create(ctx, "t", segments.Input{Name: ptr("pro"), Rules: json.RawMessage(nestedRules)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			seg, err := st.Create(ctx, "t", segments.Input{Name: ptr("six"), Rules: json.RawMessage(fmt.Sprintf(sixLeafRules, inner.ID))})
+			if err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			var count int64
+			if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM contacts WHERE tenant_id = 't'`).Scan(&count); err != nil {
+				b.Fatal(err)
+			}
+			bare := time.Since(t0)
+			b.ResetTimer()
+			var res segments.Result
+			for i := 0; i < b.N; i++ {
+				// Alternate between a fresh compute (every member joins) and a
+				// recompute (nothing changes).
+				if i%2 == 0 {
+					if _, err := db.Pool.Exec(ctx, `DELETE FROM segment_members`); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if res, err = st.Compute(ctx, "t", seg.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			per := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(per.Milliseconds()), "ms/compute")
+			b.ReportMetric(float64(per)/float64(bare), "x_bare_count")
+			b.Logf("n=%d members=%d last changed=%d compute=%v bare count=%v", n, res.Segment.MemberCount, res.Changed, per, bare)
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
