@@ -83,7 +83,13 @@ func (s *Server) apiKeyCreate(c *fiber.Ctx) error {
 }
 
 func (s *Server) apiKeyList(c *fiber.Ctx) error {
-	rows, err := s.db.APIKeyList(c.UserContext(), tenantID(c))
+	return s.listAPIKeys(c, tenantID(c))
+}
+
+// listAPIKeys is the work of GET /api/api-keys once the tenant is known;
+// NewBare serves it without middleware as the benchmark baseline.
+func (s *Server) listAPIKeys(c *fiber.Ctx, tenant string) error {
+	rows, err := s.db.APIKeyList(c.UserContext(), tenant)
 	if err != nil {
 		return err
 	}

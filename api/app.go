@@ -46,16 +46,7 @@ type Server struct {
 func New(d Deps) *fiber.App {
 	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
 		log: d.Log, keys: &keyLookup{db: d.DB}}
-	app := fiber.New(fiber.Config{
-		ErrorHandler:          s.errorHandler,
-		BodyLimit:             bodyLimit,
-		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		JSONEncoder:           json.Marshal,
-		JSONDecoder:           json.Unmarshal,
-	})
+	app := fiber.New(s.fiberConfig())
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: logPanic(s.log)}))
@@ -81,6 +72,21 @@ func New(d Deps) *fiber.App {
 	r.delete("/api-keys/:keyId", s.apiKeyRevoke)
 
 	return app
+}
+
+// fiberConfig is the app configuration, shared with NewBare so the baseline
+// differs from the real app only by its middleware.
+func (s *Server) fiberConfig() fiber.Config {
+	return fiber.Config{
+		ErrorHandler:          s.errorHandler,
+		BodyLimit:             bodyLimit,
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		JSONEncoder:           json.Marshal,
+		JSONDecoder:           json.Unmarshal,
+	}
 }
 
 // routes registers handlers behind a fixed middleware chain.
