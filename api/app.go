@@ -15,6 +15,7 @@ import (
 
 	"tidings/auth"
 	"tidings/config"
+	"tidings/keycache"
 	"tidings/ratelimit"
 	"tidings/store"
 )
@@ -28,7 +29,9 @@ type Deps struct {
 	Redis    redis.UniversalClient
 	Limiter  *ratelimit.Limiter
 	Sessions *auth.SessionVerifier
-	Log      *slog.Logger
+	// Keys resolves API keys (see KeyLoader); it caches while its Run runs.
+	Keys *keycache.Cache
+	Log  *slog.Logger
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -39,13 +42,18 @@ type Server struct {
 	limiter  *ratelimit.Limiter
 	sessions *auth.SessionVerifier
 	log      *slog.Logger
-	keys     *keyLookup
+	keys     *keycache.Cache
 }
 
 // New builds the fiber app with the whole route table.
 func New(d Deps) *fiber.App {
+	if d.Keys == nil {
+		// Without the shared cache a revocation could not reach the other
+		// instances' caches: refuse to start rather than run unsafely.
+		panic("api.New: Deps.Keys is required")
+	}
 	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
-		log: d.Log, keys: &keyLookup{db: d.DB}}
+		log: d.Log, keys: d.Keys}
 	app := fiber.New(s.fiberConfig())
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
