@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # HTTP benchmark of the authentication middleware (docs/benchmarks.md):
 # authenticated GET /api/api-keys on bin/api against the same handler served
-# bare (bench/bare), back to back, plus a static-JSON pair for context. Runs
-# once with the api at LOG_LEVEL=warn and once at the default info level,
-# against a fresh database, on spare loopback ports; stops everything it
-# started on exit.
+# bare (bench/bare), back to back, plus a static-JSON pair for context. A
+# second api with API_KEY_CACHE_TTL=0 (one Postgres lookup per request, as
+# before the key cache) runs beside it, so the cache's effect is measured
+# under the same conditions. Runs once with the api at LOG_LEVEL=warn and
+# once at the default info level, against a fresh database, on spare
+# loopback ports; stops everything it started on exit.
 #
-# Knobs (environment): DURATION (10s), WARMUP (2s), CONC (16), ROUNDS (3),
-# LEVELS ("warn info"), BENCH_DB (tidings_bench), OUT (var/bench).
+# Knobs (environment): DURATION (5s), WARMUP (1s), CONC (16), ROUNDS (5),
+# LEVELS ("warn info"), SCENARIOS ("apikeys healthz"), BENCH_DB
+# (tidings_bench), OUT (var/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${DURATION:-10s}
-WARMUP=${WARMUP:-2s}
+DURATION=${DURATION:-5s}
+WARMUP=${WARMUP:-1s}
 CONC=${CONC:-16}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 LEVELS=${LEVELS:-warn info}
+SCENARIOS=${SCENARIOS:-apikeys healthz}
 BENCH_DB=${BENCH_DB:-tidings_bench}
 OUT=${OUT:-var/bench}
 PGADMIN=${PGADMIN:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
@@ -64,28 +68,34 @@ wait_ready() { # url name
 }
 
 for level in $LEVELS; do
-  api_port=$(spare_port); bare_port=$(spare_port)
+  api_port=$(spare_port); nocache_port=$(spare_port); bare_port=$(spare_port)
   org="bench_${level}_$(date +%s)"
   echo
-  echo "=== api LOG_LEVEL=$level (api :$api_port, bare :$bare_port, org $org) ==="
+  echo "=== api LOG_LEVEL=$level (api :$api_port, api-nocache :$nocache_port, bare :$bare_port, org $org) ==="
   # Logs go to a file, as they would to a collector: writing them is part
   # of the cost being measured.
   HTTP_ADDR=127.0.0.1:$api_port LOG_LEVEL=$level bin/api 2>"$OUT/api-$level.log" &
   api_pid=$!; pids+=("$api_pid")
   wait_ready "http://127.0.0.1:$api_port/readyz" "api-$level"
+  HTTP_ADDR=127.0.0.1:$nocache_port LOG_LEVEL=$level API_KEY_CACHE_TTL=0 MIGRATE=false \
+    bin/api 2>"$OUT/api-nocache-$level.log" &
+  nocache_pid=$!; pids+=("$nocache_pid")
+  wait_ready "http://127.0.0.1:$nocache_port/readyz" "api-nocache-$level"
   LOG_LEVEL=warn bin/bare -addr "127.0.0.1:$bare_port" -tenant "$org" 2>"$OUT/bare-$level.log" &
   bare_pid=$!; pids+=("$bare_pid")
   wait_ready "http://127.0.0.1:$bare_port/healthz" "bare-$level"
 
   common=(-api "http://127.0.0.1:$api_port" -secret "$DASHBOARD_JWT_SECRET" -org "$org"
           -c "$CONC" -d "$DURATION" -warmup "$WARMUP" -rounds "$ROUNDS")
-  bin/loadgen -scenario apikeys "${common[@]}" \
-    -target "api=http://127.0.0.1:$api_port,pid=$api_pid" \
-    -target "bare=http://127.0.0.1:$bare_port,pid=$bare_pid" | tee "$OUT/apikeys-$level.txt"
-  echo
-  bin/loadgen -scenario healthz "${common[@]}" \
-    -target "api=http://127.0.0.1:$api_port,pid=$api_pid" \
-    -target "bare=http://127.0.0.1:$bare_port,pid=$bare_pid" | tee "$OUT/healthz-$level.txt"
+  for scenario in $SCENARIOS; do
+    targets=(-target "api=http://127.0.0.1:$api_port,pid=$api_pid")
+    if [ "$scenario" = apikeys ]; then
+      targets+=(-target "api-nocache=http://127.0.0.1:$nocache_port,pid=$nocache_pid")
+    fi
+    targets+=(-target "bare=http://127.0.0.1:$bare_port,pid=$bare_pid")
+    echo
+    bin/loadgen -scenario "$scenario" "${common[@]}" "${targets[@]}" | tee "$OUT/$scenario-$level.txt"
+  done
   stop
 done
 echo
