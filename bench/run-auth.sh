@@ -10,7 +10,7 @@
 #
 # Knobs (environment): DURATION (5s), WARMUP (1s), CONC (16), ROUNDS (5),
 # LEVELS ("warn info"), SCENARIOS ("apikeys healthz"), BENCH_DB
-# (tidings_bench), OUT (var/bench).
+# (tidings_bench), OUT (var/bench), KEEP_LOGS (0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -98,5 +98,8 @@ for level in $LEVELS; do
   done
   stop
 done
+# A request log at info level grows by hundreds of MB a run: keep the logs
+# only when asked (a failed run exits above and keeps them).
+if [ "${KEEP_LOGS:-0}" != 1 ]; then rm -f "$OUT"/*.log; fi
 echo
 echo "results in $OUT/"
