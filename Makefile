@@ -36,8 +36,12 @@ generate: tools ## Regenerate sqlc code from queries/ and schema/
 	$(SQLC) generate
 
 .PHONY: bench
-bench: services ## Run the benchmarks
+bench: services ## Run the Go benchmarks
 	go test -run '^$$' -bench . -benchmem $(GO_PACKAGES)
+
+.PHONY: bench-http
+bench-http: services ## HTTP load: authenticated GET /api/api-keys vs a bare fiber handler (docs/benchmarks.md)
+	@bench/run-auth.sh
 
 .PHONY: token
 token: ## Print a dev session token: make token ORG=acme

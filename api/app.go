@@ -17,6 +17,7 @@ import (
 	"tidings/config"
 	"tidings/contacts"
 	"tidings/events"
+	"tidings/keycache"
 	"tidings/ratelimit"
 	"tidings/segments"
 	"tidings/store"
@@ -31,7 +32,9 @@ type Deps struct {
 	Redis    redis.UniversalClient
 	Limiter  *ratelimit.Limiter
 	Sessions *auth.SessionVerifier
-	Log      *slog.Logger
+	// Keys resolves API keys (see KeyLoader); it caches while its Run runs.
+	Keys *keycache.Cache
+	Log  *slog.Logger
 	// RedisPrefix namespaces the API's own Redis keys (tests give each
 	// test its own).
 	RedisPrefix string
@@ -45,7 +48,7 @@ type Server struct {
 	limiter  *ratelimit.Limiter
 	sessions *auth.SessionVerifier
 	log      *slog.Logger
-	keys     *keyLookup
+	keys     *keycache.Cache
 	contacts *contacts.Store
 	events   *events.Recorder
 	segments *segments.Store
@@ -54,22 +57,18 @@ type Server struct {
 
 // New builds the fiber app with the whole route table.
 func New(d Deps) *fiber.App {
+	if d.Keys == nil {
+		// Without the shared cache a revocation could not reach the other
+		// instances' caches: refuse to start rather than run unsafely.
+		panic("api.New: Deps.Keys is required")
+	}
 	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
-		log: d.Log, keys: &keyLookup{db: d.DB},
+		log: d.Log, keys: d.Keys,
 		contacts: &contacts.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeContacts},
 		events:   &events.Recorder{DB: d.DB},
 		segments: &segments.Store{DB: d.DB},
 		prefix:   d.RedisPrefix}
-	app := fiber.New(fiber.Config{
-		ErrorHandler:          s.errorHandler,
-		BodyLimit:             bodyLimit,
-		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		JSONEncoder:           json.Marshal,
-		JSONDecoder:           json.Unmarshal,
-	})
+	app := fiber.New(s.fiberConfig())
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: logPanic(s.log)}))
@@ -130,6 +129,21 @@ func New(d Deps) *fiber.App {
 	r.delete("/campaigns/:campaignId/templates/:ref", s.campaignAssoc("template", false))
 
 	return app
+}
+
+// fiberConfig is the app configuration, shared with NewBare so the baseline
+// differs from the real app only by its middleware.
+func (s *Server) fiberConfig() fiber.Config {
+	return fiber.Config{
+		ErrorHandler:          s.errorHandler,
+		BodyLimit:             bodyLimit,
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		JSONEncoder:           json.Marshal,
+		JSONDecoder:           json.Unmarshal,
+	}
 }
 
 // routes registers handlers behind a fixed middleware chain.

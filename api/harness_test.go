@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"tidings/auth"
 	"tidings/config"
+	"tidings/keycache"
 	"tidings/ratelimit"
 	"tidings/store"
 	"tidings/testenv"
@@ -29,7 +31,7 @@ type bundle struct {
 	app    *fiber.App
 	db     *store.DB
 	cfg    *config.Config
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 }
 
@@ -52,10 +54,45 @@ func setup(t *testing.T, opts ...option) *bundle {
 		Config: cfg, DB: db, Redis: rdb,
 		Limiter:     ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
 		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Keys:        runKeyCache(t, db, rdb, prefix, cfg.APIKeyCacheTTL),
 		Log:         slog.New(slog.DiscardHandler),
 		RedisPrefix: prefix,
 	})
 	return &bundle{t: t, app: app, db: db, cfg: cfg, rdb: rdb, prefix: prefix}
+}
+
+// instance starts another API instance on the same database and Redis, as
+// a second process would be, with its own key cache of the given TTL. An
+// instance on another prefix shares no rate budget and hears no evictions.
+func (b *bundle) instance(prefix string, keyTTL time.Duration) *bundle {
+	b.t.Helper()
+	app := New(Deps{
+		Config: b.cfg, DB: b.db, Redis: b.rdb,
+		Limiter:     ratelimit.NewPer(b.rdb, b.cfg.RateLimitPerMinute, time.Hour, prefix),
+		Sessions:    auth.NewSessionVerifier(testSecret, "", ""),
+		Keys:        runKeyCache(b.t, b.db, b.rdb, prefix, keyTTL),
+		Log:         slog.New(slog.DiscardHandler),
+		RedisPrefix: prefix,
+	})
+	return &bundle{t: b.t, app: app, db: b.db, cfg: b.cfg, rdb: b.rdb, prefix: prefix}
+}
+
+// runKeyCache starts an API key cache on the test's eviction channel and
+// waits until it is subscribed, so every test authenticates through a live
+// cache as production does.
+func runKeyCache(t *testing.T, db *store.DB, rdb redis.UniversalClient, prefix string, ttl time.Duration) *keycache.Cache {
+	t.Helper()
+	keys := keycache.New(KeyLoader(db), rdb, prefix+"apikeys:evict", ttl, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); keys.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); !keys.Live(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("API key cache never subscribed")
+		}
+	}
+	return keys
 }
 
 // session mints a dashboard token for org.

@@ -82,7 +82,7 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	if k.Revoked {
 		return apperr.Unauthorized("API key has been revoked")
 	}
-	c.Locals(principalKey, &Principal{TenantID: k.TenantID, KeyID: k.KeyID})
+	c.Locals(principalKey, &Principal{TenantID: k.TenantID, KeyID: k.ID})
 	return c.Next()
 }
 

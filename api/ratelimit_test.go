@@ -50,7 +50,8 @@ func TestRateLimitSharedAcrossInstances(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	mk := func() *bundle {
 		app := New(Deps{Config: b.cfg, DB: b.db, Redis: rdb, Limiter: ratelimit.NewPer(rdb, 10, time.Hour, prefix),
-			Sessions: auth.NewSessionVerifier(testSecret, "", ""), Log: slog.New(slog.DiscardHandler)})
+			Sessions: auth.NewSessionVerifier(testSecret, "", ""), Keys: runKeyCache(t, b.db, rdb, prefix, b.cfg.APIKeyCacheTTL),
+			Log: slog.New(slog.DiscardHandler)})
 		return &bundle{t: t, app: app, db: b.db, cfg: b.cfg}
 	}
 	one, two := mk(), mk()

@@ -42,6 +42,7 @@ type Config struct {
 	DKIMCNAMESuffix     string
 	SandboxFromAddress  string
 	RateLimitPerMinute  int
+	APIKeyCacheTTL      time.Duration
 	SegmentComputeEvery time.Duration
 	SendMaxAttempts     int
 	DomainCheckInterval time.Duration
@@ -90,6 +91,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		DKIMCNAMESuffix:          r.str("DKIM_CNAME_SUFFIX", "dkim.tidings.email"),
 		SandboxFromAddress:       r.str("SANDBOX_FROM_ADDRESS", "sandbox@sandbox.tidings.email"),
 		RateLimitPerMinute:       r.positiveInt("RATE_LIMIT_PER_MINUTE", 100),
+		APIKeyCacheTTL:           r.durationUpTo("API_KEY_CACHE_TTL", 5*time.Second, time.Minute),
 		SegmentComputeEvery:      r.duration("SEGMENT_COMPUTE_INTERVAL", 60*time.Second),
 		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
 		DomainCheckInterval:      r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
@@ -226,6 +228,21 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || d <= 0 {
 		r.fail(name, fmt.Sprintf("must be a positive duration such as 60s or 10m, got %q", v))
+		return def
+	}
+	return d
+}
+
+// durationUpTo reads a duration within 0-max; 0 is allowed (it disables
+// what the duration is for), max keeps a bound on staleness meaningful.
+func (r *reader) durationUpTo(name string, def, max time.Duration) time.Duration {
+	v, ok := r.lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < 0 || d > max {
+		r.fail(name, fmt.Sprintf("must be a duration within 0s-%s, got %q", max, v))
 		return def
 	}
 	return d

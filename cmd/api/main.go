@@ -13,6 +13,7 @@ import (
 	"tidings/api"
 	"tidings/auth"
 	"tidings/config"
+	"tidings/keycache"
 	"tidings/logging"
 	"tidings/ratelimit"
 	"tidings/redisconn"
@@ -54,12 +55,16 @@ func run(log *slog.Logger) error {
 	}
 	defer rdb.Close()
 
+	keys := keycache.New(api.KeyLoader(db), rdb, "tidings:apikeys:evict", cfg.APIKeyCacheTTL, log)
+	go keys.Run(ctx)
+
 	app := api.New(api.Deps{
 		Config:      cfg,
 		DB:          db,
 		Redis:       rdb,
 		Limiter:     ratelimit.New(rdb, cfg.RateLimitPerMinute, "tidings:"),
 		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Keys:        keys,
 		Log:         log,
 		RedisPrefix: "tidings:",
 	})

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# HTTP benchmark of the authentication middleware (docs/benchmarks.md):
+# authenticated GET /api/api-keys on bin/api against the same handler served
+# bare (bench/bare), back to back, plus a static-JSON pair for context. A
+# second api with API_KEY_CACHE_TTL=0 (one Postgres lookup per request, as
+# before the key cache) runs beside it, so the cache's effect is measured
+# under the same conditions. Runs once with the api at LOG_LEVEL=warn and
+# once at the default info level, against a fresh database, on spare
+# loopback ports; stops everything it started on exit.
+#
+# Knobs (environment): DURATION (5s), WARMUP (1s), CONC (16), ROUNDS (5),
+# LEVELS ("warn info"), SCENARIOS ("apikeys healthz"), BENCH_DB
+# (tidings_bench), OUT (var/bench), KEEP_LOGS (0).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-5s}
+WARMUP=${WARMUP:-1s}
+CONC=${CONC:-16}
+ROUNDS=${ROUNDS:-5}
+LEVELS=${LEVELS:-warn info}
+SCENARIOS=${SCENARIOS:-apikeys healthz}
+BENCH_DB=${BENCH_DB:-tidings_bench}
+OUT=${OUT:-var/bench}
+PGADMIN=${PGADMIN:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+export DATABASE_URL="postgres://postgres@127.0.0.1:5432/$BENCH_DB?sslmode=disable"
+export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+export DASHBOARD_JWT_SECRET=bench-dashboard-secret
+export TRACKING_SECRET=bench-tracking-secret
+# Huge, so the limiter runs its Redis round trip on every request but never
+# refuses one.
+export RATE_LIMIT_PER_MINUTE=100000000
+
+mkdir -p "$OUT" bin
+echo "building bin/api, bin/bare, bin/loadgen"
+go build -o bin/api ./cmd/api
+go build -o bin/bare ./bench/bare
+go build -o bin/loadgen ./cmd/loadgen
+
+echo "fresh database $BENCH_DB"
+psql "$PGADMIN" -qc "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)"
+psql "$PGADMIN" -qc "CREATE DATABASE \"$BENCH_DB\""
+
+pids=()
+stop() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap stop EXIT INT TERM
+
+# spare_port prints a loopback port nothing listens on.
+spare_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+  echo "no spare port" >&2; return 1
+}
+
+wait_ready() { # url name
+  for _ in $(seq 200); do
+    curl -fs -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  echo "$2 did not become ready; see $OUT/$2.log" >&2; return 1
+}
+
+for level in $LEVELS; do
+  api_port=$(spare_port); nocache_port=$(spare_port); bare_port=$(spare_port)
+  org="bench_${level}_$(date +%s)"
+  echo
+  echo "=== api LOG_LEVEL=$level (api :$api_port, api-nocache :$nocache_port, bare :$bare_port, org $org) ==="
+  # Logs go to a file, as they would to a collector: writing them is part
+  # of the cost being measured.
+  HTTP_ADDR=127.0.0.1:$api_port LOG_LEVEL=$level bin/api 2>"$OUT/api-$level.log" &
+  api_pid=$!; pids+=("$api_pid")
+  wait_ready "http://127.0.0.1:$api_port/readyz" "api-$level"
+  HTTP_ADDR=127.0.0.1:$nocache_port LOG_LEVEL=$level API_KEY_CACHE_TTL=0 MIGRATE=false \
+    bin/api 2>"$OUT/api-nocache-$level.log" &
+  nocache_pid=$!; pids+=("$nocache_pid")
+  wait_ready "http://127.0.0.1:$nocache_port/readyz" "api-nocache-$level"
+  LOG_LEVEL=warn bin/bare -addr "127.0.0.1:$bare_port" -tenant "$org" 2>"$OUT/bare-$level.log" &
+  bare_pid=$!; pids+=("$bare_pid")
+  wait_ready "http://127.0.0.1:$bare_port/healthz" "bare-$level"
+
+  common=(-api "http://127.0.0.1:$api_port" -secret "$DASHBOARD_JWT_SECRET" -org "$org"
+          -c "$CONC" -d "$DURATION" -warmup "$WARMUP" -rounds "$ROUNDS")
+  for scenario in $SCENARIOS; do
+    targets=(-target "api=http://127.0.0.1:$api_port,pid=$api_pid")
+    if [ "$scenario" = apikeys ]; then
+      targets+=(-target "api-nocache=http://127.0.0.1:$nocache_port,pid=$nocache_pid")
+    fi
+    targets+=(-target "bare=http://127.0.0.1:$bare_port,pid=$bare_pid")
+    echo
+    bin/loadgen -scenario "$scenario" "${common[@]}" "${targets[@]}" | tee "$OUT/$scenario-$level.txt"
+  done
+  stop
+done
+# A request log at info level grows by hundreds of MB a run: keep the logs
+# only when asked (a failed run exits above and keeps them).
+if [ "${KEEP_LOGS:-0}" != 1 ]; then rm -f "$OUT"/*.log; fi
+echo
+echo "results in $OUT/"
