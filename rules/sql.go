@@ -267,11 +267,11 @@ func (c *compiler) property(n *Node) (string, error) {
 			if !ok {
 				return "", fmt.Errorf("rules: %s needs a number or a timestamp, got %q", n.Operator, v)
 			}
-			// A number, boolean or array never matches the pattern as text,
-			// so the pattern alone restricts this to timestamp strings.
+			// A number, boolean, array or object never passes the check as
+			// text (none starts with four characters and a hyphen), so the
+			// check alone restricts this to timestamp strings.
 			s := str()
-			return onlyIf(s+" ~ '"+timestampPattern+"'",
-				onlyIf(validDaySQL(s), timestampSQL(s)+" "+sqlOp+" "+c.arg(t, "timestamptz"))), nil
+			return c.timestampCompareSQL(s, n.Operator, t), nil
 		}
 		return "", fmt.Errorf("rules: %s needs a number or a timestamp", n.Operator)
 	case OpContains, OpNotContains, OpStartsWith, OpEndsWith:
@@ -332,23 +332,6 @@ var orderingSQL = map[string]string{
 	OpLessThan:       "<",
 	OpGreaterOrEqual: ">=",
 	OpLessOrEqual:    "<=",
-}
-
-// validDaySQL is true when the date part of s, already matching
-// timestampPattern, is a real day: 2023-02-29 matches the pattern but would
-// make the cast fail. make_date(y, m, 1) + (d - 1) cannot fail for the
-// pattern's ranges and lands in another month exactly when day d does not
-// exist.
-func validDaySQL(s string) string {
-	day := "substr(" + s + ", 9, 2)::int"
-	return "extract(day FROM make_date(substr(" + s + ", 1, 4)::int, substr(" + s + ", 6, 2)::int, 1) + (" + day + " - 1)) = " + day
-}
-
-// timestampSQL casts s, a valid timestamp string, to timestamptz. A bare date
-// is midnight UTC, spelled out because the cast would otherwise read it in the
-// session's time zone; every other accepted form carries its offset.
-func timestampSQL(s string) string {
-	return "(CASE WHEN length(" + s + ") = 10 THEN " + s + " || 'T00:00:00Z' ELSE " + s + " END)::timestamptz"
 }
 
 func (c *compiler) derived(n *Node) (string, error) {
