@@ -41,7 +41,16 @@ const maxInactiveDays = 2_000_000
 // includesAll and includesAny compile to c.properties @> <jsonb constant>,
 // which a GIN index on contacts.properties (jsonb_path_ops) can serve;
 // counters and lastEventAt compare the bare columns; inactiveDays compares
-// coalesce(c.last_event_at, c.created_at) to a constant cut-off.
+// coalesce(c.last_event_at, c.created_at) to a constant cut-off. The
+// predicate needs no helper function in the schema.
+//
+// Each placeholder carries its type cast; args are plain string, int64 and
+// time.Time values (jsonb, numeric and interval ones are passed as their
+// text), which pgx and database/sql encode as they are.
+//
+// Cost: without short-circuiting, a property timestamp comparison costs
+// about 3-4 µs of CPU per row, every other leaf well under 1 µs; see
+// BenchmarkSegmentSQL.
 func ToSQL(n *Node, resolve Resolver, argStart int) (predicate string, args []any, err error) {
 	if argStart < 1 {
 		return "", nil, fmt.Errorf("rules: argStart must be at least 1, got %d", argStart)
