@@ -50,8 +50,10 @@ const maxInactiveDays = 2_000_000
 // text), which pgx and database/sql encode as they are.
 //
 // Cost: without short-circuiting, a property timestamp comparison costs
-// about 3-4 µs of CPU per row, every other leaf well under 1 µs; see
-// BenchmarkSegmentSQL.
+// about 3-4 µs of CPU per row, an event leaf under OR or NOT an index lookup
+// per row (several µs), every other leaf well under 1 µs; see
+// BenchmarkSegmentSQL. Groups list their conditions cheapest first so that
+// the cheap ones can decide a row before the costly ones run.
 func ToSQL(n *Node, resolve Resolver, argStart int) (predicate string, args []any, err error) {
 	if argStart < 1 {
 		return "", nil, fmt.Errorf("rules: argStart must be at least 1, got %d", argStart)
