@@ -20,6 +20,7 @@ type CycleError struct {
 	Cycle []string
 }
 
+// Error names the cycle, e.g. "circular segment dependency: a -> b -> a".
 func (e *CycleError) Error() string {
 	return "circular segment dependency: " + strings.Join(e.Cycle, " -> ")
 }
@@ -32,6 +33,7 @@ type UnknownSegmentError struct {
 	IDs []string
 }
 
+// Error names the missing segments.
 func (e *UnknownSegmentError) Error() string {
 	return "unknown segment: " + strings.Join(e.IDs, ", ")
 }

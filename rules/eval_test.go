@@ -293,3 +293,27 @@ func TestToSQLPlaceholders(t *testing.T) {
 		t.Errorf("placeholder out of range in %s", pred)
 	}
 }
+
+func TestToSQLOrdersCheapFirst(t *testing.T) {
+	t.Parallel()
+	rule := mustParse(t, `{"operator":"or","conditions":[`+
+		event("e", "occurred", "")+`,`+
+		prop("seen", "greaterThan", `"2024-01-01"`)+`,`+
+		prop("plan", "equals", `"pro"`)+`,`+
+		derived("totalSends", "greaterThan", 1)+`]}`)
+	pred, _, err := ToSQL(rule, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	positions := []int{
+		strings.Index(pred, "c.total_sends"),
+		strings.Index(pred, "c.properties @>"),
+		strings.Index(pred, "translate("),
+		strings.Index(pred, "EXISTS"),
+	}
+	for i := 1; i < len(positions); i++ {
+		if positions[i-1] < 0 || positions[i-1] > positions[i] {
+			t.Fatalf("conditions not cheapest first: %v\n%s", positions, pred)
+		}
+	}
+}

@@ -17,9 +17,6 @@ const (
 	TypeEvent    Type = "event"    // the contact's events
 )
 
-// AllTypes lists every leaf type, in the order error messages name them.
-var AllTypes = []Type{TypeProperty, TypeDerived, TypeSegment, TypeEvent}
-
 // Logical operators of a group node.
 const (
 	OpAnd = "and"

@@ -51,6 +51,7 @@ type ValidationError struct {
 	Fields []FieldError
 }
 
+// Error lists every problem as "path: message".
 func (e *ValidationError) Error() string {
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
@@ -70,9 +71,9 @@ func (e *ValidationError) ByPath() map[string][]string {
 }
 
 // Parse validates a rule tree and returns it normalised. raw is either JSON
-// text (json.RawMessage, []byte or string; numbers keep their exact decimal
-// form) or an already decoded document (map[string]any from encoding/json or
-// gopkg.in/yaml.v3). Every problem is reported, each with its path, in a
+// text (json.RawMessage or []byte; numbers keep their exact decimal form) or
+// an already decoded document (map[string]any from encoding/json or
+// gopkg.in/yaml.v3; a string there is a wrongly typed node, not JSON). Every problem is reported, each with its path, in a
 // *ValidationError. Parse does not check that referenced segments exist or
 // are acyclic: that needs the store, see CheckCycles.
 func Parse(raw any, opt Options) (*Node, error) {
@@ -83,8 +84,6 @@ func Parse(raw any, opt Options) (*Node, error) {
 		doc = p.decodeJSON(r)
 	case []byte:
 		doc = p.decodeJSON(r)
-	case string:
-		doc = p.decodeJSON([]byte(r))
 	default:
 		doc = raw
 	}

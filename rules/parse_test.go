@@ -86,7 +86,6 @@ func TestParseInputShapes(t *testing.T) {
 	inputs := map[string]any{
 		"json.RawMessage":  json.RawMessage(rule),
 		"[]byte":           []byte(rule),
-		"string":           rule,
 		"decoded map":      decoded,
 		"map[any]any":      map[any]any{"operator": "and", "conditions": []any{map[any]any{"type": "property", "field": "n", "operator": "greaterThan", "value": 1.5}}},
 		"yaml flow syntax": mustYAML(t, "{operator: and, conditions: [{type: property, field: n, operator: greaterThan, value: 1.5}]}"),
@@ -156,6 +155,12 @@ exit:
 
 	_, err = Parse(mustYAML(t, "{operator: and, conditions: [{type: event, name: x, operator: occurred, within: 1.5d}]}"), Options{Root: "exit"})
 	wantFieldErrors(t, err, "exit.conditions[0].within")
+
+	// A YAML scalar where a rule node belongs is a wrongly typed node.
+	_, err = Parse(mustYAML(t, "gates: country is NL").(map[string]any)["gates"], Options{Root: "gates"})
+	if f := wantFieldErrors(t, err, "gates"); len(f) == 1 && !strings.Contains(f[0].Message, "must be an object") {
+		t.Errorf("message %q", f[0].Message)
+	}
 }
 
 func TestParseErrors(t *testing.T) {
@@ -172,6 +177,7 @@ func TestParseErrors(t *testing.T) {
 		{"null", `null`, Options{}, []string{"rules"}, "required"},
 		{"array root", `[]`, Options{}, []string{"rules"}, "must be an object"},
 		{"root name", `[]`, Options{Root: "gates"}, []string{"gates"}, "must be an object"},
+		{"JSON string", `"{}"`, Options{}, []string{"rules"}, "must be an object"},
 		{"bad group operator", `{"operator":"xor","conditions":[]}`, Options{}, []string{"rules.operator"}, `unknown value "xor"`},
 		{"missing group operator", `{"conditions":[]}`, Options{}, []string{"rules.operator"}, "required"},
 		{"missing conditions", `{"operator":"and"}`, Options{}, []string{"rules.conditions"}, "required"},
@@ -255,7 +261,7 @@ func wantFieldErrors(t *testing.T, err error, paths ...string) []FieldError {
 
 func TestValidationErrorByPath(t *testing.T) {
 	t.Parallel()
-	_, err := Parse(`{"operator":"and","conditions":[{"type":"property","field":"a","operator":"exists","value":1,"x":1}]}`, Options{})
+	_, err := Parse(json.RawMessage(`{"operator":"and","conditions":[{"type":"property","field":"a","operator":"exists","value":1,"x":1}]}`), Options{})
 	var verr *ValidationError
 	if !errors.As(err, &verr) {
 		t.Fatal(err)

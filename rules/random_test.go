@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -236,7 +237,7 @@ func (g *ruleGen) group(depth int, segments ...string) string {
 
 func (g *ruleGen) parse(t *testing.T, raw string) *Node {
 	t.Helper()
-	n, err := Parse(raw, Options{})
+	n, err := Parse(json.RawMessage(raw), Options{})
 	if err != nil {
 		t.Fatalf("generated an invalid rule: %v\n%s", err, raw)
 	}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -440,7 +441,7 @@ func TestSharedCasesGoAndSQL(t *testing.T) {
 
 func mustParse(t testing.TB, raw string) *Node {
 	t.Helper()
-	n, err := Parse(raw, Options{})
+	n, err := Parse(json.RawMessage(raw), Options{})
 	if err != nil {
 		t.Fatalf("Parse(%s): %v", raw, err)
 	}

@@ -25,11 +25,9 @@ const (
 	kindOther // a Go value with no JSON counterpart; only exists/notX match it
 )
 
-// timestampPattern is the one definition of "an ISO 8601 timestamp" used by the
-// ordering operators, shared verbatim by the Go evaluator and by the SQL
-// compiler (where it guards the cast to timestamptz, so that a non-timestamp
-// string compares false instead of failing the query). It is written in the
-// subset that RE2 and PostgreSQL's ARE agree on.
+// timestampPattern defines "an ISO 8601 timestamp" for the ordering
+// operators; the SQL compiler implements the same set without regular
+// expressions (see sqltime.go), and the tests compare the two.
 //
 // Accepted: YYYY-MM-DD (midnight UTC), or YYYY-MM-DDTHH:MM[:SS[.ffffff]]
 // followed by Z or ±HH:MM. The offset is required because without it
