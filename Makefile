@@ -11,7 +11,7 @@ help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/api, bin/worker and bin/devtoken
+build: mjml-deps ## Build bin/api, bin/worker and bin/devtoken (and install the MJML compiler)
 	go build -o bin/api ./cmd/api
 	go build -o bin/worker ./cmd/worker
 	go build -o bin/devtoken ./cmd/devtoken
@@ -24,8 +24,16 @@ services: ## Make sure PostgreSQL and Redis are up (starts or installs them)
 run: services build ## Build, prepare the database and start api + worker locally
 	@scripts/run.sh
 
+.PHONY: mjml-deps
+mjml-deps: mjml/node/node_modules/.package-lock.json ## Install the pinned mjml npm package (npm ci)
+
+mjml/node/node_modules/.package-lock.json: mjml/node/package.json mjml/node/package-lock.json
+	@command -v node >/dev/null || { echo "node is required for MJML (apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix mjml/node --no-audit --no-fund --loglevel=error
+	@touch $@
+
 .PHONY: test
-test: services tools ## vet, gofmt, generated-code check and go test -race
+test: services tools mjml-deps ## vet, gofmt, generated-code check and go test -race
 	go vet $(GO_PACKAGES)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(SQLC) diff || (echo "generated code is stale: run make generate" && exit 1)

@@ -42,3 +42,8 @@ if ! redis_up; then
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
   wait_for Redis redis_up
 fi
+
+# Node runs the official MJML compiler.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt_install nodejs npm
+fi
