@@ -41,9 +41,15 @@ func hasDroppedElement(s string) bool {
 		if j < len(s) && s[j] == '/' {
 			j++
 		}
-		for _, name := range droppedNames {
-			if hasPrefixFold(s[j:], name) {
-				return true
+		if j >= len(s) {
+			return false
+		}
+		switch s[j] | 0x20 { // the first letters of droppedNames
+		case 's', 'i', 'o', 'e':
+			for _, name := range droppedNames {
+				if hasPrefixFold(s[j:], name) {
+					return true
+				}
 			}
 		}
 	}
@@ -69,7 +75,7 @@ func hasOnAttribute(s string) bool {
 		// (after a space or "/") or after a quote inside it (the closing
 		// quote of the previous value, "a="x"onclick=").
 		for p := j; p+2 <= nameEnd; p++ {
-			if !hasPrefixFold(s[p:], "on") {
+			if s[p]|0x20 != 'o' || s[p+1]|0x20 != 'n' {
 				continue
 			}
 			if p == j && p > 0 && (isHTMLSpace(s[p-1]) || s[p-1] == '/') ||
@@ -97,10 +103,11 @@ func hasSuspectPunctuation(s string) bool {
 }
 
 // lettersBeforeEndIn reports whether, for some occurrence of sep, the ASCII
-// letters before it (skipping bytes below 0x21, DEL and all non-ASCII bytes,
-// which covers every junk character) end with one of words.
+// letters before it end with one of words (at most 8), skipping bytes below
+// 0x21, DEL and all non-ASCII bytes, which covers every junk character. The
+// walk back ends at any other byte or once no word can match, so each byte
+// is walked at most once: sep itself ends the walk of the next occurrence.
 func lettersBeforeEndIn(s string, sep byte, words []string) bool {
-	var buf [10]byte // letters, nearest first
 	for i := 0; ; {
 		k := strings.IndexByte(s[i:], sep)
 		if k < 0 {
@@ -108,37 +115,30 @@ func lettersBeforeEndIn(s string, sep byte, words []string) bool {
 		}
 		at := i + k
 		i = at + 1
-		n := 0
-	walk:
-		for j := at - 1; j >= 0 && n < len(buf); j-- {
-			switch c := s[j]; {
-			case c <= 0x20 || c >= 0x7f:
-			case 'a' <= c && c <= 'z':
-				buf[n] = c
-				n++
-			case 'A' <= c && c <= 'Z':
-				buf[n] = c + 'a' - 'A'
-				n++
-			default:
-				break walk
+		alive := uint8(1)<<len(words) - 1
+		n := 0 // letters matched so far
+		for j := at - 1; j >= 0 && alive != 0; j-- {
+			c := s[j]
+			if c <= 0x20 || c >= 0x7f {
+				continue
 			}
-		}
-		for _, w := range words {
-			if n >= len(w) && reversedEqual(buf[:len(w)], w) {
-				return true
+			if !isASCIILetter(c) {
+				break
 			}
+			c |= 0x20
+			for w, word := range words {
+				if alive&(1<<w) == 0 {
+					continue
+				}
+				if word[len(word)-1-n] != c {
+					alive &^= 1 << w
+				} else if n == len(word)-1 {
+					return true
+				}
+			}
+			n++
 		}
 	}
-}
-
-// reversedEqual reports whether rev, read backwards, is w.
-func reversedEqual(rev []byte, w string) bool {
-	for k := range rev {
-		if rev[k] != w[len(w)-1-k] {
-			return false
-		}
-	}
-	return true
 }
 
 // hasSuspectReference reports a character reference that decodes to
@@ -230,6 +230,20 @@ func isASCIILetter(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
+// hasPrefixFold reports whether s starts with the lower-case ASCII prefix,
+// ignoring ASCII case as the tokenizer does.
 func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -82,7 +82,7 @@ var dangerousSchemes = []string{"javascript:", "vbscript:", "data:"}
 
 // dangerousCSS are matched after normalizeCSS: URLs with those schemes in
 // url() or @import, IE expressions and behaviours, and Mozilla XBL bindings.
-var dangerousCSS = []string{"javascript:", "vbscript:", "data:", "expression(", "behavior:", "-moz-binding"}
+var dangerousCSS = []string{"javascript:", "vbscript:", "data:", "expression(", "behavior:", "-moz-binding:"}
 
 // sanitizePass is one pass of Sanitize.
 func sanitizePass(src string) (string, bool) {

@@ -223,7 +223,7 @@ var (
 	testCSSComment = regexp.MustCompile(`(?s)/\*.*?\*/`)
 	testCSSEscape  = regexp.MustCompile(`\\([0-9a-fA-F]{1,6})\s?`)
 	testBadScheme  = regexp.MustCompile(`(?i)(javascript|vbscript|data):`)
-	testBadCSS     = regexp.MustCompile(`(?i)(javascript:|vbscript:|data:|expression\(|behavior:|-moz-binding)`)
+	testBadCSS     = regexp.MustCompile(`(?i)(javascript:|vbscript:|data:|expression\(|behavior:|-moz-binding:)`)
 )
 
 func dangerIn(n *xhtml.Node, depth int) string {
@@ -248,7 +248,7 @@ func dangerIn(n *xhtml.Node, depth int) string {
 			case key == "style" && testBadCSS.MatchString(cssForTest(a.Val)):
 				return "style " + a.Val
 			case (key == "href" || key == "src" || key == "action" || key == "formaction" || key == "background" ||
-				key == "dynsrc" || key == "lowsrc" || strings.HasSuffix(key, "href")) &&
+				key == "dynsrc" || key == "lowsrc" || strings.HasSuffix(key, ":href")) &&
 				testBadScheme.MatchString(v) && testBadScheme.FindStringIndex(v)[0] == 0:
 				return "url " + key + "=" + a.Val
 			case (key == "values" || key == "to" || key == "content" && n.Data == "meta") && testBadScheme.MatchString(v):
