@@ -23,7 +23,7 @@ func newPool(t testing.TB, opts mjml.Options) *mjml.Pool {
 	}
 	p, err := mjml.NewPool(context.Background(), opts)
 	if err != nil {
-		t.Fatalf("NewPool: %v\n(run `npm ci --prefix mjml/node` from the repository root)", err)
+		t.Fatalf("NewPool: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
