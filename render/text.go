@@ -1,0 +1,167 @@
+package render
+
+import (
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/k3a/html2text"
+	"github.com/osteele/liquid"
+	"github.com/osteele/liquid/parser"
+	xhtml "golang.org/x/net/html"
+)
+
+// HTMLToText derives the plain-text part of a message from its HTML with
+// github.com/k3a/html2text: head, style and comments go, links become
+// "text <url>", paragraphs, headings, list items and line breaks become line
+// breaks. Layout tables and blocks (MJML's output is mostly those) end lines
+// too, and runs of blank lines are squeezed to one.
+func HTMLToText(html string) string {
+	return tidyText(html2text.HTML2TextWithOptions(blockBreaks.Replace(html), textOptions...))
+}
+
+var textOptions = []html2text.Option{html2text.WithLinksInnerText(), html2text.WithUnixLineBreaks(), html2text.WithListSupport()}
+
+// blockBreaks adds a <br> after the ends of blocks html2text does not break
+// lines at. MJML writes these tags in lower case.
+var blockBreaks = strings.NewReplacer(
+	"</div>", "</div><br>", "</tr>", "</tr><br>", "</table>", "</table><br>",
+	"</blockquote>", "</blockquote><br>",
+)
+
+// tidyText trims each line, squeezes runs of spaces (no-break spaces
+// included) to one, and keeps at most one blank line in a row. It runs on
+// every text part, so it copies runs of text rather than bytes.
+func tidyText(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	newlines, space := 0, false // white space owed before the next text
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == '\n':
+			newlines++
+			i++
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+			space = true
+			i++
+		case c == 0xc2 && i+1 < len(s) && s[i+1] == 0xa0: // U+00A0
+			space = true
+			i += 2
+		default:
+			if b.Len() > 0 {
+				switch {
+				case newlines > 1:
+					b.WriteString("\n\n")
+				case newlines == 1:
+					b.WriteByte('\n')
+				case space:
+					b.WriteByte(' ')
+				}
+			}
+			newlines, space = 0, false
+			j := i + 1
+			for j < len(s) && !tidySpace[s[j]] {
+				j++
+			}
+			b.WriteString(s[i:j])
+			i = j
+		}
+	}
+	return b.String()
+}
+
+// tidySpace marks the bytes that may start white space for tidyText
+// (0xc2 may start a no-break space, and ends a run of text either way).
+var tidySpace = [256]bool{'\n': true, ' ': true, '\t': true, '\r': true, '\f': true, '\v': true, 0xc2: true}
+
+// Placeholders stand in for Liquid while html2text converts a template; they
+// are private-use characters and digits, which html2text copies as text.
+const (
+	placeholderOpen  = "\ue000"
+	placeholderClose = "\ue001"
+)
+
+var placeholderRE = regexp.MustCompile(placeholderOpen + `(\d+)` + placeholderClose)
+
+// textTemplate converts the HTML of a template to a Liquid template for its
+// text part, once per template version, so that a send renders a few
+// kilobytes of text instead of converting tens of kilobytes of HTML. The
+// Liquid is replaced by placeholders for the conversion and put back after.
+//
+// It reports false when that cannot be trusted to give what converting the
+// rendered HTML would: a Liquid tag lost or repeated by the conversion (one
+// inside <head> or in an attribute other than href), or a result that does
+// not parse. The caller then converts each rendered message instead.
+func textTemplate(html string) (*liquid.Template, bool) {
+	tokens := parser.Scan(html, parser.SourceLoc{}, nil)
+	var b strings.Builder
+	b.Grow(len(html))
+	var sources []string
+	var isTag []bool
+	for _, t := range tokens {
+		switch t.Type {
+		case parser.TextTokenType:
+			b.WriteString(t.Source)
+		case parser.ObjTokenType, parser.TagTokenType:
+			b.WriteString(placeholderOpen + strconv.Itoa(len(sources)) + placeholderClose)
+			sources = append(sources, t.Source)
+			isTag = append(isTag, t.Type == parser.TagTokenType)
+		}
+	}
+	if strings.Contains(html, placeholderOpen) {
+		return nil, false // the template itself uses our marker
+	}
+	seen := make([]int, len(sources))
+	text := placeholderRE.ReplaceAllStringFunc(HTMLToText(b.String()), func(m string) string {
+		i, _ := strconv.Atoi(m[len(placeholderOpen) : len(m)-len(placeholderClose)])
+		seen[i]++
+		return sources[i]
+	})
+	for i, tag := range isTag {
+		if tag && seen[i] != 1 {
+			return nil, false
+		}
+	}
+	t, err := textEngine.ParseString(text)
+	if err != nil {
+		return nil, false
+	}
+	return t, true
+}
+
+// textEngine parses text templates. Every value it outputs goes through
+// valueToText, since in the HTML those values would have been converted
+// along with the page: "{{ note | escape }}" gives "&lt;" in the HTML, and
+// the text shows "<".
+var textEngine = func() *liquid.Engine {
+	e := newEngine()
+	e.SetAutoEscapeReplacer(textReplacer{})
+	return e
+}()
+
+type textReplacer struct{}
+
+func (textReplacer) WriteString(w io.Writer, s string) (int, error) {
+	return io.WriteString(w, valueToText(s))
+}
+
+// valueToText converts a value that may hold markup or character references
+// the way HTMLToText converts it inside a page. (Markup that reaches outside
+// the value, such as a "> that ends the attribute the value is in, is
+// converted as if it did not.)
+func valueToText(s string) string {
+	switch {
+	case strings.IndexByte(s, '<') >= 0:
+		return html2text.HTML2TextWithOptions(blockBreaks.Replace(s), textOptions...)
+	case strings.IndexByte(s, '&') >= 0:
+		return xhtml.UnescapeString(s)
+	}
+	return s
+}
+
+// tidyRenderedText cleans the text a text template rendered: links whose URL
+// came out empty lose their "<>", as html2text drops them.
+func tidyRenderedText(s string) string {
+	return tidyText(strings.ReplaceAll(s, " <>", ""))
+}
