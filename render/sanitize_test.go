@@ -219,7 +219,7 @@ func findDanger(s string) string {
 }
 
 var (
-	testJunk       = regexp.MustCompile("[\x00-\x20\x7f-\u009f\ufffd`'\"]")
+	testJunk       = regexp.MustCompile("[\x00-\x20\x7f-\u009f\ufffd]")
 	testCSSComment = regexp.MustCompile(`(?s)/\*.*?\*/`)
 	testCSSEscape  = regexp.MustCompile(`\\([0-9a-fA-F]{1,6})\s?`)
 	testBadScheme  = regexp.MustCompile(`(?i)(javascript|vbscript|data):`)
@@ -241,7 +241,7 @@ func dangerIn(n *xhtml.Node, depth int) string {
 			if a.Namespace != "" {
 				key = a.Namespace + ":" + key
 			}
-			v := testJunk.ReplaceAllString(a.Val, "")
+			v := strings.TrimLeft(testJunk.ReplaceAllString(a.Val, ""), "`'\"")
 			switch {
 			case strings.HasPrefix(key, "on"):
 				return "attribute " + key
