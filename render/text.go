@@ -161,7 +161,30 @@ func valueToText(s string) string {
 }
 
 // tidyRenderedText cleans the text a text template rendered: links whose URL
-// came out empty lose their "<>", as html2text drops them.
+// came out empty lose their " <>", as html2text drops them.
 func tidyRenderedText(s string) string {
-	return tidyText(strings.ReplaceAll(s, " <>", ""))
+	if strings.IndexByte(s, '<') < 0 {
+		return tidyText(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for {
+		i := strings.IndexByte(s, '<')
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		j := i + 1
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		if j < len(s) && s[j] == '>' {
+			b.WriteString(strings.TrimRight(s[:i], " "))
+			s = s[j+1:]
+			continue
+		}
+		b.WriteString(s[:i+1])
+		s = s[i+1:]
+	}
+	return tidyText(b.String())
 }
