@@ -87,7 +87,7 @@ func BenchmarkRenderParts(b *testing.B) {
 	if text, ok := textTemplate(p.CompiledHTML); ok {
 		part("text-template", func() error {
 			out, err := r.render(text, vars)
-			tidyRenderedText(out)
+			tidyText(out)
 			return err
 		})
 	}

@@ -116,7 +116,7 @@ func (r *Renderer) Render(key string, version int, subject, html string, vars ma
 		if m.Text, err = r.render(p.text, vars); err != nil {
 			return Message{}, fmt.Errorf("render text: %w", err)
 		}
-		m.Text = tidyRenderedText(m.Text)
+		m.Text = tidyText(m.Text)
 	default:
 		m.Text = HTMLToText(m.HTML)
 	}

@@ -359,7 +359,7 @@ func (s *skeleton) expand(out []byte, maxOutput int, pool *sync.Pool) (rendered,
 	}
 	r := rendered{html: html.String(), sanitize: mayNeedSanitize(bytesAsString(guard.Bytes()))}
 	if s.text != nil {
-		r.text = tidyRenderedText(bytesAsString(text.Bytes()))
+		r.text = tidyText(bytesAsString(text.Bytes()))
 	}
 	return r, nil
 }

@@ -31,49 +31,93 @@ var blockBreaks = strings.NewReplacer(
 )
 
 // tidyText trims each line, squeezes runs of spaces (no-break spaces
-// included) to one, and keeps at most one blank line in a row. It runs on
-// every text part, so it copies runs of text rather than bytes.
+// included) to one, keeps at most one blank line in a row, and drops links
+// whose URL came out empty (" <>"; html2text drops them, but a text template
+// can make them). It runs on every text part, so it copies stretches that
+// are already tidy whole.
 func tidyText(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	newlines, space := 0, false // white space owed before the next text
 	for i := 0; i < len(s); {
+		if !tidySpecial[s[i]] {
+			j := tidyRun(s, i)
+			writeSeparator(&b, newlines, space)
+			newlines, space = 0, false
+			b.WriteString(s[i:j])
+			i = j
+			continue
+		}
 		switch c := s[i]; {
 		case c == '\n':
 			newlines++
 			i++
-		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
-			space = true
-			i++
 		case c == 0xc2 && i+1 < len(s) && s[i+1] == 0xa0: // U+00A0
 			space = true
 			i += 2
-		default:
-			if b.Len() > 0 {
-				switch {
-				case newlines > 1:
-					b.WriteString("\n\n")
-				case newlines == 1:
-					b.WriteByte('\n')
-				case space:
-					b.WriteByte(' ')
-				}
-			}
-			newlines, space = 0, false
+		case c == '<' || c == 0xc2:
+			// An empty link goes; any other '<' is text.
 			j := i + 1
-			for j < len(s) && !tidySpace[s[j]] {
+			for c == '<' && j < len(s) && s[j] == ' ' {
 				j++
 			}
+			if c == '<' && j < len(s) && s[j] == '>' {
+				i = j + 1
+				continue
+			}
+			j = tidyRun(s, i+1)
+			writeSeparator(&b, newlines, space)
+			newlines, space = 0, false
 			b.WriteString(s[i:j])
 			i = j
+		default:
+			space = true
+			i++
 		}
 	}
 	return b.String()
 }
 
-// tidySpace marks the bytes that may start white space for tidyText
-// (0xc2 may start a no-break space, and ends a run of text either way).
-var tidySpace = [256]bool{'\n': true, ' ': true, '\t': true, '\r': true, '\f': true, '\v': true, 0xc2: true}
+// writeSeparator writes the white space owed before more text: a blank
+// line, a line break or a space, nothing at the start.
+func writeSeparator(b *strings.Builder, newlines int, space bool) {
+	switch {
+	case b.Len() == 0:
+	case newlines > 1:
+		b.WriteString("\n\n")
+	case newlines == 1:
+		b.WriteByte('\n')
+	case space:
+		b.WriteByte(' ')
+	}
+}
+
+// tidyRun returns the end of the tidy stretch of text starting at i: text
+// bytes, with single spaces and one or two line breaks between them.
+func tidyRun(s string, i int) int {
+	for i < len(s) {
+		if !tidySpecial[s[i]] {
+			i++
+			continue
+		}
+		switch {
+		case s[i] == ' ' && i+1 < len(s) && !tidySpecial[s[i+1]]:
+			i += 2
+		case s[i] == '\n' && i+1 < len(s) && !tidySpecial[s[i+1]]:
+			i += 2
+		case s[i] == '\n' && i+2 < len(s) && s[i+1] == '\n' && !tidySpecial[s[i+2]]:
+			i += 3
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// tidySpecial marks the bytes tidyText must look at: white space, 0xc2
+// (which may start a no-break space) and '<' (which may start an empty
+// link).
+var tidySpecial = [256]bool{'\n': true, ' ': true, '\t': true, '\r': true, '\f': true, '\v': true, 0xc2: true, '<': true}
 
 // Placeholders stand in for Liquid while html2text converts a template; they
 // are private-use characters and digits, which html2text copies as text.
@@ -158,33 +202,4 @@ func valueToText(s string) string {
 		return xhtml.UnescapeString(s)
 	}
 	return s
-}
-
-// tidyRenderedText cleans the text a text template rendered: links whose URL
-// came out empty lose their " <>", as html2text drops them.
-func tidyRenderedText(s string) string {
-	if strings.IndexByte(s, '<') < 0 {
-		return tidyText(s)
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for {
-		i := strings.IndexByte(s, '<')
-		if i < 0 {
-			b.WriteString(s)
-			break
-		}
-		j := i + 1
-		for j < len(s) && s[j] == ' ' {
-			j++
-		}
-		if j < len(s) && s[j] == '>' {
-			b.WriteString(strings.TrimRight(s[:i], " "))
-			s = s[j+1:]
-			continue
-		}
-		b.WriteString(s[:i+1])
-		s = s[i+1:]
-	}
-	return tidyText(b.String())
 }

@@ -39,6 +39,10 @@ func TestTidyText(t *testing.T) {
 		{"\n\na\n", "a"},
 		{"a\u00a0\u00a0b\n\u00a0\nc", "a b\n\nc"},
 		{"é  ü", "é ü"},
+		{"reset <> now", "reset now"},
+		{"reset <  >\n\nnext", "reset\n\nnext"},
+		{"a < b <c> ©  d", "a < b <c> © d"},
+		{"line one\nline two\n\npara", "line one\nline two\n\npara"},
 	}
 	for _, tt := range tests {
 		if got := tidyText(tt.in); got != tt.want {
@@ -78,7 +82,7 @@ func TestTextTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got = tidyRenderedText(got); got != tt.want {
+			if got = tidyText(got); got != tt.want {
 				t.Errorf("text = %q, want %q", got, tt.want)
 			}
 		})
