@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestRender(t *testing.T) {
@@ -31,6 +32,30 @@ func TestRender(t *testing.T) {
 			wantSubject: "Hi Ada",
 			wantHTML:    `<p>Hello ADA, <a href="https://x.example/r">reset</a></p>`,
 			wantText:    "Hello ADA, reset <https://x.example/r>",
+		},
+		{
+			desc:    "event and contact aliases",
+			subject: "{{ event.name }} on {{ event.timestamp | date: '%Y-%m-%d' }}",
+			html:    `<p>{{ contact.plan }} {{ event.properties.amount }} {% if contact.userId %}user{% else %}anonymous{% endif %}</p>`,
+			vars: Context{
+				Contact: &Contact{Email: "a@example.com", Properties: map[string]any{"plan": "pro"}},
+				Event:   &Event{Name: "purchase", Properties: map[string]any{"amount": 42.5}, Timestamp: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)},
+			}.Bindings(),
+			wantSubject: "purchase on 2026-11-21",
+			wantHTML:    `<p>pro 42.5 anonymous</p>`,
+			wantText:    "pro 42.5 anonymous",
+		},
+		{
+			desc:    "preview uses the contact given",
+			subject: "Hi {{ contact.firstName }}",
+			html:    `<p>{{ contact.email }} {{ unsubscribeUrl }}</p>`,
+			vars: BindingsForPreview(map[string]any{
+				"contact":        map[string]any{"email": "p@example.com", "properties": map[string]any{"firstName": "Pia"}},
+				"unsubscribeUrl": "https://preview/u",
+			}),
+			wantSubject: "Hi Pia",
+			wantHTML:    `<p>p@example.com https://preview/u</p>`,
+			wantText:    "p@example.com https://preview/u",
 		},
 		{
 			desc:        "missing variables render empty",
