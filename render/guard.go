@@ -20,12 +20,82 @@ import (
 //     "(" after letters ending in expression, with junk characters skipped;
 //   - a character reference that decodes to a letter, ":", "(", "\", "/",
 //     "*" or a junk character, since those can spell the above in disguise;
-//   - "\" or "/*" anywhere (CSS escapes and comments).
+//   - "\" anywhere (CSS escapes);
+//   - a CSS comment whose removal could join a letter before it to a
+//     letter, ":" or "(" after it ("da/* */ta:"); comments between rules or
+//     declarations, common in style sheets, cannot.
 //
 // FuzzMayNeedSanitize checks the claim against Sanitize.
 func mayNeedSanitize(s string) bool {
 	return hasDroppedElement(s) || hasOnAttribute(s) || hasSuspectPunctuation(s) ||
-		strings.IndexByte(s, '\\') >= 0 || strings.Contains(s, "/*") || hasSuspectReference(s)
+		strings.IndexByte(s, '\\') >= 0 || hasJoiningComment(s) || hasSuspectReference(s)
+}
+
+// hasJoiningComment reports a "/*" comment with a letter or "-" before it
+// and a letter, "-", ":" or "(" after it, looking past junk, and past the
+// comments that follow it, which CSS normalisation removes as well. (A
+// comment right after another needs no look back: the first of them is
+// checked with everything that follows.)
+func hasJoiningComment(s string) bool {
+	for i := 0; ; {
+		k := strings.Index(s[i:], "/*")
+		if k < 0 {
+			return false
+		}
+		start := i + k
+		end := len(s)
+		if e := strings.Index(s[start+2:], "*/"); e >= 0 {
+			end = start + 2 + e + 2
+		}
+		before := byte(0)
+		for j := start - 1; j >= 0; j-- {
+			if !isJunkByte(s[j]) {
+				before = s[j]
+				break
+			}
+		}
+		after := significantAfter(s, end)
+		if (isASCIILetter(before) || before == '-') &&
+			(isASCIILetter(after) || after == '-' || after == ':' || after == '(' || after == 0xff) {
+			return true
+		}
+		i = start + 2
+	}
+}
+
+// maxCommentSkips bounds how many following comments significantAfter
+// looks past; after that it answers 0xff, which hasJoiningComment takes
+// for a letter.
+const maxCommentSkips = 8
+
+// significantAfter returns the byte at or after s[pos:] that CSS
+// normalisation keeps, skipping junk and comments, or 0 at the end.
+func significantAfter(s string, pos int) byte {
+	for skips := 0; ; {
+		for pos < len(s) && isJunkByte(s[pos]) {
+			pos++
+		}
+		if !strings.HasPrefix(s[pos:], "/*") {
+			if pos == len(s) {
+				return 0
+			}
+			return s[pos]
+		}
+		if skips++; skips > maxCommentSkips {
+			return 0xff
+		}
+		e := strings.Index(s[pos+2:], "*/")
+		if e < 0 {
+			return 0
+		}
+		pos += 2 + e + 2
+	}
+}
+
+// isJunkByte reports bytes that may be, or be part of, a junk character:
+// the guard's walks skip them all.
+func isJunkByte(c byte) bool {
+	return c <= 0x20 || c >= 0x7f
 }
 
 var droppedNames = []string{"script", "iframe", "object", "embed"}

@@ -16,6 +16,8 @@ func addSanitizeSeeds(f *testing.F) {
 	f.Add(`<a href="java&#x3a;script:x">`)
 	f.Add(`<a href="da&#00000000000000000000000000000000000000000116;a:x">`)
 	f.Add(`<div style="x:expression&#40;alert(1))">`)
+	f.Add(`<div style="background:url(da/* x */ /**/ta:image/png,x)">`)
+	f.Add("<style>\n/* header */\n.a { color: red; /* brand */ }\n</style>")
 }
 
 // FuzzSanitize checks that Sanitize's output has nothing findDanger objects
@@ -76,6 +78,7 @@ func TestMayNeedSanitize(t *testing.T) {
 		{"links and entities", `<a href="https://x.example/?a=1&amp;b=2">Tom&#39;s &nbsp;shop&hellip;</a>`},
 		{"inline css", `<td style="font-size:0px;padding:10px 25px;font-family:Ubuntu, Helvetica, Arial, sans-serif;">`},
 		{"mso comments", `<!--[if mso | IE]><table role="presentation"><tr><td><![endif]-->`},
+		{"css comments", "<style>\n/* Header */\n.hdr { color: #333; /* brand */ }\n@media (max-width: 480px) { /* mobile */ .a { width: 100% } }\n</style>"},
 	} {
 		if mayNeedSanitize(tt.in) {
 			t.Errorf("mayNeedSanitize(%s) = true, want the fast path", tt.desc)

@@ -86,6 +86,7 @@ var xssVectors = []struct {
 	{desc: "moz binding", in: `<STYLE>BODY{-moz-binding:url("http://xss.rocks/xssmoz.xml#xss")}</STYLE>`, want: `<STYLE>BODY{}</STYLE>`},
 	{desc: "style tag broken up javascript", in: `<STYLE>.XSS{background-image:url("javascript:alert('XSS')");}</STYLE><A CLASS=XSS></A>`, want: `<STYLE>.XSS{;}</STYLE><A CLASS=XSS></A>`},
 	{desc: "style background", in: `<STYLE type="text/css">BODY{background:url("javascript:alert('XSS')")}</STYLE>`, want: `<STYLE type="text/css">BODY{}</STYLE>`},
+	{desc: "comment joins a data url", in: `<div style="background:url(da/* x */ta:image/png,AAA)">`, want: `<div >`},
 	{desc: "style escaped url", in: `<STYLE>a{background:url(java\73 cript:alert(1))}</STYLE>`, want: `<STYLE>a{}</STYLE>`},
 	{desc: "base href", in: `<BASE HREF="javascript:alert('XSS');//">`, want: `<BASE >`},
 	{desc: "object", in: `<OBJECT TYPE="text/x-scriptlet" DATA="http://xss.rocks/scriptlet.html"></OBJECT>`, want: ``},
