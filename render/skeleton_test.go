@@ -99,6 +99,8 @@ func TestSkeletonMatchesTemplate(t *testing.T) {
 			vars: map[string]any{"tier": "a", "name": "Ada"}, wantText: true},
 		{desc: "capture of long markup", src: `{% capture c %}` + block + `{{ name }}</div>{% endcapture %}` + block + `{{ c }}` + block + `{{ c | size }}`,
 			vars: map[string]any{"name": "Ada"}, wantText: true},
+		{desc: "style sheet with comments", src: "<style>\n/* Header */\n.hdr { color: #333; /* brand */ }\n</style>" + block + `{{ name }}` + block,
+			vars: map[string]any{"name": "Ada"}, wantText: true},
 		{desc: "comment", src: block + `{% comment %}` + block + `{{ hidden }}{% endcomment %}` + block, wantText: true},
 		{desc: "values with markup and references", src: block + `<p>{{ a }}</p>` + block + `<p>{{ b }}</p>` + block,
 			vars: map[string]any{"a": "<b>bold</b> &amp; more", "b": "x \xff\xfe\xfd y"}, wantText: true},
