@@ -21,7 +21,9 @@ type Message struct {
 
 // RendererOptions configures a Renderer. The zero value is usable.
 type RendererOptions struct {
-	// CacheSize is how many template versions stay parsed; default 1024.
+	// CacheSize is how many template versions stay parsed; default 256. A
+	// parsed newsletter of 90 KB of HTML takes about 150 KB, the HTML
+	// included.
 	CacheSize int
 	// MaxOutput bounds the rendered HTML in bytes, against templates whose
 	// loops run away; default 10 MiB.
@@ -51,9 +53,8 @@ type parsed struct {
 	subjectSrc string
 	htmlSrc    string
 	subject    *liquid.Template
-	html       *liquid.Template
-	// skel renders the HTML faster; nil when the template does not have
-	// one (see newSkeleton) and html renders it.
+	// html renders the HTML when there is no skeleton (see newSkeleton).
+	html *liquid.Template
 	skel *skeleton
 	// text renders the text part directly; nil when it has to be derived
 	// from each rendered HTML (see textTemplate).
@@ -64,7 +65,7 @@ type parsed struct {
 // NewRenderer returns an empty Renderer.
 func NewRenderer(opts RendererOptions) *Renderer {
 	if opts.CacheSize <= 0 {
-		opts.CacheSize = 1024
+		opts.CacheSize = 256
 	}
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = 10 << 20
@@ -152,7 +153,9 @@ func (p *parsed) parse() {
 	if p.html, p.err = parseLiquid("content", p.htmlSrc); p.err != nil {
 		return
 	}
-	p.skel = newSkeleton(p.htmlSrc)
+	if p.skel = newSkeleton(p.htmlSrc); p.skel != nil {
+		p.html = nil // the skeleton renders it from now on
+	}
 	if p.skel == nil || p.skel.text == nil {
 		p.text, _ = textTemplate(p.htmlSrc)
 	}

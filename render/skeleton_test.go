@@ -33,7 +33,11 @@ func renderBothText(t *testing.T, src string, vars map[string]any, compareText b
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := &parsed{html: p.html}
+	full, err := parseLiquid("content", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := &parsed{html: full}
 	want, err := r.renderHTML(plain, vars)
 	if err != nil {
 		t.Fatal(err)
