@@ -1,10 +1,13 @@
 package mjml_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -203,8 +206,8 @@ func TestInFlightCompileFailsWhenProcessDies(t *testing.T) {
 		_, err := p.Compile(context.Background(), big)
 		done <- err
 	}()
-	// The big compile takes seconds; kill the worker while it runs.
-	time.Sleep(300 * time.Millisecond)
+	// The big compile takes seconds; kill the worker once it is busy.
+	waitForCPU(t, pid, 200*time.Millisecond)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +221,32 @@ func TestInFlightCompileFailsWhenProcessDies(t *testing.T) {
 	}
 	if _, err := p.Compile(context.Background(), simple); err != nil {
 		t.Fatalf("compile after restart: %v", err)
+	}
+}
+
+// waitForCPU waits until process pid has used busy more CPU time than when
+// called, so a test knows a compile is running in it.
+func waitForCPU(t *testing.T, pid int, busy time.Duration) {
+	t.Helper()
+	cpu := func() time.Duration {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fields after the command name, which is in parentheses:
+		// utime and stime are the 12th and 13th, in clock ticks (100/s).
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		utime, _ := strconv.Atoi(fields[11])
+		stime, _ := strconv.Atoi(fields[12])
+		return time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	start := cpu()
+	deadline := time.Now().Add(30 * time.Second)
+	for cpu()-start < busy {
+		if time.Now().After(deadline) {
+			t.Fatal("worker never got busy")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
