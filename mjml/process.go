@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,7 +95,7 @@ func startProcess(ctx context.Context, nodeBin, dir string) (*process, error) {
 }
 
 // read decodes the worker's stdout until it closes, then reaps the process.
-func (p *process) read(stdout interface{ Read([]byte) (int, error) }) {
+func (p *process) read(stdout io.Reader) {
 	dec := json.NewDecoder(bufio.NewReaderSize(stdout, 64<<10))
 	for {
 		var r reply
