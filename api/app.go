@@ -19,8 +19,10 @@ import (
 	"tidings/events"
 	"tidings/keycache"
 	"tidings/ratelimit"
+	"tidings/render"
 	"tidings/segments"
 	"tidings/store"
+	"tidings/templates"
 )
 
 const bodyLimit = 1 << 20
@@ -38,21 +40,28 @@ type Deps struct {
 	// RedisPrefix namespaces the API's own Redis keys (tests give each
 	// test its own).
 	RedisPrefix string
+	// MJML compiles template content at PUT (the node pool).
+	MJML render.Compiler
+	// Renderer renders template versions per recipient; shared so each
+	// version is parsed once per process.
+	Renderer *render.Renderer
 }
 
 // Server holds the dependencies shared by the handlers.
 type Server struct {
-	cfg      *config.Config
-	db       *store.DB
-	rdb      redis.UniversalClient
-	limiter  *ratelimit.Limiter
-	sessions *auth.SessionVerifier
-	log      *slog.Logger
-	keys     *keycache.Cache
-	contacts *contacts.Store
-	events   *events.Recorder
-	segments *segments.Store
-	prefix   string
+	cfg       *config.Config
+	db        *store.DB
+	rdb       redis.UniversalClient
+	limiter   *ratelimit.Limiter
+	sessions  *auth.SessionVerifier
+	log       *slog.Logger
+	keys      *keycache.Cache
+	contacts  *contacts.Store
+	events    *events.Recorder
+	segments  *segments.Store
+	templates *templates.Store
+	renderer  *templates.Renderer
+	prefix    string
 }
 
 // New builds the fiber app with the whole route table.
@@ -67,6 +76,9 @@ func New(d Deps) *fiber.App {
 		contacts: &contacts.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeContacts},
 		events:   &events.Recorder{DB: d.DB},
 		segments: &segments.Store{DB: d.DB},
+		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
+			FreeLimit: d.Config.PlanFreeTemplates},
+		renderer: &templates.Renderer{DB: d.DB, R: d.Renderer},
 		prefix:   d.RedisPrefix}
 	app := fiber.New(s.fiberConfig())
 	app.Use(requestid.New())
@@ -109,6 +121,13 @@ func New(d Deps) *fiber.App {
 	r.post("/events", s.eventCreate)
 	r.get("/events", s.eventList)
 	r.get("/events/contacts/:id", s.eventListByContact)
+
+	r.put("/templates/:id", s.templatePut)
+	r.get("/templates", s.templateList)
+	r.get("/templates/:id", s.templateGet)
+	r.delete("/templates/:id", s.templateDelete)
+	r.get("/templates/:id/versions", s.templateVersions)
+	r.post("/templates/:id/preview", s.templatePreview)
 
 	r.post("/segments", s.segmentCreate)
 	r.get("/segments", s.segmentList)

@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,12 +21,42 @@ import (
 	"tidings/auth"
 	"tidings/config"
 	"tidings/keycache"
+	"tidings/mjml"
 	"tidings/ratelimit"
+	"tidings/render"
 	"tidings/store"
 	"tidings/testenv"
 )
 
 const testSecret = "test-dashboard-secret"
+
+// The tests share one MJML pool and renderer: starting node costs more
+// than most tests.
+var (
+	poolOnce     sync.Once
+	pool         *mjml.Pool
+	poolErr      error
+	testRenderer = render.NewRenderer(render.RendererOptions{})
+)
+
+func testPool(t testing.TB) *mjml.Pool {
+	t.Helper()
+	poolOnce.Do(func() {
+		pool, poolErr = mjml.NewPool(context.Background(), mjml.Options{Dir: filepath.Join("..", "mjml", "node")})
+	})
+	if poolErr != nil {
+		t.Fatalf("MJML pool (run make mjml-deps): %v", poolErr)
+	}
+	return pool
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if pool != nil {
+		pool.Close()
+	}
+	os.Exit(code)
+}
 
 // bundle is one test's isolated service: its own database and Redis prefix.
 type bundle struct {
@@ -55,8 +88,10 @@ func setup(t *testing.T, opts ...option) *bundle {
 		Limiter:     ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
 		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
 		Keys:        runKeyCache(t, db, rdb, prefix, cfg.APIKeyCacheTTL),
-		Log:         slog.New(slog.DiscardHandler),
+		Log:         testLog(),
 		RedisPrefix: prefix,
+		MJML:        testPool(t),
+		Renderer:    testRenderer,
 	})
 	return &bundle{t: t, app: app, db: db, cfg: cfg, rdb: rdb, prefix: prefix}
 }
@@ -71,8 +106,10 @@ func (b *bundle) instance(prefix string, keyTTL time.Duration) *bundle {
 		Limiter:     ratelimit.NewPer(b.rdb, b.cfg.RateLimitPerMinute, time.Hour, prefix),
 		Sessions:    auth.NewSessionVerifier(testSecret, "", ""),
 		Keys:        runKeyCache(b.t, b.db, b.rdb, prefix, keyTTL),
-		Log:         slog.New(slog.DiscardHandler),
+		Log:         testLog(),
 		RedisPrefix: prefix,
+		MJML:        testPool(b.t),
+		Renderer:    testRenderer,
 	})
 	return &bundle{t: b.t, app: app, db: b.db, cfg: b.cfg, rdb: b.rdb, prefix: prefix}
 }
@@ -206,4 +243,12 @@ func (b *bundle) expectError(method, path, token string, body any, status int, c
 		b.t.Fatalf("error without details object: %s", r.raw)
 	}
 	return r
+}
+
+// testLog discards logs unless TEST_LOG is set, when it shows them.
+func testLog() *slog.Logger {
+	if os.Getenv("TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
 }

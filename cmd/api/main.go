@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,8 +16,10 @@ import (
 	"tidings/config"
 	"tidings/keycache"
 	"tidings/logging"
+	"tidings/mjml"
 	"tidings/ratelimit"
 	"tidings/redisconn"
+	"tidings/render"
 	"tidings/store"
 )
 
@@ -55,6 +58,14 @@ func run(log *slog.Logger) error {
 	}
 	defer rdb.Close()
 
+	// Template PUTs compile MJML on long-lived node processes; without node
+	// or the mjml package the API refuses to start (make mjml-deps).
+	pool, err := mjml.NewPool(ctx, mjml.Options{})
+	if err != nil {
+		return fmt.Errorf("MJML compiler: %w", err)
+	}
+	defer pool.Close()
+
 	keys := keycache.New(api.KeyLoader(db), rdb, "tidings:apikeys:evict", cfg.APIKeyCacheTTL, log)
 	go keys.Run(ctx)
 
@@ -67,6 +78,8 @@ func run(log *slog.Logger) error {
 		Keys:        keys,
 		Log:         log,
 		RedisPrefix: "tidings:",
+		MJML:        pool,
+		Renderer:    render.NewRenderer(render.RendererOptions{}),
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- app.Listen(cfg.HTTPAddr) }()

@@ -1,0 +1,191 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/apperr"
+	"tidings/ids"
+	"tidings/page"
+	"tidings/queries"
+	"tidings/templates"
+	"tidings/timefmt"
+)
+
+type templateJSON struct {
+	TemplateID        string   `json:"templateId"`
+	Name              string   `json:"name"`
+	Subject           string   `json:"subject"`
+	Content           *string  `json:"content,omitempty"`
+	CurrentVersion    int32    `json:"currentVersion"`
+	Enabled           bool     `json:"enabled"`
+	DisableReason     *string  `json:"disableReason,omitempty"`
+	RequiredVariables []string `json:"requiredVariables"`
+	CreatedAt         string   `json:"createdAt"`
+	UpdatedAt         string   `json:"updatedAt"`
+}
+
+func templateView(t queries.Template, withContent bool) templateJSON {
+	v := templateJSON{TemplateID: t.ID, Name: t.Name, Subject: t.Subject, CurrentVersion: t.CurrentVersion,
+		Enabled: t.Enabled, DisableReason: t.DisableReason, RequiredVariables: t.RequiredVariables,
+		CreatedAt: timefmt.Format(t.CreatedAt), UpdatedAt: timefmt.Format(t.UpdatedAt)}
+	if withContent {
+		v.Content = &t.Content
+	}
+	return v
+}
+
+type templatePutReq struct {
+	Name          Opt[string] `json:"name"`
+	Subject       Opt[string] `json:"subject"`
+	Content       Opt[string] `json:"content"`
+	Enabled       Opt[bool]   `json:"enabled"`
+	DisableReason Opt[string] `json:"disableReason"`
+}
+
+func (r templatePutReq) put() (templates.Put, error) {
+	var f apperr.Fields
+	var p templates.Put
+	str := func(o Opt[string], name string) *string {
+		if !o.Set {
+			return nil
+		}
+		if o.Null {
+			f.Add(name, "must be a string")
+			return nil
+		}
+		v := o.V
+		return &v
+	}
+	p.Name, p.Subject, p.Content, p.DisableReason = str(r.Name, "name"), str(r.Subject, "subject"),
+		str(r.Content, "content"), str(r.DisableReason, "disableReason")
+	if v, ok := r.Enabled.Value(); ok {
+		p.Enabled = &v
+	} else if r.Enabled.Set {
+		f.Add("enabled", "must be a boolean")
+	}
+	return p, f.Err()
+}
+
+// templateID reads and checks the caller-chosen id of the path.
+func templateID(c *fiber.Ctx) (string, error) {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return "", err
+	}
+	if !ids.ValidCallerID(id) {
+		return "", apperr.Invalid("templateId", "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+	}
+	return id, nil
+}
+
+func (s *Server) templatePut(c *fiber.Ctx) error {
+	id, err := templateID(c)
+	if err != nil {
+		return err
+	}
+	var req templatePutReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	p, err := req.put()
+	if err != nil {
+		return err
+	}
+	t, created, err := s.templates.Put(c.UserContext(), tenantID(c), id, p)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.Status(status).JSON(templateView(t, false))
+}
+
+func (s *Server) templateGet(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	t, err := s.templates.Get(c.UserContext(), tenantID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(templateView(t, true))
+}
+
+func (s *Server) templateList(c *fiber.Ctx) error {
+	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	arg := queries.TemplateListParams{TenantID: tenantID(c), Lim: int32(p.Limit + 1)}
+	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
+	rows, err := s.db.TemplateList(c.UserContext(), arg)
+	if err != nil {
+		return err
+	}
+	rows, next := page.Trim(rows, p.Limit, func(r queries.TemplateListRow) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
+	items := make([]templateJSON, len(rows))
+	for i, r := range rows {
+		items[i] = templateView(queries.Template{TenantID: r.TenantID, ID: r.ID, Name: r.Name, Subject: r.Subject,
+			RequiredVariables: r.RequiredVariables, CurrentVersion: r.CurrentVersion, Enabled: r.Enabled,
+			DisableReason: r.DisableReason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, false)
+	}
+	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+}
+
+func (s *Server) templateDelete(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := s.templates.Delete(c.UserContext(), tenantID(c), id); err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+func (s *Server) templateVersions(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx, tid := c.UserContext(), tenantID(c)
+	if _, err := s.templates.Get(ctx, tid, id); err != nil {
+		return err
+	}
+	rows, err := s.db.TemplateVersionList(ctx, queries.TemplateVersionListParams{TenantID: tid, TemplateID: id})
+	if err != nil {
+		return err
+	}
+	items := make([]fiber.Map, len(rows))
+	for i, v := range rows {
+		items[i] = fiber.Map{"version": v.Version, "subject": v.Subject, "updatedAt": timefmt.Format(v.CreatedAt)}
+	}
+	return c.JSON(fiber.Map{"items": items})
+}
+
+type previewReq struct {
+	Variables Opt[map[string]any] `json:"variables"`
+}
+
+func (s *Server) templatePreview(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	var req previewReq
+	if len(c.Body()) > 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	m, version, err := s.renderer.Preview(c.UserContext(), tenantID(c), id, req.Variables.V)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"subject": m.Subject, "html": m.HTML, "text": m.Text, "templateVersion": version})
+}

@@ -1,0 +1,24 @@
+// Package render turns a template's stored source into per-recipient
+// messages. Its only I/O is the MJML compiler Prepare is given.
+//
+// Saving a template (PUT /api/templates/{id}) calls Prepare: the content is
+// sanitised (Sanitize) and stored as given otherwise; raw HTML is wrapped in
+// MJML; the MJML is compiled once; the compiled HTML is sanitised too and
+// kept with its Liquid for sending; RequiredVariables lists what subject and
+// content read. Whatever MJML or Liquid rejects is a *ValidationError.
+//
+// Sending calls Renderer.Render with the bindings of Context.Bindings (or
+// BindingsForPreview for a preview). Liquid is standard, non-strict Liquid
+// (github.com/osteele/liquid): a missing variable is empty, and values are
+// inserted as they are; a template applies `| escape` to text it does not
+// trust. What values or Liquid logic could add that Sanitize would remove
+// (a <script> in a contact property, a javascript: URL in a variable) is
+// caught by a cheap check of every rendered message, and only then is the
+// message sanitised. The text part is what HTMLToText makes of the HTML.
+//
+// Rendering is built to send thousands of messages a second from one
+// template version: each version is parsed once, its long runs of literal
+// HTML are set aside so that Liquid and the check see only their ends, and
+// its text is converted from HTML once, leaving the values to fill in
+// (see skeleton).
+package render

@@ -1,0 +1,87 @@
+package render
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func addSanitizeSeeds(f *testing.F) {
+	for _, v := range xssVectors {
+		f.Add(v.in)
+	}
+	for _, v := range keptVerbatim {
+		f.Add(v.in)
+	}
+	f.Add(`<a href="java&#x3a;script:x">`)
+	f.Add(`<a href="da&#00000000000000000000000000000000000000000116;a:x">`)
+	f.Add(`<div style="x:expression&#40;alert(1))">`)
+	f.Add(`<div style="background:url(da/* x */ /**/ta:image/png,x)">`)
+	f.Add("<style>\n/* header */\n.a { color: red; /* brand */ }\n</style>")
+}
+
+// FuzzSanitize checks that Sanitize's output has nothing findDanger objects
+// to and that a second Sanitize changes nothing.
+//
+//	go test -run '^$' -fuzz FuzzSanitize -fuzztime 60s ./render/
+func FuzzSanitize(f *testing.F) {
+	addSanitizeSeeds(f)
+	f.Fuzz(func(t *testing.T, in string) {
+		out, changed := Sanitize(in)
+		if changed != (out != in) {
+			t.Fatalf("changed=%v but output %q for %q", changed, out, in)
+		}
+		if d := findDanger(out); d != "" {
+			t.Fatalf("Sanitize(%q) = %q still has %s", in, out, d)
+		}
+		if again, _ := Sanitize(out); again != out {
+			t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
+		}
+	})
+}
+
+// FuzzMayNeedSanitize checks the claim rendering relies on: when
+// mayNeedSanitize says no, Sanitize (keeping on* attributes without a value,
+// which the check does not look for) changes nothing.
+//
+//	go test -run '^$' -fuzz FuzzMayNeedSanitize -fuzztime 60s ./render/
+func FuzzMayNeedSanitize(f *testing.F) {
+	addSanitizeSeeds(f)
+	f.Fuzz(func(t *testing.T, in string) {
+		if mayNeedSanitize(in) {
+			return
+		}
+		s := sanitizer{src: in, keepValuelessOn: true}
+		s.run()
+		if out, changed := s.result(); changed {
+			t.Fatalf("mayNeedSanitize(%q) = false, but Sanitize makes %q", in, out)
+		}
+	})
+}
+
+func TestMayNeedSanitize(t *testing.T) {
+	t.Parallel()
+	for _, v := range xssVectors {
+		s := sanitizer{src: v.in, keepValuelessOn: true}
+		s.run()
+		if _, changed := s.result(); changed && !mayNeedSanitize(v.in) {
+			t.Errorf("mayNeedSanitize misses %s: %q", v.desc, v.in)
+		}
+	}
+	// Ordinary messages must take the fast path.
+	src, err := os.ReadFile(filepath.Join("..", "mjml", "testdata", "newsletter.mjml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ desc, in string }{
+		{"newsletter source", string(src)},
+		{"links and entities", `<a href="https://x.example/?a=1&amp;b=2">Tom&#39;s &nbsp;shop&hellip;</a>`},
+		{"inline css", `<td style="font-size:0px;padding:10px 25px;font-family:Ubuntu, Helvetica, Arial, sans-serif;">`},
+		{"mso comments", `<!--[if mso | IE]><table role="presentation"><tr><td><![endif]-->`},
+		{"css comments", "<style>\n/* Header */\n.hdr { color: #333; /* brand */ }\n@media (max-width: 480px) { /* mobile */ .a { width: 100% } }\n</style>"},
+	} {
+		if mayNeedSanitize(tt.in) {
+			t.Errorf("mayNeedSanitize(%s) = true, want the fast path", tt.desc)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPrepareMJML(t *testing.T) {
+	t.Parallel()
+	content := newsletterMJML(t)
+	p, err := Prepare(context.Background(), testPool(t), "{{ issue.title }} for {{ contact.properties.firstName | default: 'you' }}", content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.StoredContent != content || p.Sanitized {
+		t.Error("clean content was not stored as given")
+	}
+	if !strings.HasPrefix(p.CompiledHTML, "<!doctype html>") {
+		t.Errorf("compiled HTML starts %q", p.CompiledHTML[:40])
+	}
+	want := []string{
+		"account.lastLoginDate", "account.resetExpiresHours", "contact.contactId", "contact.email",
+		"contact.properties.city", "contact.properties.discount", "contact.properties.firstName",
+		"contact.properties.homeStore", "contact.properties.memberSince", "contact.properties.tier",
+		"events", "issue.date", "issue.number", "issue.slug", "issue.title", "items",
+		"perks.earlyAccessDate", "perks.pointsToNextTier", "referralUrl", "resetUrl",
+		"unsubscribeUrl", "webVersionUrl",
+	}
+	if !slices.Equal(p.RequiredVariables, want) {
+		t.Errorf("RequiredVariables =\n%q\nwant\n%q", p.RequiredVariables, want)
+	}
+}
+
+func TestPrepareRawHTML(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		desc    string
+		content string
+	}{
+		{"fragment", `<p>Hello {{ name }}, <a href="{{ resetUrl }}">reset</a>.</p>`},
+		{"table layout with conditional comments", `<table role="presentation" width="100%"><tr><td style="padding:10px">{% for i in items %}<p>{{ i.name }}</p>{% endfor %}</td></tr></table><!--[if mso]><p>Outlook</p><![endif]-->`},
+		{"full document", "<!DOCTYPE html>\n<html><head><style>p { color: #333; }</style></head><body><p>Hi {{ name }}</p></body></html>"},
+		{"leading white space but not MJML", "\n  <div>{{ name }}</div>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			p, err := Prepare(context.Background(), testPool(t), "Hi", tt.content)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.StoredContent != tt.content {
+				t.Errorf("stored %q, want the content as given", p.StoredContent)
+			}
+			// MJML keeps mj-raw content verbatim inside its body.
+			if !strings.Contains(p.CompiledHTML, strings.TrimSpace(tt.content)) {
+				t.Errorf("compiled HTML lacks the raw HTML:\n%s", p.CompiledHTML)
+			}
+		})
+	}
+}
+
+func TestPrepareSanitizes(t *testing.T) {
+	t.Parallel()
+	content := `<mjml><mj-body><mj-section><mj-column><mj-text>Hi <a href="javascript:alert(1)" onclick="x()">there</a><script>alert(1)</script></mj-text></mj-column></mj-section></mj-body></mjml>`
+	p, err := Prepare(context.Background(), testPool(t), "Hi", content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Sanitized || p.StoredContent != `<mjml><mj-body><mj-section><mj-column><mj-text>Hi <a  >there</a></mj-text></mj-column></mj-section></mj-body></mjml>` {
+		t.Errorf("stored %q (sanitized=%v)", p.StoredContent, p.Sanitized)
+	}
+	if d := findDanger(p.CompiledHTML); d != "" {
+		t.Errorf("compiled HTML has %s", d)
+	}
+}
+
+func TestPrepareRejects(t *testing.T) {
+	t.Parallel()
+	section := func(inner string) string {
+		return `<mjml><mj-body><mj-section><mj-column>` + inner + `</mj-column></mj-section></mj-body></mjml>`
+	}
+	tests := []struct {
+		desc      string
+		subject   string
+		content   string
+		wantField string
+		wantMsg   string
+		wantMJML  bool
+	}{
+		{desc: "unclosed block in subject", subject: "Hi {% if x %}", content: "<p>x</p>", wantField: "subject", wantMsg: `unterminated "if" block`},
+		{desc: "bad expression in subject", subject: "Hi {{ name | }}", content: "<p>x</p>", wantField: "subject", wantMsg: "syntax error"},
+		{desc: "unknown tag in content", subject: "Hi", content: "<p>\n{% frobnicate %}</p>", wantField: "content", wantMsg: `line 2: undefined tag "frobnicate"`},
+		{desc: "include is not available", subject: "Hi", content: `{% include "secrets.txt" %}`, wantField: "content", wantMsg: `undefined tag "include"`},
+		{desc: "unknown filter in content", subject: "Hi", content: "<p>{{ name | shout }}</p>", wantField: "content", wantMsg: `undefined filter "shout"`},
+		{desc: "unknown filter in subject", subject: "{{ name | shout }}", content: "<p>x</p>", wantField: "subject", wantMsg: `undefined filter "shout"`},
+		{desc: "unknown mj element", subject: "Hi", content: section(`<mj-foo>x</mj-foo>`), wantField: "content", wantMsg: "line 1: mj-foo: Element mj-foo doesn't exist or is not registered", wantMJML: true},
+		{desc: "illegal attribute", subject: "Hi", content: section(`<mj-text foo="bar">x</mj-text>`), wantField: "content", wantMsg: "Attribute foo is illegal", wantMJML: true},
+		{desc: "wrong nesting", subject: "Hi", content: `<mjml><mj-body><mj-text>x</mj-text></mj-body></mjml>`, wantField: "content", wantMsg: "mj-text cannot be used inside mj-body", wantMJML: true},
+		{desc: "mjml without body", subject: "Hi", content: `<mjml><mj-section></mj-section></mjml>`, wantField: "content", wantMJML: true},
+		{desc: "liquid dropped between sections", subject: "Hi", content: `<mjml><mj-body>{% for i in items %}<mj-section><mj-column><mj-text>{{ i }}</mj-text></mj-column></mj-section>{% endfor %}</mj-body></mjml>`, wantField: "content", wantMsg: "MJML dropped the Liquid tag {% for i in items %}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			_, err := Prepare(context.Background(), testPool(t), tt.subject, tt.content)
+			var verr *ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("err = %v, want *ValidationError", err)
+			}
+			if verr.Field != tt.wantField || !strings.Contains(strings.Join(verr.Messages, "\n"), tt.wantMsg) {
+				t.Errorf("error = %q on %q, want %q on %q", verr.Messages, verr.Field, tt.wantMsg, tt.wantField)
+			}
+			if tt.wantMJML != (len(verr.MJML) > 0) {
+				t.Errorf("MJML messages = %+v", verr.MJML)
+			}
+		})
+	}
+}
+
+type failingCompiler struct{ err error }
+
+func (c failingCompiler) Compile(context.Context, string) (string, error) { return "", c.err }
+
+func TestPrepareCompilerFailureIsNotValidation(t *testing.T) {
+	t.Parallel()
+	down := errors.New("worker exited")
+	_, err := Prepare(context.Background(), failingCompiler{down}, "Hi", "<p>x</p>")
+	var verr *ValidationError
+	if errors.As(err, &verr) || !errors.Is(err, down) {
+		t.Fatalf("err = %v, want the compiler's error, not a validation error", err)
+	}
+}

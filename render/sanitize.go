@@ -1,0 +1,643 @@
+package render
+
+import (
+	"html"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	xhtml "golang.org/x/net/html"
+)
+
+// Sanitize removes what could run script when content is shown as HTML:
+// <script>, <iframe>, <object> and <embed> elements (script and iframe with
+// their content), every on* attribute, javascript:, vbscript: and data: URLs in
+// URL-bearing attributes, and style that loads such URLs or runs IE
+// expressions. Case, whitespace, control characters and character references
+// do not hide any of these, and the content of comments (Outlook conditional
+// comments are HTML to Outlook) and of raw-text elements is sanitised too.
+//
+// Everything else is kept byte for byte: tags are only rewritten to drop an
+// attribute, so Liquid in attribute values (href="{{ url }}"), MJML tags,
+// <style> blocks, tables, inline styles and conditional comments survive.
+// Content with nothing to strip is returned unchanged, with changed false.
+//
+// Elements and attributes are found with golang.org/x/net/html's tokenizer,
+// which follows the HTML5 tokenization rules browsers use.
+func Sanitize(content string) (out string, changed bool) {
+	out, changed = sanitizePass(content)
+	if !changed {
+		return content, false
+	}
+	// Removing something can join what was around it into something new
+	// ("<scr<script></script>ipt>"); repeat until a pass finds nothing. Each
+	// pass only deletes, so this ends; the cap is for hostile input.
+	for range maxSanitizePasses {
+		next, again := sanitizePass(out)
+		if !again {
+			return out, true
+		}
+		out = next
+	}
+	// Still changing: give up on keeping markup rather than return something
+	// a pass would still change.
+	return html.EscapeString(out), true
+}
+
+const (
+	maxSanitizePasses = 8
+	// maxSanitizeDepth bounds recursion into comments and raw text; deeper
+	// content that might need sanitising is dropped.
+	maxSanitizeDepth = 4
+)
+
+// droppedElements are removed wherever they appear. script and iframe are
+// raw-text elements to the tokenizer, so their content goes with them.
+var droppedElements = map[string]bool{"script": true, "iframe": true, "object": true, "embed": true}
+
+// rawTextElements are those whose content the tokenizer returns as one text
+// token (golang.org/x/net/html readStartTag). Their content is sanitised as
+// HTML as well: in SVG or MathML, or in a client without scripting, some of
+// them are parsed as markup.
+var rawTextElements = map[string]bool{
+	"iframe": true, "noembed": true, "noframes": true, "noscript": true, "plaintext": true,
+	"script": true, "style": true, "textarea": true, "title": true, "xmp": true,
+}
+
+// urlAttributes hold a single URL whose scheme decides whether it runs.
+var urlAttributes = map[string]bool{
+	"href": true, "src": true, "action": true, "formaction": true, "background": true,
+	"xlink:href": true, "lowsrc": true, "dynsrc": true, "poster": true, "cite": true,
+	"longdesc": true, "codebase": true, "data": true, "usemap": true, "profile": true,
+	"ping": true, "manifest": true, "icon": true, "archive": true, "classid": true,
+}
+
+// listURLAttributes hold several URLs or values an SVG animation assigns to
+// an href (<animate attributeName="href" values="javascript:...">); a
+// dangerous scheme anywhere in them counts.
+var listURLAttributes = map[string]bool{"srcset": true, "values": true, "to": true, "from": true, "by": true}
+
+// dangerousSchemes are matched after normalizeURL.
+var dangerousSchemes = []string{"javascript:", "vbscript:", "data:"}
+
+// dangerousCSS are matched after normalizeCSS: URLs with those schemes in
+// url() or @import, IE expressions and behaviours, and Mozilla XBL bindings.
+var dangerousCSS = []string{"javascript:", "vbscript:", "data:", "expression(", "behavior:", "-moz-binding:"}
+
+// sanitizePass is one pass of Sanitize.
+func sanitizePass(src string) (string, bool) {
+	s := sanitizer{src: src}
+	s.run()
+	return s.result()
+}
+
+// sanitizer copies src to out lazily: only once something changes is anything
+// copied, which keeps untouched regions verbatim and the common case free.
+type sanitizer struct {
+	src     string
+	depth   int
+	out     strings.Builder
+	copied  int // src[:copied] has been written to out or deliberately dropped
+	changed bool
+	// complete is false when src ends inside a tag, which the tokenizer
+	// silently drops; see leftover.
+	complete bool
+	// probing is set while sanitising a tag that was completed artificially
+	// (leftover); such a probe does not probe again.
+	probing bool
+	// keepValuelessOn keeps on* attributes that have no value. Tests use it
+	// to check mayNeedSanitize, which does not look for them.
+	keepValuelessOn bool
+}
+
+func (s *sanitizer) result() (string, bool) {
+	if !s.changed {
+		return s.src, false
+	}
+	s.flush(len(s.src))
+	return s.out.String(), true
+}
+
+func (s *sanitizer) flush(pos int) {
+	s.out.WriteString(s.src[s.copied:pos])
+	s.copied = pos
+}
+
+// replace puts repl in place of src[start:end].
+func (s *sanitizer) replace(start, end int, repl string) {
+	s.flush(start)
+	s.out.WriteString(repl)
+	s.copied = end
+	s.changed = true
+}
+
+func (s *sanitizer) run() {
+	s.complete = true
+	if strings.IndexByte(s.src, '<') < 0 {
+		return
+	}
+	z := xhtml.NewTokenizer(strings.NewReader(s.src))
+	pos := 0
+	rawParent := ""  // raw-text element whose content the next text token is
+	dropRaw := false // that content goes (script, iframe)
+	for {
+		tt := z.Next()
+		if tt == xhtml.ErrorToken {
+			break
+		}
+		start := pos
+		pos += len(z.Raw())
+		switch tt {
+		case xhtml.StartTagToken, xhtml.SelfClosingTagToken:
+			nameBytes, hasAttr := z.TagName()
+			name := string(nameBytes)
+			// The tokenizer switches to raw text after these even when
+			// written self-closing, and so do browsers.
+			if rawTextElements[name] {
+				rawParent = name
+			}
+			if droppedElements[name] {
+				s.replace(start, pos, "")
+				dropRaw = rawTextElements[name]
+				continue
+			}
+			s.tag(z, hasAttr, start, pos, name)
+		case xhtml.EndTagToken:
+			nameBytes, _ := z.TagName()
+			if droppedElements[string(nameBytes)] {
+				s.replace(start, pos, "")
+			}
+			rawParent, dropRaw = "", false
+		case xhtml.TextToken:
+			if rawParent == "" {
+				continue
+			}
+			if dropRaw {
+				s.replace(start, pos, "")
+			} else {
+				s.rawText(start, pos, rawParent)
+			}
+			rawParent, dropRaw = "", false
+		case xhtml.CommentToken:
+			s.comment(start, pos)
+		}
+	}
+	if pos < len(s.src) {
+		s.leftover(pos)
+	}
+}
+
+// nested sanitises a fragment found inside a comment or raw-text element.
+func (s *sanitizer) nested(fragment string) (string, bool) {
+	if s.depth+1 > maxSanitizeDepth {
+		if mayNeedSanitize(fragment) {
+			return "", true
+		}
+		return fragment, false
+	}
+	n := sanitizer{src: fragment, depth: s.depth + 1, keepValuelessOn: s.keepValuelessOn}
+	n.run()
+	return n.result()
+}
+
+// comment sanitises a comment's body as HTML: Outlook renders what is inside
+// <!--[if mso]>...<![endif]-->, and old IE did for [if IE].
+func (s *sanitizer) comment(start, end int) {
+	raw := s.src[start:end]
+	bodyStart, bodyEnd := 2, len(raw) // bogus comments: <!x>, <?x>, </3>
+	if strings.HasPrefix(raw, "<!--") {
+		bodyStart = 4
+		for _, closer := range []string{"--!>", "-->"} {
+			if len(raw) >= bodyStart+len(closer) && strings.HasSuffix(raw, closer) {
+				bodyEnd = len(raw) - len(closer)
+				break
+			}
+		}
+	} else if strings.HasSuffix(raw, ">") {
+		bodyEnd--
+	}
+	if bodyEnd <= bodyStart {
+		return
+	}
+	body := raw[bodyStart:bodyEnd]
+	if clean, changed := s.nested(body); changed {
+		s.replace(start+bodyStart, start+bodyEnd, clean)
+	}
+}
+
+// rawText sanitises the content of a raw-text element that stays.
+func (s *sanitizer) rawText(start, end int, parent string) {
+	text := s.src[start:end]
+	clean, changed := s.nested(text)
+	if parent == "style" {
+		var cssChanged bool
+		clean, cssChanged = sanitizeCSS(clean)
+		changed = changed || cssChanged
+	}
+	if changed {
+		s.replace(start, end, clean)
+	}
+}
+
+// leftover deals with src ending inside a tag ("...<img src=x onerror=..."),
+// which the tokenizer drops without a token. Browsers drop it too, but the
+// bytes are still in what we store, and they may be Liquid
+// ("{% if a<b %}"), so the tag is completed, sanitised, and kept if nothing
+// in it needed removing.
+func (s *sanitizer) leftover(pos int) {
+	s.complete = false
+	if s.probing {
+		return
+	}
+	rest := s.src[pos:]
+	for _, closer := range []string{">", `">`, `'>`} {
+		probe := sanitizer{src: rest + closer, depth: s.depth, probing: true, keepValuelessOn: s.keepValuelessOn}
+		probe.run()
+		if !probe.complete {
+			continue
+		}
+		clean, changed := probe.result()
+		switch {
+		case !changed:
+		case strings.HasSuffix(clean, closer):
+			s.replace(pos, len(s.src), strings.TrimSuffix(clean, closer))
+		case strings.HasSuffix(clean, ">"):
+			s.replace(pos, len(s.src), strings.TrimSuffix(clean, ">"))
+		default:
+			s.replace(pos, len(s.src), "")
+		}
+		return
+	}
+	s.replace(pos, len(s.src), "")
+}
+
+// tag removes dangerous attributes from the start tag src[start:end] by
+// cutting them out of the raw bytes, so the rest of the tag stays verbatim.
+func (s *sanitizer) tag(z *xhtml.Tokenizer, hasAttr bool, start, end int, name string) {
+	raw := s.src[start:end]
+	attrs := scanAttrs(raw)
+	if len(attrs) == 0 {
+		return
+	}
+	var cut []attrSpan
+	for _, a := range attrs {
+		if s.dangerousAttr(name, lowerASCII(raw[a.keyStart:a.keyEnd]), raw[a.valStart:a.valEnd], a.hasValue) {
+			cut = append(cut, a)
+		}
+	}
+	if len(cut) == 0 {
+		return
+	}
+	if !sameKeys(z, hasAttr, raw, attrs) {
+		// scanAttrs disagrees with the tokenizer: it should mirror it, but
+		// fall back to rebuilding the tag from what the tokenizer saw.
+		s.replace(start, end, s.rebuildTag(raw, name))
+		return
+	}
+	var b strings.Builder
+	last := 0
+	for _, a := range cut {
+		b.WriteString(raw[last:a.keyStart])
+		last = a.end
+	}
+	b.WriteString(raw[last:])
+	s.replace(start, end, b.String())
+}
+
+// rebuildTag re-serialises a start tag without its dangerous attributes.
+func (s *sanitizer) rebuildTag(raw, name string) string {
+	z := xhtml.NewTokenizer(strings.NewReader(raw))
+	z.Next()
+	tok := z.Token()
+	kept := tok.Attr[:0]
+	for _, a := range tok.Attr {
+		if !s.dangerousAttr(name, a.Key, html.EscapeString(a.Val), true) {
+			kept = append(kept, a)
+		}
+	}
+	tok.Attr = kept
+	return tok.String()
+}
+
+// dangerousAttr reports whether attribute key (lower-cased) of element tag,
+// with the raw (still character-reference encoded) value, must go.
+func (s *sanitizer) dangerousAttr(tag, key, rawValue string, hasValue bool) bool {
+	if strings.HasPrefix(key, "on") {
+		return hasValue || !s.keepValuelessOn
+	}
+	switch {
+	case key == "style":
+		return cssDangerous(xhtml.UnescapeString(rawValue))
+	case urlAttributes[key] || strings.HasSuffix(key, ":href"):
+		return urlDangerous(xhtml.UnescapeString(rawValue))
+	case listURLAttributes[key] || tag == "meta" && key == "content":
+		// <meta http-equiv=refresh content="0;url=javascript:...">
+		return containsDangerousScheme(xhtml.UnescapeString(rawValue))
+	}
+	return false
+}
+
+// sameKeys reports whether the tokenizer's attributes for the current tag
+// have the keys scanAttrs found (the tokenizer keeps the first of duplicate
+// keys, as browsers do).
+func sameKeys(z *xhtml.Tokenizer, hasAttr bool, raw string, attrs []attrSpan) bool {
+	seen := make(map[string]bool, len(attrs))
+	var want []string
+	for _, a := range attrs {
+		k := lowerASCII(raw[a.keyStart:a.keyEnd])
+		if !seen[k] {
+			seen[k] = true
+			want = append(want, k)
+		}
+	}
+	var got []string
+	for more := hasAttr; more; {
+		var key []byte
+		key, _, more = z.TagAttr()
+		got = append(got, string(key))
+	}
+	return slices.Equal(got, want)
+}
+
+// attrSpan locates one attribute inside a raw start tag.
+type attrSpan struct {
+	keyStart, keyEnd int
+	valStart, valEnd int // the value without its quotes; empty when none
+	hasValue         bool
+	end              int // just past the attribute, closing quote included
+}
+
+// scanAttrs finds the attributes of a complete raw start tag ("<a b=c>"),
+// mirroring golang.org/x/net/html's Tokenizer.readTag, readTagAttrKey and
+// readTagAttrVal step for step, so that the spans are exactly the attributes
+// the tokenizer reports. Unlike the tokenizer it keeps duplicate keys:
+// browsers ignore them, but they are still in the bytes we store and send.
+func scanAttrs(raw string) []attrSpan {
+	n := len(raw)
+	i := 2 // "<" and the first byte of the name (readTagName)
+	for i < n {
+		c := raw[i]
+		i++
+		if isHTMLSpace(c) {
+			break
+		}
+		if c == '/' || c == '>' {
+			i--
+			break
+		}
+	}
+	skipSpace := func() {
+		for i < n && isHTMLSpace(raw[i]) {
+			i++
+		}
+	}
+	skipSpace()
+	var attrs []attrSpan
+	for i < n {
+		if raw[i] == '>' {
+			break
+		}
+		a := attrSpan{keyStart: i}
+		// readTagAttrKey
+		for i < n {
+			c := raw[i]
+			i++
+			if c == '=' && i == a.keyStart+1 {
+				continue // "=" before a name is part of it
+			}
+			if c == '=' || isHTMLSpace(c) || c == '/' || c == '>' {
+				i--
+				break
+			}
+		}
+		a.keyEnd = i
+		// readTagAttrVal
+		a.valStart, a.valEnd = i, i
+		skipSpace()
+		if i < n {
+			c := raw[i]
+			i++
+			switch {
+			case c == '/':
+			case c != '=':
+				i--
+			default:
+				a.hasValue = true
+				skipSpace()
+				if i < n {
+					q := raw[i]
+					i++
+					switch q {
+					case '>':
+						i--
+						a.valStart, a.valEnd = i, i
+					case '\'', '"':
+						a.valStart = i
+						for i < n && raw[i] != q {
+							i++
+						}
+						a.valEnd = i
+						if i < n {
+							i++
+						}
+					default:
+						a.valStart = i - 1
+						for i < n && !isHTMLSpace(raw[i]) && raw[i] != '>' {
+							i++
+						}
+						a.valEnd = i
+					}
+				}
+			}
+		}
+		a.end = i
+		if a.keyEnd > a.keyStart {
+			attrs = append(attrs, a)
+		}
+		skipSpace()
+	}
+	return attrs
+}
+
+func isHTMLSpace(c byte) bool {
+	return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f'
+}
+
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// isJunk reports runes that browsers (or, historically, IE) skip inside a URL
+// scheme or CSS: ASCII control characters and space, DEL, C1 controls, and
+// U+FFFD, which the tokenizer puts in place of NUL.
+func isJunk(r rune) bool {
+	return r <= 0x20 || (r >= 0x7f && r <= 0x9f) || r == utf8.RuneError
+}
+
+// normalizeURL drops junk and leading quote characters (IE treated backticks
+// as quotes) and lower-cases ASCII, keeping at most max bytes.
+func normalizeURL(v string, max int) string {
+	var b strings.Builder
+	for _, r := range v {
+		if isJunk(r) || (b.Len() == 0 && (r == '`' || r == '\'' || r == '"')) {
+			continue
+		}
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+		if max > 0 && b.Len() >= max {
+			break
+		}
+	}
+	return b.String()
+}
+
+// urlDangerous reports whether an attribute value (already decoded) is a URL
+// with a dangerous scheme.
+func urlDangerous(v string) bool {
+	n := normalizeURL(v, len("javascript:"))
+	for _, scheme := range dangerousSchemes {
+		if strings.HasPrefix(n, scheme) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsDangerousScheme reports whether a dangerous scheme appears anywhere
+// in a decoded attribute value.
+func containsDangerousScheme(v string) bool {
+	n := normalizeURL(v, 0)
+	for _, scheme := range dangerousSchemes {
+		if strings.Contains(n, scheme) {
+			return true
+		}
+	}
+	return false
+}
+
+// normalizeCSS removes comments, decodes CSS escapes ("\6a" is "j"), drops
+// junk and lower-cases ASCII, so that patterns can be matched as written.
+func normalizeCSS(css string) string {
+	var b strings.Builder
+	write := func(r rune) {
+		if isJunk(r) {
+			return
+		}
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	for i := 0; i < len(css); {
+		switch {
+		case strings.HasPrefix(css[i:], "/*"):
+			end := strings.Index(css[i+2:], "*/")
+			if end < 0 {
+				return b.String()
+			}
+			i += 2 + end + 2
+		case css[i] == '\\':
+			i++
+			j := i
+			for j < len(css) && j-i < 6 && isHex(css[j]) {
+				j++
+			}
+			if j > i {
+				cp := rune(0)
+				for _, c := range css[i:j] {
+					cp = cp*16 + rune(hexVal(byte(c)))
+				}
+				if cp == 0 || cp > utf8.MaxRune || (cp >= 0xd800 && cp <= 0xdfff) {
+					cp = utf8.RuneError
+				}
+				write(cp)
+				i = j
+				// One whitespace after a hex escape belongs to it.
+				if strings.HasPrefix(css[i:], "\r\n") {
+					i += 2
+				} else if i < len(css) && isHTMLSpace(css[i]) {
+					i++
+				}
+				continue
+			}
+			if i < len(css) {
+				r, size := utf8.DecodeRuneInString(css[i:])
+				if r != '\n' && r != '\r' && r != '\f' { // escaped newline: line continuation
+					write(r)
+				}
+				i += size
+			}
+		default:
+			r, size := utf8.DecodeRuneInString(css[i:])
+			write(r)
+			i += size
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func hexVal(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+// cssDangerous reports whether CSS text loads a dangerous URL or runs code.
+func cssDangerous(css string) bool {
+	n := normalizeCSS(css)
+	for _, p := range dangerousCSS {
+		if strings.Contains(n, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// sanitizeCSS removes the dangerous declarations, selectors or at-rules from
+// a style sheet, cutting at ; { and }. If what remains is still dangerous
+// (a comment or string spanning the cuts), the whole sheet goes.
+func sanitizeCSS(css string) (string, bool) {
+	if !cssDangerous(css) {
+		return css, false
+	}
+	var b strings.Builder
+	segStart := 0
+	for i := 0; i <= len(css); i++ {
+		if i < len(css) && css[i] != ';' && css[i] != '{' && css[i] != '}' {
+			continue
+		}
+		if seg := css[segStart:i]; !cssDangerous(seg) {
+			b.WriteString(seg)
+		}
+		if i < len(css) {
+			b.WriteByte(css[i])
+		}
+		segStart = i + 1
+	}
+	if out := b.String(); !cssDangerous(out) {
+		return out, true
+	}
+	return "", true
+}
