@@ -83,6 +83,26 @@ func BenchmarkCompute(b *testing.B) {
 			b.ReportMetric(float64(per.Milliseconds()), "ms/compute")
 			b.ReportMetric(float64(per)/float64(bare), "x_bare_count")
 			b.Logf("n=%d members=%d last changed=%d compute=%v bare count=%v", n, res.Segment.MemberCount, res.Changed, per, bare)
+
+			// Members paging with every contact a member: a page deep in the
+			// list costs what the first one does.
+			all, err := st.Create(ctx, "t", segments.Input{Name: ptr("all"), Rules: json.RawMessage(`{"operator":"and","conditions":[]}`)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := st.Compute(ctx, "t", all.ID); err != nil {
+				b.Fatal(err)
+			}
+			for _, after := range []string{"", fmt.Sprintf("cnt_%08d", n*9/10)} {
+				t0 := time.Now()
+				const pages = 50
+				for i := 0; i < pages; i++ {
+					if _, rows, err := st.Members(ctx, "t", all.ID, after, 1001); err != nil || len(rows) != 1001 {
+						b.Fatal(err, len(rows))
+					}
+				}
+				b.Logf("n=%d members page of 1000 after %q: %v", n, after, time.Since(t0)/pages)
+			}
 		})
 	}
 }
