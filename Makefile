@@ -51,6 +51,10 @@ bench: services ## Run the Go benchmarks
 bench-http: services ## HTTP load: authenticated GET /api/api-keys vs a bare fiber handler (docs/benchmarks.md)
 	@bench/run-auth.sh
 
+.PHONY: bench-events
+bench-events: services ## HTTP load: POST /api/events over many tenants vs a raw pgx insert loop (docs/benchmarks.md)
+	@bench/run-events.sh
+
 .PHONY: token
 token: ## Print a dev session token: make token ORG=acme
 	@DASHBOARD_JWT_SECRET=$${DASHBOARD_JWT_SECRET:-dev-dashboard-secret} go run ./cmd/devtoken -org "$(ORG)"

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -28,6 +29,11 @@ var Scenarios = map[string]Scenario{
 		Name:        "apikeys",
 		Description: "GET /api/api-keys authenticated with an API key of one tenant holding a few keys",
 		Setup:       setupAPIKeys,
+	},
+	"events": {
+		Name:        "events",
+		Description: "POST /api/events: a custom event for an existing contact, spread over -tenants tenants",
+		Setup:       setupEvents,
 	},
 	"healthz": {
 		Name:        "healthz",
@@ -77,5 +83,53 @@ func setupHealthz(context.Context, *Env) (Fill, error) {
 	return func(req *fasthttp.Request, _ uint64) {
 		req.Header.SetMethod(fasthttp.MethodGet)
 		req.SetRequestURI("/healthz")
+	}, nil
+}
+
+// eventsContacts is how many contacts each tenant of the events scenario
+// holds; bench/pgxevents inserts its baseline rows for the same contacts.
+const eventsContacts = 20
+
+// setupEvents provisions Env.Tenants tenants, each with an API key and
+// eventsContacts contacts, and posts a custom event per request, spreading
+// requests over tenants first and contacts second so that consecutive
+// requests rarely touch the same contact row.
+func setupEvents(ctx context.Context, env *Env) (Fill, error) {
+	type target struct {
+		auth   string
+		bodies [][]byte
+	}
+	targets := make([]target, env.Tenants)
+	for i := range targets {
+		t, err := env.Provision(ctx, fmt.Sprintf("%s_%d", env.Org, i))
+		if err != nil {
+			return nil, err
+		}
+		key, err := t.NewKey(ctx, "loadgen events")
+		if err != nil {
+			return nil, err
+		}
+		targets[i].auth = "Bearer " + key
+		for c := 0; c < eventsContacts; c++ {
+			email := fmt.Sprintf("user%d@%s.example.com", c, t.ID)
+			// PUT is an upsert, so setup can be rerun against the same org.
+			if err := t.Call(ctx, "PUT", "/api/contacts", map[string]any{"email": email}, nil); err != nil {
+				return nil, err
+			}
+			body, err := json.Marshal(map[string]any{"email": email, "name": "page_view",
+				"properties": map[string]any{"path": "/pricing", "n": 1}})
+			if err != nil {
+				return nil, err
+			}
+			targets[i].bodies = append(targets[i].bodies, body)
+		}
+	}
+	return func(req *fasthttp.Request, n uint64) {
+		t := targets[n%uint64(len(targets))]
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI("/api/events")
+		req.Header.Set(fasthttp.HeaderAuthorization, t.auth)
+		req.Header.SetContentType("application/json")
+		req.SetBody(t.bodies[(n/uint64(len(targets)))%uint64(len(t.bodies))])
 	}, nil
 }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Events benchmark (docs/benchmarks.md): POST /api/events against bin/api
+# with bin/worker running beside it, over many tenants, all local, and the
+# same event rows inserted by a raw pgx loop (bench/pgxevents) as the
+# baseline. Three measurements:
+#   1. closed loop (CONC workers): the most events/s the stack sustains;
+#   2. open loop at RATE events/s: latency at a fixed arrival rate, measured
+#      from each request's scheduled time;
+#   3. the pgx insert loop (CONC inserters) after 1 and after 2, for the
+#      ratio (it needs the contacts that the first loadgen run provisions).
+# Uses a fresh database on spare loopback ports; stops everything on exit.
+#
+# Knobs (environment): DURATION (10s), WARMUP (2s), CONC (32), ROUNDS (3),
+# RATE (2000), TENANTS (50), BENCH_DB (tidings_bench_events), OUT (var/bench),
+# LOG_LEVEL (info).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+CONC=${CONC:-32}
+ROUNDS=${ROUNDS:-3}
+RATE=${RATE:-2000}
+TENANTS=${TENANTS:-50}
+BENCH_DB=${BENCH_DB:-tidings_bench_events}
+OUT=${OUT:-var/bench}
+PGADMIN=${PGADMIN:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
+export LOG_LEVEL=${LOG_LEVEL:-info}
+export DATABASE_URL="postgres://postgres@127.0.0.1:5432/$BENCH_DB?sslmode=disable"
+export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+export DASHBOARD_JWT_SECRET=bench-dashboard-secret
+export TRACKING_SECRET=bench-tracking-secret
+export OUTBOX_DIR=$OUT/outbox
+# Huge, so the limiter runs its Redis round trip on every request but never
+# refuses one.
+export RATE_LIMIT_PER_MINUTE=100000000
+
+mkdir -p "$OUT" bin
+echo "building bin/api, bin/worker, bin/loadgen, bin/pgxevents"
+go build -o bin/api ./cmd/api
+go build -o bin/worker ./cmd/worker
+go build -o bin/loadgen ./cmd/loadgen
+go build -o bin/pgxevents ./bench/pgxevents
+
+echo "fresh database $BENCH_DB"
+psql "$PGADMIN" -qc "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)"
+psql "$PGADMIN" -qc "CREATE DATABASE \"$BENCH_DB\""
+
+pids=()
+stop() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap stop EXIT INT TERM
+
+spare_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+  echo "no spare port" >&2; return 1
+}
+
+wait_ready() { # url name
+  for _ in $(seq 200); do
+    curl -fs -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  echo "$2 did not become ready; see $OUT/$2.log" >&2; return 1
+}
+
+api_port=$(spare_port); admin_port=$(spare_port)
+org="evbench_$(date +%s)"
+HTTP_ADDR=127.0.0.1:$api_port bin/api 2>"$OUT/events-api.log" &
+api_pid=$!; pids+=("$api_pid")
+wait_ready "http://127.0.0.1:$api_port/readyz" events-api
+WORKER_ADMIN_ADDR=127.0.0.1:$admin_port MIGRATE=false bin/worker 2>"$OUT/events-worker.log" &
+pids+=("$!")
+wait_ready "http://127.0.0.1:$admin_port/healthz" events-worker
+
+api=http://127.0.0.1:$api_port
+common=(-scenario events -api "$api" -secret "$DASHBOARD_JWT_SECRET" -org "$org" -tenants "$TENANTS"
+        -target "api=$api,pid=$api_pid" -d "$DURATION" -warmup "$WARMUP")
+pgx=(bin/pgxevents -db "$DATABASE_URL" -org "$org" -c "$CONC" -d "$DURATION")
+
+result=$OUT/events.txt
+: >"$result"
+echo
+echo "=== closed loop, $CONC workers, $TENANTS tenants ===" | tee -a "$result"
+bin/loadgen "${common[@]}" -c "$CONC" -rounds "$ROUNDS" | tee -a "$result"
+echo
+echo "=== baseline: raw pgx insert loop ===" | tee -a "$result"
+"${pgx[@]}" | tee -a "$result"
+echo
+echo "=== open loop at $RATE events/s ===" | tee -a "$result"
+bin/loadgen "${common[@]}" -c 256 -rate "$RATE" -rounds "$ROUNDS" | tee -a "$result"
+echo
+echo "=== baseline: raw pgx insert loop ===" | tee -a "$result"
+"${pgx[@]}" | tee -a "$result"
+
+api_rate=$(awk '/^closed loop/ {c=1} c && $1 == "api" && $2 == "median" {print $3; exit}' "$result")
+pgx_rate=$(awk '/^pgx-insert:/ {for (i = 1; i <= NF; i++) if ($i == "rows/s") {s += $(i-1); n++}} END {if (n) printf "%.0f", s / n}' "$result")
+echo
+echo "closed-loop api median ${api_rate:-?} events/s; pgx insert loop mean ${pgx_rate:-?} rows/s" | tee -a "$result"
+if [ -n "${api_rate:-}" ] && [ -n "${pgx_rate:-}" ]; then
+  awk -v a="${api_rate//,/}" -v b="$pgx_rate" 'BEGIN {printf "ratio api/pgx: %.3f\n", a / b}' | tee -a "$result"
+fi
+if [ "${KEEP_LOGS:-0}" != 1 ]; then rm -f "$OUT"/events-*.log; fi
+echo "results in $result"
