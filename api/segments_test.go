@@ -42,7 +42,16 @@ func TestSegmentCreateAndValidate(t *testing.T) {
 	}
 	b.expectError("POST", "/api/segments", tok, map[string]any{"rules": rule("a", "exists", nil)}, 400, "VALIDATION_ERROR")
 	b.expectError("POST", "/api/segments", tok, map[string]any{"name": "x"}, 400, "VALIDATION_ERROR")
-	b.expectError("POST", "/api/segments", tok, map[string]any{"name": "x", "rules": segRef("seg_missing", "memberOf")}, 400, "VALIDATION_ERROR")
+	e = b.expectError("POST", "/api/segments", tok, map[string]any{"name": "x", "rules": segRef("seg_missing", "memberOf")}, 400, "VALIDATION_ERROR")
+	if _, ok := e.fields()["rules.conditions[0].segmentId"]; !ok {
+		t.Fatalf("an unknown reference must be named by its path: %s", e.raw)
+	}
+	// jsonb writes 1e300 out in full, so such a value could never be
+	// computed: it is refused up front.
+	e = b.expectError("POST", "/api/segments", tok, map[string]any{"name": "x", "rules": rule("n", "greaterThan", 1e300)}, 400, "VALIDATION_ERROR")
+	if _, ok := e.fields()["rules.conditions[0].value"]; !ok {
+		t.Fatalf("%s", e.raw)
+	}
 	if l := b.expect("GET", "/api/segments", tok, nil, 200); len(l.items()) != 1 {
 		t.Fatalf("%s", l.raw)
 	}

@@ -26,50 +26,16 @@ BENCH_DB=${BENCH_DB:-tidings_bench_events}
 OUT=${OUT:-var/bench}
 PGADMIN=${PGADMIN:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 export LOG_LEVEL=${LOG_LEVEL:-info}
-export DATABASE_URL="postgres://postgres@127.0.0.1:5432/$BENCH_DB?sslmode=disable"
-export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
-export DASHBOARD_JWT_SECRET=bench-dashboard-secret
-export TRACKING_SECRET=bench-tracking-secret
-export OUTBOX_DIR=$OUT/outbox
-# Huge, so the limiter runs its Redis round trip on every request but never
-# refuses one.
-export RATE_LIMIT_PER_MINUTE=100000000
 
-mkdir -p "$OUT" bin
+source bench/lib.sh
+export OUTBOX_DIR=$OUT/outbox
 echo "building bin/api, bin/worker, bin/loadgen, bin/pgxevents"
 go build -o bin/api ./cmd/api
 go build -o bin/worker ./cmd/worker
 go build -o bin/loadgen ./cmd/loadgen
 go build -o bin/pgxevents ./bench/pgxevents
 
-echo "fresh database $BENCH_DB"
-psql "$PGADMIN" -qc "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)"
-psql "$PGADMIN" -qc "CREATE DATABASE \"$BENCH_DB\""
-
-pids=()
-stop() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-trap stop EXIT INT TERM
-
-spare_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-  done
-  echo "no spare port" >&2; return 1
-}
-
-wait_ready() { # url name
-  for _ in $(seq 200); do
-    curl -fs -o /dev/null "$1" && return 0
-    sleep 0.1
-  done
-  echo "$2 did not become ready; see $OUT/$2.log" >&2; return 1
-}
+fresh_db
 
 api_port=$(spare_port); admin_port=$(spare_port)
 org="evbench_$(date +%s)"

@@ -439,13 +439,11 @@ func normalizeScalar(raw any) (any, string) {
 		return v.Format("2006-01-02T15:04:05.999999Z07:00"), ""
 	}
 	if s, ok := numberText(raw); ok {
-		if len(s) > 100 {
-			return nil, "number has too many digits: at most 100"
-		}
-		if i := strings.IndexAny(s, "eE"); i >= 0 {
-			if exp, _ := strconv.Atoi(s[i+1:]); exp > 1000 || exp < -1000 {
-				return nil, "number out of range: exponent beyond ±1000"
-			}
+		// Stored rules are jsonb, which writes numbers out in full (1e300
+		// comes back as 301 digits): the limit applies to that form, so
+		// stored rules always parse again.
+		if len(s) > maxRuleNumberLen || writtenOutLen(s) > maxRuleNumberLen {
+			return nil, fmt.Sprintf("number has too many digits: at most %d when written out without an exponent", maxRuleNumberLen)
 		}
 		return json.Number(s), ""
 	}
@@ -573,4 +571,37 @@ func truncate(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+// maxRuleNumberLen bounds the digits of a number in a rule.
+const maxRuleNumberLen = 100
+
+// writtenOutLen is the length of the JSON number s written in plain decimal
+// notation, as PostgreSQL's numeric type prints it.
+func writtenOutLen(s string) int {
+	s = strings.TrimPrefix(s, "-")
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e > 1_000_000 || e < -1_000_000 {
+			return 1 << 30
+		}
+		exp, s = e, s[:i]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return 1
+	}
+	// point is where the decimal point falls, counted in digits from the
+	// first significant one.
+	point := len(intPart) - (len(intPart+frac) - len(digits)) + exp
+	switch {
+	case point >= len(digits):
+		return point
+	case point <= 0:
+		return 2 - point + len(digits)
+	default:
+		return len(digits) + 1
+	}
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"math/big"
 	"reflect"
 	"strings"
 	"testing"
@@ -210,6 +211,8 @@ func TestParseErrors(t *testing.T) {
 		{"includesAny empty", `{"operator":"and","conditions":[{"type":"property","field":"a","operator":"includesAny","value":[]}]}`, Options{}, []string{"rules.conditions[0].value"}, "non-empty"},
 		{"includesAll with nested array", `{"operator":"and","conditions":[{"type":"property","field":"a","operator":"includesAll","value":["x",["y"],null]}]}`, Options{}, []string{"rules.conditions[0].value[1]", "rules.conditions[0].value[2]"}, "string, number or boolean"},
 		{"huge exponent", `{"operator":"and","conditions":[{"type":"property","field":"a","operator":"equals","value":1e999999999}]}`, Options{}, []string{"rules.conditions[0].value"}, "number"},
+		{"number too long written out", `{"operator":"and","conditions":[{"type":"property","field":"a","operator":"greaterThan","value":1e100}]}`, Options{}, []string{"rules.conditions[0].value"}, "too many digits"},
+		{"tiny number too long written out", `{"operator":"and","conditions":[{"type":"property","field":"a","operator":"lessThan","value":-1e-99}]}`, Options{}, []string{"rules.conditions[0].value"}, "too many digits"},
 		{"NUL in value", `{"operator":"and","conditions":[{"type":"property","field":"a","operator":"equals","value":"a\u0000b"}]}`, Options{}, []string{"rules.conditions[0].value"}, "NUL"},
 		{"NUL in field", `{"operator":"and","conditions":[{"type":"property","field":"a\u0000","operator":"exists"}]}`, Options{}, []string{"rules.conditions[0].field"}, "NUL"},
 		{"field not a string", `{"operator":"and","conditions":[{"type":"property","field":5,"operator":"exists"}]}`, Options{}, []string{"rules.conditions[0].field"}, "must be a string"},
@@ -368,6 +371,26 @@ func TestParseTimestamp(t *testing.T) {
 		}
 		if gotS != tc.want {
 			t.Errorf("parseTimestamp(%q) = %q, want %q", tc.in, gotS, tc.want)
+		}
+	}
+}
+
+// Stored rules come back from jsonb with numbers written out in full; a
+// number accepted at create must parse again from that form.
+func TestLongestNumberParsesAgainWrittenOut(t *testing.T) {
+	for _, v := range []string{"1e99", "-1e-97", "1.5e98"} {
+		n, err := Parse(json.RawMessage(`{"operator":"and","conditions":[{"type":"property","field":"a","operator":"greaterThan","value":`+v+`}]}`), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		r, ok := new(big.Rat).SetString(string(n.Conditions[0].Value.(json.Number)))
+		if !ok {
+			t.Fatalf("%s: not a number", v)
+		}
+		full := r.FloatString(100)
+		full = strings.TrimRight(strings.TrimRight(full, "0"), ".")
+		if _, err := Parse(json.RawMessage(`{"operator":"and","conditions":[{"type":"property","field":"a","operator":"greaterThan","value":`+full+`}]}`), Options{}); err != nil {
+			t.Errorf("%s written out as %s (%d chars): %v", v, full, len(full), err)
 		}
 	}
 }

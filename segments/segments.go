@@ -101,7 +101,7 @@ func parseRules(raw json.RawMessage, self string, g graph) (*rules.Node, []strin
 	var ce *rules.CycleError
 	switch {
 	case errors.As(err, &ue):
-		return nil, nil, apperr.Invalid("rules", fmt.Sprintf("unknown segment: %v", ue.IDs))
+		return nil, nil, unknownSegmentFields(n, ue.IDs)
 	case errors.As(err, &ce):
 		e := apperr.New(422, "CIRCULAR_DEPENDENCY", "%s", ce.Error())
 		e.Details = map[string]any{"cycle": ce.Cycle}
@@ -247,3 +247,22 @@ func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Segment, 
 
 // Version renders the integer version as the API's string.
 func Version(v int32) string { return strconv.Itoa(int(v)) }
+
+// unknownSegmentFields names each leaf that refers to a missing segment by
+// its path, as every other rule error does.
+func unknownSegmentFields(n *rules.Node, ids []string) error {
+	missing := map[string]bool{}
+	for _, id := range ids {
+		missing[id] = true
+	}
+	f := apperr.Fields{}
+	n.Walk("rules", func(path string, m *rules.Node) {
+		if m.Type == rules.TypeSegment && missing[m.SegmentID] {
+			f.Add(path+".segmentId", "unknown segment "+m.SegmentID)
+		}
+	})
+	if err := f.Err(); err != nil {
+		return err
+	}
+	return apperr.Invalid("rules", fmt.Sprintf("unknown segment: %v", ids))
+}
