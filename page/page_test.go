@@ -1,6 +1,7 @@
 package page
 
 import (
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -73,15 +74,35 @@ func TestTrim(t *testing.T) {
 func TestBefore(t *testing.T) {
 	t.Parallel()
 	to := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if bt, id := Before(nil, to); !bt.Equal(to.Add(time.Microsecond)) || id != "" {
-		t.Fatal("without cursor the bound is just after to (inclusive)")
+	if bt, id := Before(nil, to); !bt.Equal(to.Add(time.Millisecond)) || id != "" {
+		t.Fatal("a to given in milliseconds covers its whole millisecond (inclusive)")
+	}
+	fine := to.Add(123456 * time.Nanosecond)
+	if bt, _ := Before(nil, fine); !bt.Equal(fine.Add(time.Microsecond)) {
+		t.Fatal("a finer to is inclusive to the microsecond")
 	}
 	early := &Cursor{Time: to.Add(-time.Hour), ID: "x"}
 	if bt, id := Before(early, to); !bt.Equal(early.Time) || id != "x" {
 		t.Fatal("a cursor before to wins")
 	}
 	late := &Cursor{Time: to.Add(time.Hour), ID: "x"}
-	if bt, _ := Before(late, to); !bt.Equal(to.Add(time.Microsecond)) {
+	if bt, _ := Before(late, to); !bt.Equal(to.Add(time.Millisecond)) {
 		t.Fatal("to caps a later cursor")
+	}
+}
+
+func TestDecodeRejectsForgedCursors(t *testing.T) {
+	t.Parallel()
+	good := Cursor{Time: time.Now(), ID: "cnt_1"}.Encode()
+	if _, err := Decode(good); err != nil {
+		t.Fatal(err)
+	}
+	handMade := base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"t":1,"i":"x"}`))
+	raw, _ := base64.RawURLEncoding.DecodeString(good)
+	raw[5] ^= 1
+	for _, s := range []string{handMade, base64.RawURLEncoding.EncodeToString(raw), good[:len(good)-2], "bogus", "x"} {
+		if _, err := Decode(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
 	}
 }
