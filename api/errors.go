@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -26,6 +27,13 @@ type errorPayload struct {
 // in the envelope of API.md section 7.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := s.toAppError(c, err)
+	// Every /api answer carries the limit headers (ADDENDUM 2), also those
+	// decided before authentication (unknown route, wrong method, body too
+	// large): such requests spend nothing, so the whole budget is shown.
+	if strings.HasPrefix(c.Path(), "/api") && len(c.Response().Header.Peek("X-RateLimit-Limit")) == 0 {
+		c.Set("X-RateLimit-Limit", strconv.Itoa(s.limiter.Limit()))
+		c.Set("X-RateLimit-Remaining", strconv.Itoa(s.limiter.Limit()))
+	}
 	if e.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
 		c.Set("X-RateLimit-Remaining", "0")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -50,6 +51,9 @@ func TestErrorEnvelopes(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			b.t = t
 			r := b.expectError(tt.method, tt.path, tt.token, tt.body, tt.status, tt.code)
+			if strings.HasPrefix(tt.path, "/api") && r.header.Get("X-RateLimit-Limit") == "" {
+				t.Errorf("an /api answer without rate limit headers")
+			}
 			if tt.field != "" {
 				if _, ok := r.fields()[tt.field]; !ok {
 					t.Fatalf("details.fields.%s missing: %s", tt.field, r.raw)
@@ -108,13 +112,14 @@ func TestAuthentication(t *testing.T) {
 	b := setup(t)
 	b.tenant("org_auth")
 	expired, _ := auth.MintHS256(testSecret, "u", "org_auth", -time.Hour)
+	justExpired, _ := auth.MintHS256(testSecret, "u", "org_auth", -5*time.Second)
 	wrongSecret, _ := auth.MintHS256("other-secret", "u", "org_auth", time.Hour)
 	noOrg, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(testSecret))
 	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u", "org_id": "org_auth"}).SignedString([]byte(testSecret))
 	noSub, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"org_id": "org_auth", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(testSecret))
 	for desc, tok := range map[string]string{
 		"missing": "", "garbage key": "tdk_short", "unknown key": auth.GenerateKey().Raw,
-		"expired session": expired, "wrong secret": wrongSecret, "no org_id": noOrg, "no exp": noExp, "no sub": noSub,
+		"expired session": expired, "expired 5s ago": justExpired, "wrong secret": wrongSecret, "no org_id": noOrg, "no exp": noExp, "no sub": noSub,
 		"not a jwt": "a.b.c",
 	} {
 		r := b.expectError("GET", "/api/tenant", tok, nil, 401, "UNAUTHORIZED")
@@ -122,10 +127,20 @@ func TestAuthentication(t *testing.T) {
 			t.Errorf("%s: 401 without rate limit headers", desc)
 		}
 	}
-	// A scheme other than Bearer is not a credential.
-	req := b.do("GET", "/api/tenant", "", nil)
-	if req.status != 401 {
-		t.Fatalf("status %d", req.status)
+	// A scheme other than Bearer is not a credential; the scheme name is
+	// case-insensitive.
+	valid := b.session("org_auth")
+	for hdr, want := range map[string]int{"Basic " + valid: 401, "Token " + valid: 401, "bearer " + valid: 200, "BEARER " + valid: 200} {
+		req := httptest.NewRequest("GET", "/api/tenant", nil)
+		req.Header.Set("Authorization", hdr)
+		res, err := b.app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("Authorization %.12q...: status %d, want %d", hdr, res.StatusCode, want)
+		}
 	}
 
 	// An organisation without a tenant sees 404 everywhere but provisioning.

@@ -56,9 +56,10 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	c.Set("X-RateLimit-Limit", strconv.Itoa(s.limiter.Limit()))
 	c.Set("X-RateLimit-Remaining", strconv.Itoa(s.limiter.Limit()))
 	h := c.Get(fiber.HeaderAuthorization)
-	tok, ok := strings.CutPrefix(h, "Bearer ")
+	// The scheme name is case-insensitive (RFC 7235).
+	scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
 	tok = strings.TrimSpace(tok)
-	if !ok || tok == "" {
+	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return apperr.Unauthorized("missing bearer credential")
 	}
 	if auth.IsSessionToken(tok) {

@@ -73,7 +73,7 @@ func (v *SessionVerifier) verifyHS256(token string) (Session, error) {
 	}
 	var c claims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil },
-		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
 	if err != nil || c.Subject == "" || c.OrgID == "" {
 		return Session{}, ErrInvalidSession
 	}
