@@ -45,6 +45,8 @@ func TestErrorEnvelopes(t *testing.T) {
 		{"empty body", "POST", "/api/api-keys", tok, ``, 400, "VALIDATION_ERROR", "body"},
 		{"bad enum", "PATCH", "/api/tenant", tok, `{"sendingStatus": "turbo"}`, 400, "VALIDATION_ERROR", "sendingStatus"},
 		{"no fields on PATCH", "PATCH", "/api/tenant", tok, `{}`, 400, "VALIDATION_ERROR", ""},
+		{"NUL in a string", "PATCH", "/api/tenant", tok, `{"name": "a\u0000b"}`, 400, "VALIDATION_ERROR", "name"},
+		{"NUL deep in an object", "POST", "/api/contacts", tok, `{"email": "n@x.io", "properties": {"tags": ["ok", "b\u0000"]}}`, 400, "VALIDATION_ERROR", "properties.tags[1]"},
 		{"panic", "GET", "/boom", "", nil, 500, "INTERNAL_ERROR", ""},
 	}
 	for _, tt := range tests {

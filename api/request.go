@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -37,7 +38,53 @@ func decodeBytes(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.Invalid("body", "must contain a single JSON object")
 	}
+	if bytes.Contains(body, []byte(`\u0000`)) {
+		return nulError(body)
+	}
 	return nil
+}
+
+// nulError names the field holding a NUL character: PostgreSQL stores none
+// in text or jsonb, so it is bad input, not a server error.
+func nulError(body []byte) error {
+	var v any
+	_ = json.Unmarshal(body, &v)
+	path := nulPath("", v)
+	if path == "" {
+		path = "body"
+	}
+	return apperr.Invalid(path, "must not contain NUL characters")
+}
+
+func nulPath(at string, v any) string {
+	join := func(k string) string {
+		if at == "" {
+			return k
+		}
+		return at + "." + k
+	}
+	switch x := v.(type) {
+	case string:
+		if strings.ContainsRune(x, 0) {
+			return at
+		}
+	case map[string]any:
+		for k, e := range x {
+			if strings.ContainsRune(k, 0) {
+				return join(strings.ReplaceAll(k, "\x00", ""))
+			}
+			if p := nulPath(join(k), e); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p := nulPath(fmt.Sprintf("%s[%d]", at, i), e); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 func jsonError(err error) error {
