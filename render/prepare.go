@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 
@@ -58,9 +59,13 @@ func IsMJML(content string) bool {
 
 // WrapHTML puts raw HTML in an MJML document, as an mj-raw in mj-body, so
 // that it goes through the same compiler as MJML.
+// An end tag of mj-raw inside the content would close the wrapper and let
+// the rest be read as MJML, so it is escaped: the content stays raw HTML.
 func WrapHTML(content string) string {
-	return "<mjml><mj-body><mj-raw>" + content + "</mj-raw></mj-body></mjml>"
+	return "<mjml><mj-body><mj-raw>" + rawEndTag.ReplaceAllString(content, "&lt;$1") + "</mj-raw></mj-body></mjml>"
 }
+
+var rawEndTag = regexp.MustCompile(`(?i)<(/\s*mj-raw)`)
 
 // Prepare is what saving a template does: it sanitises the content, checks
 // the Liquid in subject and content, compiles the content once with MJML

@@ -93,6 +93,12 @@ func TestPrepareRejects(t *testing.T) {
 	}{
 		{desc: "unclosed block in subject", subject: "Hi {% if x %}", content: "<p>x</p>", wantField: "subject", wantMsg: `unterminated "if" block`},
 		{desc: "bad expression in subject", subject: "Hi {{ name | }}", content: "<p>x</p>", wantField: "subject", wantMsg: "syntax error"},
+		{desc: "unterminated output in subject", subject: "Hi {{ name ", content: "<p>x</p>", wantField: "subject", wantMsg: `output "{{ name " was not properly terminated`},
+		{desc: "unterminated output in content", subject: "Hi", content: "<p>ok {{ a }}</p>\n<p>{{ x </p>", wantField: "content", wantMsg: `line 2: output "{{ x </p>" was not properly terminated`},
+		{desc: "output closed by one brace", subject: "Hi", content: "<p>{{ x }</p><p>{{ y }}</p>", wantField: "content", wantMsg: "not properly terminated"},
+		{desc: "unterminated tag", subject: "Hi", content: "<p>{% if x </p>", wantField: "content", wantMsg: `tag "{% if x </p>" was not properly terminated`},
+		{desc: "empty tag", subject: "Hi", content: "<p>{%  %}</p>", wantField: "content", wantMsg: "empty tag"},
+		{desc: "raw never closed", subject: "Hi", content: "<p>{% raw %}{{ x</p>", wantField: "content", wantMsg: "'raw' tag was never closed"},
 		{desc: "unknown tag in content", subject: "Hi", content: "<p>\n{% frobnicate %}</p>", wantField: "content", wantMsg: `line 2: undefined tag "frobnicate"`},
 		{desc: "include is not available", subject: "Hi", content: `{% include "secrets.txt" %}`, wantField: "content", wantMsg: `undefined tag "include"`},
 		{desc: "unknown filter in content", subject: "Hi", content: "<p>{{ name | shout }}</p>", wantField: "content", wantMsg: `undefined filter "shout"`},
@@ -132,5 +138,13 @@ func TestPrepareCompilerFailureIsNotValidation(t *testing.T) {
 	var verr *ValidationError
 	if errors.As(err, &verr) || !errors.Is(err, down) {
 		t.Fatalf("err = %v, want the compiler's error, not a validation error", err)
+	}
+}
+
+func TestWrapHTMLKeepsContentInsideMJRaw(t *testing.T) {
+	t.Parallel()
+	got := WrapHTML(`<p>a</p></mj-raw><mj-section><mj-text>INJ</mj-text></mj-section></MJ-RAW ><mj-raw>`)
+	if n := strings.Count(strings.ToLower(got), "</mj-raw"); n != 1 {
+		t.Fatalf("%d mj-raw end tags in %s", n, got)
 	}
 }

@@ -27,7 +27,7 @@ import (
 func Sanitize(content string) (out string, changed bool) {
 	out, changed = sanitizePass(content)
 	if !changed {
-		return content, false
+		return escapeHiddenElements(content)
 	}
 	// Removing something can join what was around it into something new
 	// ("<scr<script></script>ipt>"); repeat until a pass finds nothing. Each
@@ -35,6 +35,7 @@ func Sanitize(content string) (out string, changed bool) {
 	for range maxSanitizePasses {
 		next, again := sanitizePass(out)
 		if !again {
+			out, _ = escapeHiddenElements(out)
 			return out, true
 		}
 		out = next
@@ -140,6 +141,9 @@ func (s *sanitizer) run() {
 	pos := 0
 	rawParent := ""  // raw-text element whose content the next text token is
 	dropRaw := false // that content goes (script, iframe)
+	// MJML elements whose text content becomes CSS or an attribute value in
+	// the compiled HTML; the tokenizer sees them as ordinary elements.
+	mjText, mjAttr := "", ""
 	for {
 		tt := z.Next()
 		if tt == xhtml.ErrorToken {
@@ -161,14 +165,21 @@ func (s *sanitizer) run() {
 				dropRaw = rawTextElements[name]
 				continue
 			}
+			if name == "mj-style" || name == "mj-html-attribute" {
+				mjText, mjAttr = name, lowerASCII(attrValue(s.src[start:pos], "name"))
+			}
 			s.tag(z, hasAttr, start, pos, name)
 		case xhtml.EndTagToken:
 			nameBytes, _ := z.TagName()
 			if droppedElements[string(nameBytes)] {
 				s.replace(start, pos, "")
 			}
-			rawParent, dropRaw = "", false
+			rawParent, dropRaw, mjText = "", false, ""
 		case xhtml.TextToken:
+			if mjText != "" {
+				s.mjmlText(start, pos, mjText, mjAttr)
+				continue
+			}
 			if rawParent == "" {
 				continue
 			}
@@ -223,6 +234,33 @@ func (s *sanitizer) comment(start, end int) {
 	if clean, changed := s.nested(body); changed {
 		s.replace(start+bodyStart, start+bodyEnd, clean)
 	}
+}
+
+// mjmlText sanitises the text of <mj-style> (a style sheet) and of
+// <mj-html-attribute name="..."> (the value of that attribute on the
+// compiled elements).
+func (s *sanitizer) mjmlText(start, end int, elem, attr string) {
+	text := s.src[start:end]
+	decoded := xhtml.UnescapeString(text)
+	switch {
+	case elem == "mj-style" || attr == "style":
+		if clean, changed := sanitizeCSS(text); changed {
+			s.replace(start, end, clean)
+		}
+	case strings.HasPrefix(attr, "on"), containsDangerousScheme(decoded):
+		s.replace(start, end, "")
+	}
+}
+
+// attrValue returns the raw value of attribute key in a start tag, "" when
+// absent.
+func attrValue(rawTag, key string) string {
+	for _, a := range scanAttrs(rawTag) {
+		if lowerASCII(rawTag[a.keyStart:a.keyEnd]) == key {
+			return xhtml.UnescapeString(rawTag[a.valStart:a.valEnd])
+		}
+	}
+	return ""
 }
 
 // rawText sanitises the content of a raw-text element that stays.
@@ -328,6 +366,11 @@ func (s *sanitizer) dangerousAttr(tag, key, rawValue string, hasValue bool) bool
 	switch {
 	case key == "style":
 		return cssDangerous(xhtml.UnescapeString(rawValue))
+	case strings.HasPrefix(tag, "mj-") && urlDangerous(xhtml.UnescapeString(rawValue)):
+		// MJML names its URL attributes freely (background-url,
+		// thumbnails-src, icon-wrapped-url, ...) and the compiler copies them
+		// into href, src and CSS url(): any of them holding a dangerous URL goes.
+		return true
 	case urlAttributes[key] || strings.HasSuffix(key, ":href"):
 		return urlDangerous(xhtml.UnescapeString(rawValue))
 	case listURLAttributes[key] || tag == "meta" && key == "content":
@@ -640,4 +683,40 @@ func sanitizeCSS(css string) (string, bool) {
 		return out, true
 	}
 	return "", true
+}
+
+// escapeHiddenElements escapes the "<" of a dropped element's name that
+// survives inside something else: in "<scr<script>ipt>" the tokenizer (and a
+// browser) sees one tag named "scr<script", harmless, but the bytes still
+// read "<script>" to any other parser along the way.
+func escapeHiddenElements(s string) (string, bool) {
+	changed := false
+	for i := strings.IndexByte(s, '<'); i >= 0 && i < len(s); {
+		if name := hiddenElementAt(s, i); name != "" {
+			s = s[:i] + "&lt;" + s[i+1:]
+			changed = true
+			i += len("&lt;")
+		}
+		j := strings.IndexByte(s[i+1:], '<')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+	}
+	return s, changed
+}
+
+// hiddenElementAt returns the dropped element whose start tag begins at
+// s[i] ("<script", "<iframe", ...) when the name is complete there.
+func hiddenElementAt(s string, i int) string {
+	for name := range droppedElements {
+		end := i + 1 + len(name)
+		if end > len(s) || lowerASCII(s[i+1:end]) != name {
+			continue
+		}
+		if end == len(s) || isHTMLSpace(s[end]) || s[end] == '/' || s[end] == '>' {
+			return name
+		}
+	}
+	return ""
 }

@@ -128,6 +128,20 @@ var xssVectors = []struct {
 	{desc: "plaintext", in: `<plaintext><img src=x onerror=alert(1)>`, want: `<plaintext><img src=x >`},
 	{desc: "uppercase event", in: `<div ONMOUSEOVER="alert(1)">x</div>`, want: `<div >x</div>`},
 	{desc: "embed end tag alone", in: `a</embed>b`, want: `ab`},
+	{desc: "script hidden in a tag name", in: `<scr<script>ipt>alert(1)</script>`, want: `<scr&lt;script>ipt>alert(1)`},
+	{desc: "iframe hidden in a tag name", in: `<a<iframe src=x>`, want: `<a&lt;iframe src=x>`},
+	// MJML: URL attributes under MJML's own names, style sheets and
+	// attributes set through mj-html-attributes.
+	{desc: "mjml background-url", in: `<mj-section background-url="javascript:alert(1)"></mj-section>`, want: `<mj-section ></mj-section>`},
+	{desc: "mjml vbscript background-url", in: `<mj-wrapper background-url="vbscript:x"></mj-wrapper>`, want: `<mj-wrapper ></mj-wrapper>`},
+	{desc: "mjml data background-url", in: `<mj-hero background-url="data:image/png;base64,AAAA"></mj-hero>`, want: `<mj-hero ></mj-hero>`},
+	{desc: "mjml thumbnails-src", in: `<mj-carousel-image src="https://x/a.png" thumbnails-src="JaVaScRiPt:alert(1)" />`, want: `<mj-carousel-image src="https://x/a.png"  />`},
+	{desc: "mjml icon-wrapped-url", in: `<mj-accordion-element icon-wrapped-url="java&#x09;script:alert(1)"></mj-accordion-element>`, want: `<mj-accordion-element ></mj-accordion-element>`},
+	{desc: "mj-style url", in: `<mj-style>.x{background:url(javascript:alert(1))} .y{color:red}</mj-style>`, want: `<mj-style>.x{} .y{color:red}</mj-style>`},
+	{desc: "mj-style data url", in: `<mj-style inline="inline">.x{background:url(data:image/png;base64,AA)}</mj-style>`, want: anything},
+	{desc: "mj-html-attribute href", in: `<mj-selector path=".x a"><mj-html-attribute name="href">javascript:alert(1)</mj-html-attribute></mj-selector>`, want: `<mj-selector path=".x a"><mj-html-attribute name="href"></mj-html-attribute></mj-selector>`},
+	{desc: "mj-html-attribute handler", in: `<mj-html-attribute name="onclick">alert(1)</mj-html-attribute>`, want: `<mj-html-attribute name="onclick"></mj-html-attribute>`},
+	{desc: "mj-html-attribute style", in: `<mj-html-attribute name="style">background:url(javascript:x)</mj-html-attribute>`, want: `<mj-html-attribute name="style"></mj-html-attribute>`},
 }
 
 func TestSanitizeVectors(t *testing.T) {
@@ -181,6 +195,8 @@ var keptVerbatim = []struct {
 	{"text mentioning on", `Click on=this and one more on the link`},
 	{"style import over https", `<STYLE>@import'http://xss.rocks/xss.css';</STYLE>`},
 	{"value that looks like an attribute", `<IMG SRC= onmouseover="alert('xxs')">`},
+	{"mjml urls and html attributes", `<mj-section background-url="https://x/bg.png"><mj-column><mj-image src="{{ img }}" href="https://x" /></mj-column></mj-section><mj-html-attributes><mj-selector path=".c a"><mj-html-attribute name="data-id">42</mj-html-attribute><mj-html-attribute name="href">https://x/{{ id }}</mj-html-attribute></mj-selector></mj-html-attributes>`},
+	{"script mentioned in text", `a <scripts> tag and <objection>`},
 }
 
 func TestSanitizeKeepsContentVerbatim(t *testing.T) {
