@@ -83,6 +83,9 @@ func TestTemplateValidation(t *testing.T) {
 		{"unknown mj element", map[string]any{"name": "n", "subject": "s", "content": "<mjml><mj-body><mj-bogus>x</mj-bogus></mj-body></mjml>"}, "content"},
 		{"bad liquid content", map[string]any{"name": "n", "subject": "s", "content": "<p>{% if x %}</p>"}, "content"},
 		{"bad liquid subject", map[string]any{"name": "n", "subject": "{% if x %}hi", "content": "<p>x</p>"}, "subject"},
+		{"unterminated liquid output", map[string]any{"name": "n", "subject": "s", "content": "<p>{{ name </p>"}, "content"},
+		{"enabled on create", map[string]any{"name": "n", "subject": "s", "content": "<p>x</p>", "enabled": false}, "enabled"},
+		{"NUL in content", map[string]any{"name": "n", "subject": "s", "content": "<p>a\x00b</p>"}, "content"},
 	}
 	for _, tt := range tests {
 		r := b.expectError("PUT", "/api/templates/t1", tok, tt.body, 400, "VALIDATION_ERROR")

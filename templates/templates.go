@@ -109,8 +109,15 @@ func (s *Store) create(ctx context.Context, q *queries.Queries, tenantID, id str
 	if err := p.Validate(true); err != nil {
 		return queries.Template{}, err
 	}
-	if p.Enabled != nil || p.DisableReason != nil {
-		return queries.Template{}, apperr.InvalidRequest("enabled and disableReason can only be set on update")
+	var f apperr.Fields
+	if p.Enabled != nil {
+		f.Add("enabled", "can only be set on update")
+	}
+	if p.DisableReason != nil {
+		f.Add("disableReason", "can only be set on update")
+	}
+	if err := f.Err(); err != nil {
+		return queries.Template{}, err
 	}
 	// Lock the tenant row so concurrent creates cannot both take the last slot.
 	if _, err := q.TenantGetForUpdate(ctx, tenantID); err != nil {
