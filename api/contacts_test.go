@@ -234,6 +234,8 @@ func TestContactPlanLimit(t *testing.T) {
 	}
 	b.expectError("POST", "/api/contacts", tok, map[string]any{"email": "over@example.com"}, 402, "PLAN_LIMIT_EXCEEDED")
 	b.expectError("PUT", "/api/contacts", tok, map[string]any{"email": "over@example.com"}, 402, "PLAN_LIMIT_EXCEEDED")
+	// A duplicate is reported as one even at the limit.
+	b.expectError("POST", "/api/contacts", tok, map[string]any{"email": "L2@example.com"}, 409, "CONTACT_EXISTS")
 	// Upserting an existing contact is not a new one.
 	b.expect("PUT", "/api/contacts", tok, map[string]any{"email": "l1@example.com", "properties": map[string]any{"x": 1}}, 200)
 	id := b.expect("GET", "/api/contacts?email=l0@example.com", tok, nil, 200).body["contactId"].(string)

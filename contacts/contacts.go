@@ -36,6 +36,11 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 	var c queries.Contact
 	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
 		if err := s.reserve(ctx, q, tenantID); err != nil {
+			// A duplicate is a duplicate whatever the plan: it would not
+			// have taken a slot.
+			if _, gerr := q.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tenantID, Email: in.Email}); gerr == nil {
+				return errExists()
+			}
 			return err
 		}
 		var err error
