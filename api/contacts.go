@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -151,7 +153,7 @@ func (s *Server) contactUpsert(c *fiber.Ctx) error {
 
 func (s *Server) contactList(c *fiber.Ctx) error {
 	ctx, tid := c.UserContext(), tenantID(c)
-	if raw := c.Query("email"); raw != "" {
+	if raw := emailQuery(c); raw != "" {
 		email, ok := emailaddr.Normalize(raw)
 		if !ok {
 			return apperr.Invalid("email", "must be a valid email address")
@@ -285,4 +287,21 @@ func (s *Server) contactEmptyList(shape string) fiber.Handler {
 		}
 		return c.JSON(fiber.Map{"items": []any{}})
 	}
+}
+
+// emailQuery reads ?email= keeping "+" literal: form decoding would turn
+// a+tag@x.io into "a tag@x.io", and no address has a space in it.
+func emailQuery(c *fiber.Ctx) string {
+	raw := string(c.Request().URI().QueryArgs().Peek("email"))
+	if !strings.Contains(string(c.Request().URI().QueryString()), "+") {
+		return raw
+	}
+	for _, kv := range strings.Split(string(c.Request().URI().QueryString()), "&") {
+		if k, v, _ := strings.Cut(kv, "="); k == "email" {
+			if dec, err := url.PathUnescape(v); err == nil {
+				return dec
+			}
+		}
+	}
+	return raw
 }

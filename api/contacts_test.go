@@ -40,6 +40,13 @@ func TestContactCreateAndGet(t *testing.T) {
 		t.Fatalf("lookup: %s", l.raw)
 	}
 	b.expectError("GET", "/api/contacts?email=nobody@example.com", tok, nil, 404, "CONTACT_NOT_FOUND")
+	// A plus in the address, encoded or not.
+	plus := b.expect("POST", "/api/contacts", tok, map[string]any{"email": "ann+news@example.com"}, 201).body["contactId"]
+	for _, q := range []string{"email=ann%2Bnews@example.com", "email=ann+news@example.com", "limit=5&email=ann+news%40example.com"} {
+		if l := b.expect("GET", "/api/contacts?"+q, tok, nil, 200); l.body["contactId"] != plus {
+			t.Fatalf("%s: %s", q, l.raw)
+		}
+	}
 }
 
 func TestContactValidation(t *testing.T) {
