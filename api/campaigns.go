@@ -124,12 +124,8 @@ func (s *Server) campaignCreate(c *fiber.Ctx) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	var seg *string
-	if v, ok := req.SegmentID.Value(); ok {
-		seg = &v
-	}
 	cp, err := s.db.CampaignInsert(ctx, queries.CampaignInsertParams{TenantID: tid, ID: ids.New(ids.Campaign),
-		Name: trimSpace(req.Name.V), Description: req.Description.V, SegmentID: seg, Goals: uniq(req.Goals.V),
+		Name: trimSpace(req.Name.V), Description: req.Description.V, SegmentID: req.SegmentID.Ptr(), Goals: uniq(req.Goals.V),
 		SequenceIds: uniq(req.SequenceIDs.V), TemplateIds: uniq(req.TemplateIDs.V)})
 	if err != nil {
 		return err
@@ -208,15 +204,7 @@ func (s *Server) campaignUpdate(c *fiber.Ctx) error {
 		v = trimSpace(v)
 		arg.Name = &v
 	}
-	if v, ok := req.Description.Value(); ok {
-		arg.Description = &v
-	}
-	if v, ok := req.Status.Value(); ok {
-		arg.Status = &v
-	}
-	if v, ok := req.SegmentID.Value(); ok {
-		arg.SegmentID = &v
-	}
+	arg.Description, arg.Status, arg.SegmentID = req.Description.Ptr(), req.Status.Ptr(), req.SegmentID.Ptr()
 	cp, err := s.db.CampaignUpdate(ctx, arg)
 	if err != nil {
 		return notFoundOr(err, campaignNotFound())

@@ -233,11 +233,7 @@ func (s *Server) contactUpdate(c *fiber.Ctx) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	var userID *string
-	if v, ok := req.UserID.Value(); ok {
-		userID = &v
-	}
-	ct, err := s.contacts.Update(c.UserContext(), tenantID(c), id, req.UserID.Set, userID, props, sub)
+	ct, err := s.contacts.Update(c.UserContext(), tenantID(c), id, req.UserID.Set, req.UserID.Ptr(), props, sub)
 	if err != nil {
 		return err
 	}

@@ -146,6 +146,14 @@ func (o *Opt[T]) UnmarshalJSON(b []byte) error {
 // Value returns the value when one was given (not null).
 func (o Opt[T]) Value() (T, bool) { return o.V, o.Set && !o.Null }
 
+// Ptr is the value as a nullable query argument: nil when absent or null.
+func (o Opt[T]) Ptr() *T {
+	if v, ok := o.Value(); ok {
+		return &v
+	}
+	return nil
+}
+
 // pathParam returns a percent-decoded path parameter; "+" stays a plus
 // (RFC 3986), unlike query-string decoding.
 func pathParam(c *fiber.Ctx, name string) (string, error) {

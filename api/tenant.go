@@ -154,18 +154,8 @@ func (s *Server) tenantUpdate(c *fiber.Ctx) error {
 		}
 	}
 	p := queries.TenantUpdateParams{ID: id, SetDefaultFrom: req.DefaultFromAddress.Set, SetRegion: req.PreferredRegion.Set}
-	if v, ok := req.Name.Value(); ok {
-		p.Name = &v
-	}
-	if v, ok := req.DefaultFromAddress.Value(); ok {
-		p.DefaultFromAddress = &v
-	}
-	if v, ok := req.PreferredRegion.Value(); ok {
-		p.PreferredRegion = &v
-	}
-	if v, ok := req.SendingStatus.Value(); ok {
-		p.SendingStatus = &v
-	}
+	p.Name, p.DefaultFromAddress, p.PreferredRegion, p.SendingStatus =
+		req.Name.Ptr(), req.DefaultFromAddress.Ptr(), req.PreferredRegion.Ptr(), req.SendingStatus.Ptr()
 	t, err := s.db.TenantUpdate(ctx, p)
 	if err != nil {
 		return store.NotFound(err, "NOT_FOUND", "tenant")
