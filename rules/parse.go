@@ -445,7 +445,7 @@ func normalizeScalar(raw any) (any, string) {
 		if len(s) > maxRuleNumberLen || writtenOutLen(s) > maxRuleNumberLen {
 			return nil, fmt.Sprintf("number has too many digits: at most %d when written out without an exponent", maxRuleNumberLen)
 		}
-		return json.Number(s), ""
+		return json.Number(canonicalNumber(s)), ""
 	}
 	switch raw.(type) {
 	case json.Number, float64, float32:
@@ -604,4 +604,39 @@ func writtenOutLen(s string) int {
 	default:
 		return len(digits) + 1
 	}
+}
+
+// canonicalNumber writes a JSON number in plain decimal without redundant
+// zeros ("1e2" → "100", "0.50" → "0.5", "-0" → "0"), so one value has one
+// spelling whether it comes from a request or back from jsonb, and resending
+// the same rules does not look like a change. Callers bound its length with
+// writtenOutLen first.
+func canonicalNumber(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, _ = strconv.Atoi(s[i+1:])
+		s = s[:i]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	digits, point := intPart+frac, len(intPart)+exp
+	if point < 0 {
+		digits, point = strings.Repeat("0", -point)+digits, 0
+	}
+	if point > len(digits) {
+		digits += strings.Repeat("0", point-len(digits))
+	}
+	whole := strings.TrimLeft(digits[:point], "0")
+	if whole == "" {
+		whole = "0"
+	}
+	out := whole
+	if f := strings.TrimRight(digits[point:], "0"); f != "" {
+		out += "." + f
+	}
+	if neg && out != "0" {
+		out = "-" + out
+	}
+	return out
 }

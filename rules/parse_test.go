@@ -297,7 +297,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Replace(raw, `"48h"`, `"2d"`, 1)
+	// Durations and numbers come back in their canonical spelling.
+	want := strings.NewReplacer(`"48h"`, `"2d"`, `1.50`, `1.5`).Replace(raw)
 	if string(out) != want {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
@@ -391,6 +392,18 @@ func TestLongestNumberParsesAgainWrittenOut(t *testing.T) {
 		full = strings.TrimRight(strings.TrimRight(full, "0"), ".")
 		if _, err := Parse(json.RawMessage(`{"operator":"and","conditions":[{"type":"property","field":"a","operator":"greaterThan","value":`+full+`}]}`), Options{}); err != nil {
 			t.Errorf("%s written out as %s (%d chars): %v", v, full, len(full), err)
+		}
+	}
+}
+
+func TestCanonicalNumber(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"100": "100", "1e2": "100", "1E2": "100", "1.0e1": "10", "5e-1": "0.5", "0.50": "0.5", "-0": "0",
+		"-0.0e3": "0", "0": "0", "007": "7", "-12.340": "-12.34", "1.5e-3": "0.0015", "12e-1": "1.2", "1e+2": "100",
+	} {
+		if got := canonicalNumber(in); got != want {
+			t.Errorf("canonicalNumber(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -172,9 +172,12 @@ func Redis(t testing.TB) (*redis.Client, string) {
 	prefix := "test:" + randomSuffix() + ":"
 	t.Cleanup(func() {
 		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
+		// go-redis/redis_rate puts its own "rate:" before our keys.
+		for _, pattern := range []string{prefix + "*", "rate:" + prefix + "*"} {
+			iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				rdb.Del(ctx, iter.Val())
+			}
 		}
 		_ = rdb.Close()
 	})
