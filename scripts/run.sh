@@ -25,7 +25,10 @@ bin/worker &
 worker=$!
 bin/api &
 api=$!
-trap 'kill -TERM $api $worker 2>/dev/null; wait $api $worker 2>/dev/null' INT TERM EXIT
+stop() { kill -TERM $api $worker 2>/dev/null || true; wait $api $worker 2>/dev/null || true; }
+# Ctrl-C or SIGTERM is the normal way to stop: both drain and exit 0.
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 
 cat <<MSG
 
