@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,33 +28,13 @@ import (
 
 const testSecret = "test-dashboard-secret"
 
-// The tests share one MJML pool and renderer: starting node costs more
-// than most tests.
-var (
-	poolOnce     sync.Once
-	pool         *mjml.Pool
-	poolErr      error
-	testRenderer = render.NewRenderer(render.RendererOptions{})
-)
+// The tests share one renderer (and testenv's MJML pool): starting node
+// costs more than most tests.
+var testRenderer = render.NewRenderer(render.RendererOptions{})
 
-func testPool(t testing.TB) *mjml.Pool {
-	t.Helper()
-	poolOnce.Do(func() {
-		pool, poolErr = mjml.NewPool(context.Background(), mjml.Options{Dir: filepath.Join("..", "mjml", "node")})
-	})
-	if poolErr != nil {
-		t.Fatalf("MJML pool (run make mjml-deps): %v", poolErr)
-	}
-	return pool
-}
+func testPool(t testing.TB) *mjml.Pool { return testenv.MJML(t) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if pool != nil {
-		pool.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // bundle is one test's isolated service: its own database and Redis prefix.
 type bundle struct {
