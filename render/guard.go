@@ -21,15 +21,13 @@ import (
 //   - a character reference that decodes to a letter, ":", "(", "\", "/",
 //     "*" or a junk character, since those can spell the above in disguise;
 //   - "\" anywhere (CSS escapes);
-//   - "<mj-html-attribute", whose text is an attribute value (MJML source
-//     only; compiled HTML has none);
 //   - a CSS comment whose removal could join a letter before it to a
 //     letter, ":" or "(" after it ("da/* */ta:"); comments between rules or
 //     declarations, common in style sheets, cannot.
 //
 // FuzzMayNeedSanitize checks the claim against Sanitize.
 func mayNeedSanitize(s string) bool {
-	return hasDroppedElement(s) || hasOnAttribute(s) || hasSuspectPunctuation(s) || hasMJMLAttributeValue(s) ||
+	return hasDroppedElement(s) || hasOnAttribute(s) || hasSuspectPunctuation(s) ||
 		strings.IndexByte(s, '\\') >= 0 || hasJoiningComment(s) || hasSuspectReference(s)
 }
 
@@ -318,21 +316,4 @@ func hasPrefixFold(s, prefix string) bool {
 		}
 	}
 	return true
-}
-
-// hasMJMLAttributeValue reports an <mj-html-attribute> element, whose text
-// content may name an on* attribute.
-func hasMJMLAttributeValue(s string) bool {
-	const tag = "<mj-html-attribute"
-	for i := 0; ; {
-		k := strings.IndexByte(s[i:], '<')
-		if k < 0 {
-			return false
-		}
-		i += k
-		if i+len(tag) <= len(s) && (s[i+1]|0x20) == 'm' && strings.EqualFold(s[i:i+len(tag)], tag) {
-			return true
-		}
-		i++
-	}
 }

@@ -73,7 +73,11 @@ var rawEndTag = regexp.MustCompile(`(?i)<(/\s*mj-raw)`)
 // required variables. Rejected input returns a *ValidationError; an error of
 // another type means the compiler itself failed.
 func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepared, error) {
-	stored, sanitized := Sanitize(content)
+	sanitizeSource := Sanitize
+	if IsMJML(content) {
+		sanitizeSource = SanitizeMJML
+	}
+	stored, sanitized := sanitizeSource(content)
 
 	subjectTmpl, err := parseLiquid("subject", subject)
 	if err != nil {

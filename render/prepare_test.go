@@ -148,3 +148,22 @@ func TestWrapHTMLKeepsContentInsideMJRaw(t *testing.T) {
 		t.Fatalf("%d mj-raw end tags in %s", n, got)
 	}
 }
+
+func TestPrepareSanitisesMJMLSource(t *testing.T) {
+	t.Parallel()
+	src := `<mjml><mj-head><mj-style>.c{background:url(javascript:alert(1))}</mj-style>` +
+		`<mj-html-attributes><mj-selector path=".c a"><mj-html-attribute name="onclick">alert(2)</mj-html-attribute></mj-selector></mj-html-attributes></mj-head>` +
+		`<mj-body><mj-section background-url="javascript:alert(3)"><mj-column><mj-text css-class="c"><a href="https://x">x</a></mj-text></mj-column></mj-section></mj-body></mjml>`
+	p, err := Prepare(context.Background(), testPool(t), "Hi", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Sanitized {
+		t.Fatal("nothing was stripped")
+	}
+	for _, out := range []string{p.StoredContent, p.CompiledHTML} {
+		if strings.Contains(out, "alert(") {
+			t.Errorf("script survived:\n%s", out)
+		}
+	}
+}

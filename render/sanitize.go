@@ -25,7 +25,20 @@ import (
 // Elements and attributes are found with golang.org/x/net/html's tokenizer,
 // which follows the HTML5 tokenization rules browsers use.
 func Sanitize(content string) (out string, changed bool) {
-	out, changed = sanitizePass(content)
+	return sanitize(content, false)
+}
+
+// SanitizeMJML is Sanitize for MJML source, where some element text is not
+// text: <mj-style> holds a style sheet and <mj-html-attribute name="x"> the
+// value of attribute x on the compiled elements, so both are sanitised as
+// such. In HTML (the compiled or rendered message) those elements mean
+// nothing, which keeps the per-message guard free of them.
+func SanitizeMJML(content string) (out string, changed bool) {
+	return sanitize(content, true)
+}
+
+func sanitize(content string, mjml bool) (out string, changed bool) {
+	out, changed = sanitizePass(content, mjml)
 	if !changed {
 		return escapeHiddenElements(content)
 	}
@@ -33,7 +46,7 @@ func Sanitize(content string) (out string, changed bool) {
 	// ("<scr<script></script>ipt>"); repeat until a pass finds nothing. Each
 	// pass only deletes, so this ends; the cap is for hostile input.
 	for range maxSanitizePasses {
-		next, again := sanitizePass(out)
+		next, again := sanitizePass(out, mjml)
 		if !again {
 			out, _ = escapeHiddenElements(out)
 			return out, true
@@ -86,8 +99,8 @@ var dangerousSchemes = []string{"javascript:", "vbscript:", "data:"}
 var dangerousCSS = []string{"javascript:", "vbscript:", "data:", "expression(", "behavior:", "-moz-binding:"}
 
 // sanitizePass is one pass of Sanitize.
-func sanitizePass(src string) (string, bool) {
-	s := sanitizer{src: src}
+func sanitizePass(src string, mjml bool) (string, bool) {
+	s := sanitizer{src: src, mjml: mjml}
 	s.run()
 	return s.result()
 }
@@ -109,6 +122,8 @@ type sanitizer struct {
 	// keepValuelessOn keeps on* attributes that have no value. Tests use it
 	// to check mayNeedSanitize, which does not look for them.
 	keepValuelessOn bool
+	// mjml treats the text of mj-style and mj-html-attribute (SanitizeMJML).
+	mjml bool
 }
 
 func (s *sanitizer) result() (string, bool) {
@@ -165,7 +180,7 @@ func (s *sanitizer) run() {
 				dropRaw = rawTextElements[name]
 				continue
 			}
-			if name == "mj-style" || name == "mj-html-attribute" {
+			if s.mjml && (name == "mj-style" || name == "mj-html-attribute") {
 				mjText, mjAttr = name, lowerASCII(attrValue(s.src[start:pos], "name"))
 			}
 			s.tag(z, hasAttr, start, pos, name)
@@ -206,7 +221,7 @@ func (s *sanitizer) nested(fragment string) (string, bool) {
 		}
 		return fragment, false
 	}
-	n := sanitizer{src: fragment, depth: s.depth + 1, keepValuelessOn: s.keepValuelessOn}
+	n := sanitizer{src: fragment, depth: s.depth + 1, keepValuelessOn: s.keepValuelessOn, mjml: s.mjml}
 	n.run()
 	return n.result()
 }
@@ -289,7 +304,7 @@ func (s *sanitizer) leftover(pos int) {
 	}
 	rest := s.src[pos:]
 	for _, closer := range []string{">", `">`, `'>`} {
-		probe := sanitizer{src: rest + closer, depth: s.depth, probing: true, keepValuelessOn: s.keepValuelessOn}
+		probe := sanitizer{src: rest + closer, depth: s.depth, probing: true, keepValuelessOn: s.keepValuelessOn, mjml: s.mjml}
 		probe.run()
 		if !probe.complete {
 			continue

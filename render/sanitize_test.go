@@ -130,18 +130,46 @@ var xssVectors = []struct {
 	{desc: "embed end tag alone", in: `a</embed>b`, want: `ab`},
 	{desc: "script hidden in a tag name", in: `<scr<script>ipt>alert(1)</script>`, want: `<scr&lt;script>ipt>alert(1)`},
 	{desc: "iframe hidden in a tag name", in: `<a<iframe src=x>`, want: `<a&lt;iframe src=x>`},
-	// MJML: URL attributes under MJML's own names, style sheets and
-	// attributes set through mj-html-attributes.
+	// MJML's own names for URL attributes.
 	{desc: "mjml background-url", in: `<mj-section background-url="javascript:alert(1)"></mj-section>`, want: `<mj-section ></mj-section>`},
 	{desc: "mjml vbscript background-url", in: `<mj-wrapper background-url="vbscript:x"></mj-wrapper>`, want: `<mj-wrapper ></mj-wrapper>`},
 	{desc: "mjml data background-url", in: `<mj-hero background-url="data:image/png;base64,AAAA"></mj-hero>`, want: `<mj-hero ></mj-hero>`},
 	{desc: "mjml thumbnails-src", in: `<mj-carousel-image src="https://x/a.png" thumbnails-src="JaVaScRiPt:alert(1)" />`, want: `<mj-carousel-image src="https://x/a.png"  />`},
 	{desc: "mjml icon-wrapped-url", in: `<mj-accordion-element icon-wrapped-url="java&#x09;script:alert(1)"></mj-accordion-element>`, want: `<mj-accordion-element ></mj-accordion-element>`},
+}
+
+// mjmlVectors are MJML source whose element text becomes CSS or attribute
+// values when compiled: SanitizeMJML treats it, Sanitize (HTML) leaves it.
+var mjmlVectors = []struct {
+	desc string
+	in   string
+	want string
+}{
 	{desc: "mj-style url", in: `<mj-style>.x{background:url(javascript:alert(1))} .y{color:red}</mj-style>`, want: `<mj-style>.x{} .y{color:red}</mj-style>`},
 	{desc: "mj-style data url", in: `<mj-style inline="inline">.x{background:url(data:image/png;base64,AA)}</mj-style>`, want: anything},
 	{desc: "mj-html-attribute href", in: `<mj-selector path=".x a"><mj-html-attribute name="href">javascript:alert(1)</mj-html-attribute></mj-selector>`, want: `<mj-selector path=".x a"><mj-html-attribute name="href"></mj-html-attribute></mj-selector>`},
 	{desc: "mj-html-attribute handler", in: `<mj-html-attribute name="onclick">alert(1)</mj-html-attribute>`, want: `<mj-html-attribute name="onclick"></mj-html-attribute>`},
 	{desc: "mj-html-attribute style", in: `<mj-html-attribute name="style">background:url(javascript:x)</mj-html-attribute>`, want: `<mj-html-attribute name="style"></mj-html-attribute>`},
+}
+
+func TestSanitizeMJML(t *testing.T) {
+	t.Parallel()
+	for _, tt := range mjmlVectors {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			got, changed := SanitizeMJML(tt.in)
+			if !changed || (tt.want != anything && got != tt.want) {
+				t.Errorf("SanitizeMJML(%q) = %q (changed=%v), want %q", tt.in, got, changed, tt.want)
+			}
+			if again, changedAgain := SanitizeMJML(got); changedAgain || again != got {
+				t.Errorf("SanitizeMJML is not idempotent: %q -> %q", got, again)
+			}
+			// In HTML these elements are inert unknown tags.
+			if got, changed := Sanitize(tt.in); changed || got != tt.in {
+				t.Errorf("Sanitize(%q) = %q: HTML mode must leave MJML element text alone", tt.in, got)
+			}
+		})
+	}
 }
 
 func TestSanitizeVectors(t *testing.T) {
