@@ -44,15 +44,15 @@ generate: tools ## Regenerate sqlc code from queries/ and schema/
 	$(SQLC) generate
 
 .PHONY: bench
-bench: services ## Run the Go benchmarks
+bench: services mjml-deps ## Run the Go benchmarks
 	go test -run '^$$' -bench . -benchmem $(GO_PACKAGES)
 
 .PHONY: bench-http
-bench-http: services ## HTTP load: authenticated GET /api/api-keys vs a bare fiber handler (docs/benchmarks.md)
+bench-http: services mjml-deps ## HTTP load: authenticated GET /api/api-keys vs a bare fiber handler (docs/benchmarks.md)
 	@bench/run-auth.sh
 
 .PHONY: bench-events
-bench-events: services ## HTTP load: POST /api/events over many tenants vs a raw pgx insert loop (docs/benchmarks.md)
+bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenants vs the same record call straight on pgx (docs/benchmarks.md)
 	@bench/run-events.sh
 
 .PHONY: token

@@ -24,7 +24,9 @@ stop() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
 }
-trap stop EXIT INT TERM
+# Interrupted: stop and leave, rather than carry on with the next run.
+trap stop EXIT
+trap 'stop; exit 130' INT TERM
 
 # spare_port prints a loopback port nothing listens on.
 spare_port() {

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Events benchmark (docs/benchmarks.md): POST /api/events against bin/api
 # with bin/worker running beside it, over many tenants, all local, and the
-# same event rows inserted by a raw pgx loop (bench/pgxevents) as the
-# baseline. Three measurements:
+# same events recorded by the same domain call straight on pgx
+# (bench/pgxevents: no HTTP, auth or rate limit) as the baseline. Three
+# measurements:
 #   1. closed loop (CONC workers): the most events/s the stack sustains;
-#   2. open loop at RATE events/s: latency at a fixed arrival rate, measured
-#      from each request's scheduled time;
-#   3. the pgx insert loop (CONC inserters) after 1 and after 2, for the
+#   2. open loop at RATE events/s (at most OPEN_CONC in flight): latency at
+#      a fixed arrival rate, measured from each request's scheduled time;
+#   3. the pgx record loop (CONC recorders) after 1 and after 2, for the
 #      ratio (it needs the contacts that the first loadgen run provisions).
 # Uses a fresh database on spare loopback ports; stops everything on exit.
 #
 # Knobs (environment): DURATION (10s), WARMUP (2s), CONC (32), ROUNDS (3),
-# RATE (2000), TENANTS (50), BENCH_DB (tidings_bench_events), OUT (var/bench),
-# LOG_LEVEL (info).
+# RATE (2000), OPEN_CONC (256), TENANTS (50), BENCH_DB (tidings_bench_events), OUT (var/bench),
+# LOG_LEVEL (info), KEEP_LOGS (0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,7 @@ WARMUP=${WARMUP:-2s}
 CONC=${CONC:-32}
 ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-2000}
+OPEN_CONC=${OPEN_CONC:-256}
 TENANTS=${TENANTS:-50}
 BENCH_DB=${BENCH_DB:-tidings_bench_events}
 OUT=${OUT:-var/bench}
@@ -42,7 +44,7 @@ org="evbench_$(date +%s)"
 HTTP_ADDR=127.0.0.1:$api_port bin/api 2>"$OUT/events-api.log" &
 api_pid=$!; pids+=("$api_pid")
 wait_ready "http://127.0.0.1:$api_port/readyz" events-api
-WORKER_ADMIN_ADDR=127.0.0.1:$admin_port MIGRATE=false bin/worker 2>"$OUT/events-worker.log" &
+WORKER_ADMIN_ADDR=127.0.0.1:$admin_port bin/worker 2>"$OUT/events-worker.log" &
 pids+=("$!")
 wait_ready "http://127.0.0.1:$admin_port/healthz" events-worker
 
@@ -57,19 +59,19 @@ echo
 echo "=== closed loop, $CONC workers, $TENANTS tenants ===" | tee -a "$result"
 bin/loadgen "${common[@]}" -c "$CONC" -rounds "$ROUNDS" | tee -a "$result"
 echo
-echo "=== baseline: raw pgx insert loop ===" | tee -a "$result"
+echo "=== baseline: the same record call straight on pgx (bench/pgxevents) ===" | tee -a "$result"
 "${pgx[@]}" | tee -a "$result"
 echo
 echo "=== open loop at $RATE events/s ===" | tee -a "$result"
-bin/loadgen "${common[@]}" -c 256 -rate "$RATE" -rounds "$ROUNDS" | tee -a "$result"
+bin/loadgen "${common[@]}" -c "$OPEN_CONC" -rate "$RATE" -rounds "$ROUNDS" | tee -a "$result"
 echo
-echo "=== baseline: raw pgx insert loop ===" | tee -a "$result"
+echo "=== baseline: the same record call straight on pgx (bench/pgxevents) ===" | tee -a "$result"
 "${pgx[@]}" | tee -a "$result"
 
 api_rate=$(awk '/^closed loop/ {c=1} c && $1 == "api" && $2 == "median" {print $3; exit}' "$result")
-pgx_rate=$(awk '/^pgx-insert:/ {for (i = 1; i <= NF; i++) if ($i == "rows/s") {s += $(i-1); n++}} END {if (n) printf "%.0f", s / n}' "$result")
+pgx_rate=$(awk '/^pgx-record:/ {for (i = 1; i <= NF; i++) if ($i == "rows/s") {s += $(i-1); n++}} END {if (n) printf "%.0f", s / n}' "$result")
 echo
-echo "closed-loop api median ${api_rate:-?} events/s; pgx insert loop mean ${pgx_rate:-?} rows/s" | tee -a "$result"
+echo "closed-loop api median ${api_rate:-?} events/s; pgx record loop mean ${pgx_rate:-?} events/s" | tee -a "$result"
 if [ -n "${api_rate:-}" ] && [ -n "${pgx_rate:-}" ]; then
   awk -v a="${api_rate//,/}" -v b="$pgx_rate" 'BEGIN {printf "ratio api/pgx: %.3f\n", a / b}' | tee -a "$result"
 fi

@@ -61,7 +61,7 @@ func explain(b *testing.B, db *store.DB, sql string, args ...any) {
 
 // BenchmarkScale1M pages contacts and a timeline in a tenant of 1,000,000
 // contacts: first page, a page deep in the list, and a timeline page.
-// Run: go test -run '^$' -bench Scale1M -benchtime 2000x ./contacts/
+// Run: go test -run '^$' -bench Scale1M -benchtime 200x ./contacts/
 func BenchmarkScale1M(b *testing.B) {
 	db, tenant := scaleDB(b)
 	ctx := context.Background()

@@ -42,7 +42,6 @@ func BenchmarkRender(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	b.ResetTimer()
 	cpu := cpuTime(b)
 	for b.Loop() {
 		if _, err := r.Render("ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
@@ -119,7 +118,6 @@ func BenchmarkHTMLTemplate(b *testing.B) {
 		b.Fatalf("html/template rendering is off:\n%s", buf.String())
 	}
 	b.ReportAllocs()
-	b.ResetTimer()
 	cpu := cpuTime(b)
 	for b.Loop() {
 		buf.Reset()

@@ -95,7 +95,6 @@ func BenchmarkSegmentSQL(b *testing.B) {
 					explain(b, pool, query, args)
 				}
 
-				b.ResetTimer()
 				for b.Loop() {
 					count(query, args...)
 				}

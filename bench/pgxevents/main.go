@@ -1,97 +1,117 @@
-// Command pgxevents is the baseline of the events benchmark: it inserts the
-// same event rows that POST /api/events writes, straight through pgx with
-// no HTTP, authentication or rate limiting, and prints the rate and
-// latency percentiles. Run by bench/run-events.sh beside the HTTP load.
+// Command pgxevents is the baseline of the events benchmark: it records the
+// same custom events that POST /api/events records, through the same domain
+// call (events.Recorder.RecordCustom: contact looked up by email,
+// lastEventAt moved, event inserted) on a pool opened as the api opens its
+// own (store.Open), with no HTTP, authentication or rate limiting. It prints
+// the rate and latency percentiles. Run by bench/run-events.sh beside the
+// HTTP load.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/oklog/ulid/v2"
+	"tidings/events"
+	"tidings/loadgen"
+	"tidings/store"
 )
 
 func main() {
-	url := flag.String("db", "postgres://postgres@127.0.0.1:5432/tidings_bench?sslmode=disable", "database (already holding the loadgen tenants and contacts)")
-	org := flag.String("org", "evbench", "tenant id prefix used by the events scenario")
-	tenants := flag.Int("tenants", 50, "tenants")
-	contacts := flag.Int("contacts", 20, "contacts per tenant")
-	workers := flag.Int("c", 64, "concurrent inserters")
-	dur := flag.Duration("d", 10*time.Second, "duration (at most 2m)")
+	url := flag.String("db", "postgres://postgres@127.0.0.1:5432/tidings_bench_events?sslmode=disable", "database already holding the events scenario's tenants and contacts")
+	org := flag.String("org", "evbench", "organisation prefix the events scenario used (tenants <org>_0, <org>_1, ...)")
+	workers := flag.Int("c", 32, "concurrent recorders")
+	dur := flag.Duration("d", 10*time.Second, "measured time (at most 2m)")
+	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured load first (opens the pool's connections)")
 	flag.Parse()
-	if *dur > 2*time.Minute {
-		*dur = 2 * time.Minute
+	*dur, *warmup = min(*dur, 2*time.Minute), min(*warmup, time.Minute)
+	if err := run(*url, *org, *workers, *dur, *warmup); err != nil {
+		fmt.Fprintln(os.Stderr, "pgxevents:", err)
+		os.Exit(1)
 	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, *url)
-	if err != nil {
-		fail(err)
-	}
-	defer pool.Close()
+}
 
-	// The contact ids the HTTP scenario posts events for.
-	type target struct{ tenant, contact string }
-	var targets []target
-	rows, err := pool.Query(ctx, `SELECT tenant_id, id FROM contacts WHERE tenant_id LIKE $1 || '_%' ORDER BY 1, 2`, *org)
+func run(url, org string, workers int, dur, warmup time.Duration) error {
+	ctx := context.Background()
+	db, err := store.Open(ctx, url)
 	if err != nil {
-		fail(err)
+		return err
+	}
+	defer db.Close()
+
+	// The contacts the HTTP scenario posts events for, in the same order of
+	// tenants first.
+	type target struct{ tenant, email string }
+	var targets []target
+	rows, err := db.Pool.Query(ctx, `SELECT tenant_id, email FROM contacts WHERE starts_with(tenant_id, $1 || '_') ORDER BY 1, 2`, org)
+	if err != nil {
+		return err
 	}
 	for rows.Next() {
 		var t target
-		if err := rows.Scan(&t.tenant, &t.contact); err != nil {
-			fail(err)
+		if err := rows.Scan(&t.tenant, &t.email); err != nil {
+			return err
 		}
 		targets = append(targets, t)
 	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
 	if len(targets) == 0 {
-		fail(fmt.Errorf("no contacts under tenants %s_*: run the events loadgen scenario first (%d x %d)", *org, *tenants, *contacts))
+		return fmt.Errorf("no contacts under tenants %s_*: run the events loadgen scenario first", org)
 	}
+	props, _ := json.Marshal(map[string]any{"path": "/pricing", "n": 1})
+	rec := &events.Recorder{DB: db}
 
-	var n atomic.Uint64
-	var mu sync.Mutex
-	var lat []time.Duration
-	deadline := time.Now().Add(*dur)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := 0; w < *workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for time.Now().Before(deadline) {
-				i := n.Add(1)
-				t := targets[i%uint64(len(targets))]
-				t0 := time.Now()
-				_, err := pool.Exec(ctx, `INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
-					VALUES ($1, $2, $3, 'page_view', '{"path":"/pricing","n":1}', now())`,
-					t.tenant, "evt_"+ulid.Make().String(), t.contact)
-				if err != nil {
-					fail(err)
+	load := func(d time.Duration) ([]time.Duration, time.Duration, error) {
+		var n atomic.Uint64
+		var mu sync.Mutex
+		var lat []time.Duration
+		var firstErr error
+		deadline := time.Now().Add(d)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				var mine []time.Duration
+				for time.Now().Before(deadline) {
+					t := targets[n.Add(1)%uint64(len(targets))]
+					t0 := time.Now()
+					_, err := rec.RecordCustom(ctx, events.Custom{TenantID: t.tenant, Email: t.email, Name: "page_view",
+						Properties: props, Timestamp: t0, UpdateContact: true})
+					if err != nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+						return
+					}
+					mine = append(mine, time.Since(t0))
 				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return lat, time.Since(start), firstErr
 	}
-	wg.Wait()
-	el := time.Since(start)
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
-	fmt.Printf("pgx-insert: %d rows in %v: %.0f rows/s  p50 %v  p99 %v  max %v\n",
-		len(lat), el.Round(time.Millisecond), float64(len(lat))/el.Seconds(),
-		p(0.5).Round(time.Microsecond), p(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "pgxevents:", err)
-	os.Exit(1)
+	if _, _, err := load(warmup); err != nil {
+		return err
+	}
+	lat, elapsed, err := load(dur)
+	if err != nil {
+		return err
+	}
+	slices.Sort(lat)
+	r := loadgen.Result{Requests: uint64(len(lat)), Elapsed: elapsed, Latencies: lat}
+	fmt.Printf("pgx-record: %d events in %v: %.0f rows/s  p50 %v  p99 %v  max %v\n",
+		r.Requests, elapsed.Round(time.Millisecond), r.Rate(),
+		r.Percentile(50).Round(time.Microsecond), r.Percentile(99).Round(time.Microsecond), r.Max().Round(time.Microsecond))
+	return nil
 }
