@@ -132,6 +132,7 @@ func seedBenchContacts(b *testing.B, pool *pgxpool.Pool, tenant string, size int
 	b.Helper()
 	ctx := context.Background()
 	start := time.Now()
+	ensureTenant(b, pool, tenant)
 	_, err := pool.Exec(ctx, `
 		INSERT INTO contacts (tenant_id, id, email, properties, total_sends, total_opens, total_clicks, last_event_at, created_at)
 		SELECT $1, 'cnt_' || g, 'c' || g || '@example.com',

@@ -265,6 +265,7 @@ func (g *ruleGen) insertContact(t *testing.T, tx pgx.Tx, tenant, id string, now 
 		lastEventAt = &ts
 	}
 	ctx := context.Background()
+	ensureTenant(t, tx, tenant)
 	_, err := tx.Exec(ctx, `INSERT INTO contacts (tenant_id, id, email, properties, total_sends, total_opens, total_clicks, last_event_at, created_at)
 		VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9)`,
 		tenant, id, id+"@example.com", "{"+strings.Join(props, ",")+"}",

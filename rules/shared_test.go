@@ -475,6 +475,7 @@ func insertFixture(t testing.TB, tx pgx.Tx, tenant, id string, f contactFixture)
 		ts := now.Add(-*f.lastEvent)
 		lastEventAt = &ts
 	}
+	ensureTenant(t, tx, tenant)
 	for _, cid := range []string{id, id + "_other"} {
 		if _, err := tx.Exec(ctx, `INSERT INTO contacts (tenant_id, id, email, properties, total_sends, total_opens, total_clicks, last_event_at, created_at)
 			VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9)`,
@@ -489,6 +490,14 @@ func insertFixture(t testing.TB, tx pgx.Tx, tenant, id string, f contactFixture)
 		}
 		if e.other {
 			evContact = id + "_other"
+		}
+		if evTenant != tenant {
+			// The same contact id in another tenant: its events must not count.
+			ensureTenant(t, tx, evTenant)
+			if _, err := tx.Exec(ctx, `INSERT INTO contacts (tenant_id, id, email) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+				evTenant, evContact, evContact+"@example.com"); err != nil {
+				t.Fatalf("insert contact: %v", err)
+			}
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO events (tenant_id, id, contact_id, name, occurred_at) VALUES ($1, $2, $3, $4, $5)`,
 			evTenant, fmt.Sprintf("evt_%s_%d", tenant, i), evContact, e.name, now.Add(-e.ago)); err != nil {
