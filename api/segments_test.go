@@ -72,6 +72,14 @@ func TestSegmentReferencesAndCycles(t *testing.T) {
 	if fmt.Sprint(ga["dependedBy"]) != fmt.Sprint([]any{bb}) {
 		t.Fatalf("dependedBy of A: %v", ga["dependedBy"])
 	}
+	// The list carries dependedBy too.
+	for _, it := range b.expect("GET", "/api/segments", tok, nil, 200).items() {
+		seg := it.(map[string]any)
+		want := map[string]string{a: fmt.Sprint([]any{bb}), bb: fmt.Sprint([]any{c}), c: fmt.Sprint([]any{})}[seg["segmentId"].(string)]
+		if fmt.Sprint(seg["dependedBy"]) != want {
+			t.Fatalf("list dependedBy of %s: %v, want %s", seg["segmentId"], seg["dependedBy"], want)
+		}
+	}
 	gc := b.expect("GET", "/api/segments/"+c, tok, nil, 200).body
 	if fmt.Sprint(gc["dependsOn"]) != fmt.Sprint([]any{bb}) {
 		t.Fatalf("dependsOn of C: %v", gc["dependsOn"])
@@ -178,6 +186,11 @@ func TestSegmentCompute(t *testing.T) {
 	b.expect("PATCH", "/api/contacts/"+cid, tok, map[string]any{"properties": map[string]any{"n": 0}}, 200)
 	other := b.expect("GET", "/api/contacts?email=m9@example.com", tok, nil, 200).body["contactId"].(string)
 	b.expect("PATCH", "/api/contacts/"+other, tok, map[string]any{"properties": map[string]any{"plan": "pro"}}, 200)
+	// A compute that does not happen (disabled segment) uses up no interval.
+	off := b.expect("POST", "/api/segments", tok, map[string]any{"name": "Off", "enabled": false, "rules": rule("plan", "equals", "pro")}, 201).body["segmentId"].(string)
+	b.expectError("POST", "/api/segments/"+off+"/compute", tok, nil, 400, "VALIDATION_ERROR")
+	b.expect("PATCH", "/api/segments/"+off, tok, map[string]any{"enabled": true}, 200)
+	b.expect("POST", "/api/segments/"+off+"/compute", tok, nil, 200)
 	// Let the interval pass.
 	b.rdb.Del(t.Context(), b.prefix+"segcompute:org_comp:"+big)
 	r = b.expect("POST", "/api/segments/"+big+"/compute", tok, nil, 200)
@@ -194,7 +207,8 @@ func TestSegmentMembersPagination(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	tok := b.apiKey(b.tenant("org_mem"))
-	for i := 0; i < 25; i++ {
+	const n = 120 // more than the default page of 100
+	for i := 0; i < n; i++ {
 		b.expect("POST", "/api/contacts", tok, map[string]any{"email": fmt.Sprintf("mp%d@example.com", i), "properties": map[string]any{"in": true}}, 201)
 	}
 	id := b.expect("POST", "/api/segments", tok, map[string]any{"name": "All", "rules": rule("in", "equals", true)}, 201).body["segmentId"].(string)
@@ -202,7 +216,7 @@ func TestSegmentMembersPagination(t *testing.T) {
 	var got []string
 	cursor := ""
 	for {
-		p := "/api/segments/" + id + "/members?limit=10"
+		p := "/api/segments/" + id + "/members?limit=25"
 		if cursor != "" {
 			p += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -216,7 +230,7 @@ func TestSegmentMembersPagination(t *testing.T) {
 		}
 		cursor = next
 	}
-	if len(got) != 25 {
+	if len(got) != n {
 		t.Fatalf("%d members", len(got))
 	}
 	for i := 1; i < len(got); i++ {
@@ -224,8 +238,8 @@ func TestSegmentMembersPagination(t *testing.T) {
 			t.Fatal("members must be ordered by contactId")
 		}
 	}
-	if r := b.expect("GET", "/api/segments/"+id+"/members", tok, nil, 200); len(r.items()) != 25 {
-		t.Fatal("default limit is 100")
+	if r := b.expect("GET", "/api/segments/"+id+"/members", tok, nil, 200); len(r.items()) != 100 || r.body["nextCursor"] == nil {
+		t.Fatalf("default limit is 100: got %d", len(r.items()))
 	}
 	b.expect("GET", "/api/segments/"+id+"/members?limit=1000", tok, nil, 200)
 	b.expectError("GET", "/api/segments/"+id+"/members?limit=1001", tok, nil, 400, "VALIDATION_ERROR")

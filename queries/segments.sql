@@ -22,6 +22,13 @@ SELECT id, rules, depends_on FROM segments WHERE tenant_id = @tenant_id;
 -- name: SegmentDependedBy :many
 SELECT id FROM segments WHERE tenant_id = @tenant_id AND @id::text = ANY (depends_on) ORDER BY id;
 
+-- name: SegmentDependedByMany :many
+-- dependedBy of a page of segments in one query: (segment, referrer) pairs.
+SELECT d.id::text AS segment_id, s.id AS depended_by
+FROM segments s CROSS JOIN LATERAL unnest(s.depends_on) AS d(id)
+WHERE s.tenant_id = @tenant_id AND s.depends_on && @ids::text[] AND d.id = ANY (@ids::text[])
+ORDER BY s.id;
+
 -- name: SegmentList :many
 SELECT * FROM segments
 WHERE tenant_id = @tenant_id

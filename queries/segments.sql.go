@@ -124,6 +124,44 @@ func (q *Queries) SegmentDependedBy(ctx context.Context, arg SegmentDependedByPa
 	return items, nil
 }
 
+const segmentDependedByMany = `-- name: SegmentDependedByMany :many
+SELECT d.id::text AS segment_id, s.id AS depended_by
+FROM segments s CROSS JOIN LATERAL unnest(s.depends_on) AS d(id)
+WHERE s.tenant_id = $1 AND s.depends_on && $2::text[] AND d.id = ANY ($2::text[])
+ORDER BY s.id
+`
+
+type SegmentDependedByManyParams struct {
+	TenantID string
+	Ids      []string
+}
+
+type SegmentDependedByManyRow struct {
+	SegmentID  string
+	DependedBy string
+}
+
+// dependedBy of a page of segments in one query: (segment, referrer) pairs.
+func (q *Queries) SegmentDependedByMany(ctx context.Context, arg SegmentDependedByManyParams) ([]SegmentDependedByManyRow, error) {
+	rows, err := q.db.Query(ctx, segmentDependedByMany, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SegmentDependedByManyRow{}
+	for rows.Next() {
+		var i SegmentDependedByManyRow
+		if err := rows.Scan(&i.SegmentID, &i.DependedBy); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const segmentGet = `-- name: SegmentGet :one
 SELECT tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at FROM segments WHERE tenant_id = $1 AND id = $2
 `

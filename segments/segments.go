@@ -241,8 +241,22 @@ func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Segment, 
 	if err != nil {
 		return seg, nil, err
 	}
-	by, err := s.DB.SegmentDependedBy(ctx, queries.SegmentDependedByParams{TenantID: tenantID, ID: id})
-	return seg, by, err
+	by, err := s.DependedBy(ctx, tenantID, id)
+	return seg, by[id], err
+}
+
+// DependedBy maps each of ids to the segments that reference it, sorted, in
+// one query however many ids (a page of a list).
+func (s *Store) DependedBy(ctx context.Context, tenantID string, ids ...string) (map[string][]string, error) {
+	rows, err := s.DB.SegmentDependedByMany(ctx, queries.SegmentDependedByManyParams{TenantID: tenantID, Ids: ids})
+	if err != nil {
+		return nil, err
+	}
+	by := make(map[string][]string, len(ids))
+	for _, r := range rows {
+		by[r.SegmentID] = append(by[r.SegmentID], r.DependedBy)
+	}
+	return by, nil
 }
 
 // Version renders the integer version as the API's string.
