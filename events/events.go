@@ -152,7 +152,7 @@ func (r *Recorder) RecordCustom(ctx context.Context, in Custom) (*Recorded, erro
 func (r *Recorder) recordCustom(ctx context.Context, q *queries.Queries, in Custom) (*Recorded, error) {
 	row, err := q.EventRecordByEmail(ctx, queries.EventRecordByEmailParams{
 		TenantID: in.TenantID, Email: in.Email, OccurredAt: in.Timestamp, UpdateContact: in.UpdateContact,
-		ID: ids.New(ids.Event), Name: in.Name, Properties: in.Properties, ProcessedSequences: []string{},
+		ID: ids.New(ids.Event), Name: in.Name, Properties: in.Properties,
 	})
 	if store.IsNoRows(err) {
 		return nil, apperr.NotFound("CONTACT_NOT_FOUND", "contact")
@@ -204,7 +204,7 @@ func (r *Recorder) RecordSystem(ctx context.Context, q *queries.Queries, in Syst
 		return nil, err
 	}
 	ev, err := q.EventInsert(ctx, queries.EventInsertParams{TenantID: in.TenantID, ID: ids.New(ids.Event),
-		ContactID: in.ContactID, Name: in.Name, Properties: props, OccurredAt: in.Timestamp, ProcessedSequences: []string{}})
+		ContactID: in.ContactID, Name: in.Name, Properties: props, OccurredAt: in.Timestamp})
 	if err != nil {
 		return nil, err
 	}

@@ -1,28 +1,30 @@
 -- name: EventRecordByEmail :one
 -- One round trip records a custom event: find the contact by email, move its
 -- lastEventAt forward (when asked), insert the event, and return the contact
--- as it now stands.
+-- as it now stands. An event older than lastEventAt writes no contact row
+-- (no dead tuple, no row lock held against a burst on one contact).
 WITH c AS (
     SELECT ct.* FROM contacts ct WHERE ct.tenant_id = @tenant_id AND ct.email = @email
 ), touched AS (
-    UPDATE contacts SET last_event_at = greatest(last_event_at, @occurred_at::timestamptz)
+    UPDATE contacts SET last_event_at = @occurred_at::timestamptz
     WHERE @update_contact::boolean AND tenant_id = @tenant_id AND id = (SELECT id FROM c)
+      AND (last_event_at IS NULL OR last_event_at < @occurred_at::timestamptz)
     RETURNING last_event_at
 ), ins AS (
-    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
-    SELECT @tenant_id, @id, c.id, @name, @properties, @occurred_at, @processed_sequences::text[] FROM c
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+    SELECT @tenant_id, @id, c.id, @name, @properties, @occurred_at FROM c
     RETURNING id, occurred_at, created_at
 )
 SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
        c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed,
        c.total_sends, c.total_opens, c.total_clicks,
-       CASE WHEN @update_contact::boolean THEN (SELECT last_event_at FROM touched) ELSE c.last_event_at END AS last_event_at,
+       CASE WHEN @update_contact::boolean THEN greatest(c.last_event_at, @occurred_at::timestamptz) ELSE c.last_event_at END AS last_event_at,
        c.created_at, c.updated_at
 FROM ins, c;
 
 -- name: EventInsert :one
-INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
-VALUES (@tenant_id, @id, @contact_id, @name, @properties, @occurred_at, @processed_sequences::text[])
+INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+VALUES (@tenant_id, @id, @contact_id, @name, @properties, @occurred_at)
 RETURNING *;
 
 -- name: ContactTouchDerived :one

@@ -60,19 +60,18 @@ func (q *Queries) ContactTouchDerived(ctx context.Context, arg ContactTouchDeriv
 }
 
 const eventInsert = `-- name: EventInsert :one
-INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
-VALUES ($1, $2, $3, $4, $5, $6, $7::text[])
+INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences, created_at
 `
 
 type EventInsertParams struct {
-	TenantID           string
-	ID                 string
-	ContactID          string
-	Name               string
-	Properties         json.RawMessage
-	OccurredAt         time.Time
-	ProcessedSequences []string
+	TenantID   string
+	ID         string
+	ContactID  string
+	Name       string
+	Properties json.RawMessage
+	OccurredAt time.Time
 }
 
 func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (Event, error) {
@@ -83,7 +82,6 @@ func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (Event
 		arg.Name,
 		arg.Properties,
 		arg.OccurredAt,
-		arg.ProcessedSequences,
 	)
 	var i Event
 	err := row.Scan(
@@ -207,33 +205,33 @@ func (q *Queries) EventListByContact(ctx context.Context, arg EventListByContact
 
 const eventRecordByEmail = `-- name: EventRecordByEmail :one
 WITH c AS (
-    SELECT ct.tenant_id, ct.id, ct.email, ct.user_id, ct.properties, ct.subscribed, ct.suppressed, ct.total_sends, ct.total_opens, ct.total_clicks, ct.last_event_at, ct.created_at, ct.updated_at FROM contacts ct WHERE ct.tenant_id = $2 AND ct.email = $3
+    SELECT ct.tenant_id, ct.id, ct.email, ct.user_id, ct.properties, ct.subscribed, ct.suppressed, ct.total_sends, ct.total_opens, ct.total_clicks, ct.last_event_at, ct.created_at, ct.updated_at FROM contacts ct WHERE ct.tenant_id = $3 AND ct.email = $4
 ), touched AS (
-    UPDATE contacts SET last_event_at = greatest(last_event_at, $4::timestamptz)
-    WHERE $1::boolean AND tenant_id = $2 AND id = (SELECT id FROM c)
+    UPDATE contacts SET last_event_at = $2::timestamptz
+    WHERE $1::boolean AND tenant_id = $3 AND id = (SELECT id FROM c)
+      AND (last_event_at IS NULL OR last_event_at < $2::timestamptz)
     RETURNING last_event_at
 ), ins AS (
-    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
-    SELECT $2, $5, c.id, $6, $7, $4, $8::text[] FROM c
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+    SELECT $3, $5, c.id, $6, $7, $2 FROM c
     RETURNING id, occurred_at, created_at
 )
 SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
        c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed,
        c.total_sends, c.total_opens, c.total_clicks,
-       CASE WHEN $1::boolean THEN (SELECT last_event_at FROM touched) ELSE c.last_event_at END AS last_event_at,
+       CASE WHEN $1::boolean THEN greatest(c.last_event_at, $2::timestamptz) ELSE c.last_event_at END AS last_event_at,
        c.created_at, c.updated_at
 FROM ins, c
 `
 
 type EventRecordByEmailParams struct {
-	UpdateContact      bool
-	TenantID           string
-	Email              string
-	OccurredAt         time.Time
-	ID                 string
-	Name               string
-	Properties         json.RawMessage
-	ProcessedSequences []string
+	UpdateContact bool
+	OccurredAt    time.Time
+	TenantID      string
+	Email         string
+	ID            string
+	Name          string
+	Properties    json.RawMessage
 }
 
 type EventRecordByEmailRow struct {
@@ -255,17 +253,17 @@ type EventRecordByEmailRow struct {
 
 // One round trip records a custom event: find the contact by email, move its
 // lastEventAt forward (when asked), insert the event, and return the contact
-// as it now stands.
+// as it now stands. An event older than lastEventAt writes no contact row
+// (no dead tuple, no row lock held against a burst on one contact).
 func (q *Queries) EventRecordByEmail(ctx context.Context, arg EventRecordByEmailParams) (EventRecordByEmailRow, error) {
 	row := q.db.QueryRow(ctx, eventRecordByEmail,
 		arg.UpdateContact,
+		arg.OccurredAt,
 		arg.TenantID,
 		arg.Email,
-		arg.OccurredAt,
 		arg.ID,
 		arg.Name,
 		arg.Properties,
-		arg.ProcessedSequences,
 	)
 	var i EventRecordByEmailRow
 	err := row.Scan(
