@@ -28,15 +28,17 @@ type errorPayload struct {
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := s.toAppError(c, err)
 	// Every /api answer carries the limit headers (ADDENDUM 2), also those
-	// decided before authentication (unknown route, wrong method, body too
-	// large): such requests spend nothing, so the whole budget is shown.
+	// decided before the limiter ran (unknown route, wrong method, body too
+	// large, failed authentication): such requests spend nothing, so the
+	// whole budget is shown.
 	if strings.HasPrefix(c.Path(), "/api") && len(c.Response().Header.Peek("X-RateLimit-Limit")) == 0 {
 		c.Set("X-RateLimit-Limit", strconv.Itoa(s.limiter.Limit()))
 		c.Set("X-RateLimit-Remaining", strconv.Itoa(s.limiter.Limit()))
 	}
 	if e.RetryAfter > 0 {
+		// Only Retry-After: the request budget's headers are the limiter's
+		// (a segment compute's 429 leaves the budget as it is).
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
-		c.Set("X-RateLimit-Remaining", "0")
 	}
 	details := e.Details
 	if details == nil || e.Status >= 500 {

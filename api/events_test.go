@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestEventCreate(t *testing.T) {
 	if seqs, ok := r.body["triggeredSequences"].([]any); !ok || len(seqs) != 0 {
 		t.Fatalf("triggeredSequences %v", r.body["triggeredSequences"])
 	}
-	if string(r.raw) == "" || !contains(string(r.raw), "12345678901234567") {
+	if string(r.raw) == "" || !strings.Contains(string(r.raw), "12345678901234567") {
 		t.Fatalf("large number not kept exactly: %s", r.raw)
 	}
 	contact := r.body["contact"].(map[string]any)
@@ -149,7 +150,7 @@ func collect(b *bundle, tok, path string) []map[string]any {
 		if cursor != "" {
 			p += "&cursor=" + url.QueryEscape(cursor)
 		}
-		if !contains(p, "?") {
+		if !strings.Contains(p, "?") {
 			p = path + "?"
 		}
 		r := b.expect("GET", p, tok, nil, 200)

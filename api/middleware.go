@@ -53,8 +53,6 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 // authenticate resolves the bearer credential to a Principal. Failures are
 // 401 and never touch any tenant's rate budget.
 func (s *Server) authenticate(c *fiber.Ctx) error {
-	c.Set("X-RateLimit-Limit", strconv.Itoa(s.limiter.Limit()))
-	c.Set("X-RateLimit-Remaining", strconv.Itoa(s.limiter.Limit()))
 	h := c.Get(fiber.HeaderAuthorization)
 	// The scheme name is case-insensitive (RFC 7235).
 	scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")

@@ -3,6 +3,7 @@ package api
 import (
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,17 +30,24 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("Retry-After %q remaining %q", r.header.Get("Retry-After"), r.header.Get("X-RateLimit-Remaining"))
 	}
 	msg := r.body["error"].(map[string]any)["message"].(string)
-	if want := strconv.Itoa(ra) + " seconds"; !contains(msg, want) {
+	if want := strconv.Itoa(ra) + " seconds"; !strings.Contains(msg, want) {
 		t.Fatalf("message %q does not name %q", msg, want)
 	}
 	// Another tenant has its own budget, and failed authentication does not
-	// spend anyone's.
-	b.expect("GET", "/api/tenant", other, nil, 200)
-	for i := 0; i < 5; i++ {
-		b.expectError("GET", "/api/tenant", "tdk_"+"0123456789012345678901234567890123", nil, 401, "UNAUTHORIZED")
+	// spend it, even with credentials that name that tenant (a revoked key,
+	// a badly signed session).
+	b.expect("GET", "/api/tenant", other, nil, 200)                                                          // 2
+	revoked := b.apiKey(other)                                                                               // 3
+	keyID := b.expect("GET", "/api/api-keys", other, nil, 200).items()[0].(map[string]any)["keyId"].(string) // 4
+	b.expect("DELETE", "/api/api-keys/"+keyID, other, nil, 204)                                              // 5
+	forged, _ := auth.MintHS256("not-the-secret", "u", "org_rl_other", time.Hour)
+	for _, bad := range []string{revoked, forged, "tdk_" + "0123456789012345678901234567890123"} {
+		for i := 0; i < 3; i++ {
+			b.expectError("GET", "/api/tenant", bad, nil, 401, "UNAUTHORIZED")
+		}
 	}
-	if r := b.expect("GET", "/api/tenant", other, nil, 200); r.header.Get("X-RateLimit-Remaining") != "97" {
-		t.Fatalf("remaining %q after failed auth, want 97", r.header.Get("X-RateLimit-Remaining"))
+	if r := b.expect("GET", "/api/tenant", other, nil, 200); r.header.Get("X-RateLimit-Remaining") != "94" {
+		t.Fatalf("remaining %q after failed auth, want 94", r.header.Get("X-RateLimit-Remaining"))
 	}
 }
 
@@ -65,13 +73,4 @@ func TestRateLimitSharedAcrossInstances(t *testing.T) {
 	}
 	two.expectError("GET", "/api/tenant", tok, nil, 429, "RATE_LIMITED")
 	one.expectError("GET", "/api/tenant", tok, nil, 429, "RATE_LIMITED")
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }

@@ -162,6 +162,10 @@ func TestSegmentCompute(t *testing.T) {
 	if e.header.Get("Retry-After") == "" {
 		t.Fatal("no Retry-After")
 	}
+	// That 429 is the segment's, not the request budget's.
+	if rem := e.header.Get("X-RateLimit-Remaining"); rem == "" || rem == "0" {
+		t.Fatalf("compute 429 shows the request budget as %q", rem)
+	}
 	// The nested segment evaluates pro's rules, not its stored membership.
 	r = b.expect("POST", "/api/segments/"+big+"/compute", tok, nil, 200)
 	if r.body["changed"] != 2.0 {

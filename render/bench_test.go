@@ -239,3 +239,18 @@ func goTemplateFor(b *testing.B, html string) string {
 		rest = rest[i+j+2:]
 	}
 }
+
+// BenchmarkSanitizeHostile sanitises 1 MiB of "<a " followed by "<script "
+// over and over: every one is a hidden element to escape, so a sanitiser
+// that is not linear in its input shows here.
+//
+//	go test -run '^$' -bench SanitizeHostile ./render/
+func BenchmarkSanitizeHostile(b *testing.B) {
+	in := "<a " + strings.Repeat("<script ", (1<<20)/len("<script "))
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, changed := Sanitize(in); !changed {
+			b.Fatal("nothing escaped")
+		}
+	}
+}

@@ -705,12 +705,16 @@ func sanitizeCSS(css string) (string, bool) {
 // browser) sees one tag named "scr<script", harmless, but the bytes still
 // read "<script>" to any other parser along the way.
 func escapeHiddenElements(s string) (string, bool) {
-	changed := false
-	for i := strings.IndexByte(s, '<'); i >= 0 && i < len(s); {
-		if name := hiddenElementAt(s, i); name != "" {
-			s = s[:i] + "&lt;" + s[i+1:]
-			changed = true
-			i += len("&lt;")
+	var b strings.Builder
+	copied := 0 // s[:copied] is in b; one pass, so hostile input stays linear
+	for i := strings.IndexByte(s, '<'); i >= 0; {
+		if hiddenElementAt(s, i) {
+			if copied == 0 {
+				b.Grow(len(s) + 64)
+			}
+			b.WriteString(s[copied:i])
+			b.WriteString("&lt;")
+			copied = i + 1
 		}
 		j := strings.IndexByte(s[i+1:], '<')
 		if j < 0 {
@@ -718,20 +722,24 @@ func escapeHiddenElements(s string) (string, bool) {
 		}
 		i += j + 1
 	}
-	return s, changed
+	if copied == 0 {
+		return s, false
+	}
+	b.WriteString(s[copied:])
+	return b.String(), true
 }
 
-// hiddenElementAt returns the dropped element whose start tag begins at
-// s[i] ("<script", "<iframe", ...) when the name is complete there.
-func hiddenElementAt(s string, i int) string {
-	for name := range droppedElements {
+// hiddenElementAt reports whether a dropped element's start tag begins at
+// s[i] ("<script", "<iframe", ...) with its name complete there.
+func hiddenElementAt(s string, i int) bool {
+	for _, name := range droppedNames {
 		end := i + 1 + len(name)
-		if end > len(s) || lowerASCII(s[i+1:end]) != name {
+		if end > len(s) || !strings.EqualFold(s[i+1:end], name) {
 			continue
 		}
 		if end == len(s) || isHTMLSpace(s[end]) || s[end] == '/' || s[end] == '>' {
-			return name
+			return true
 		}
 	}
-	return ""
+	return false
 }
