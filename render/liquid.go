@@ -9,6 +9,7 @@ import (
 
 	"github.com/osteele/liquid"
 	"github.com/osteele/liquid/expressions"
+	"github.com/osteele/liquid/parser"
 )
 
 // engine parses every template. Values are inserted as they are, as in
@@ -74,58 +75,39 @@ func checkFilters(field string, names map[string]bool) error {
 
 // checkDelimiters finds what Shopify Liquid rejects and osteele/liquid
 // reads as plain text, so a typo would go out to every recipient verbatim:
-// an output or tag that is never closed ("{{ name", "{{ x }"), an empty
-// tag ("{% %}"), and a raw block without its end.
+// an output or tag that is never closed ("{{ name", "{% if x"), and a raw
+// block without its end. The engine's own scanner decides what is Liquid, so
+// the check cannot disagree with it: any "{{" or "{%" left in a text token
+// was not read as Liquid.
 func checkDelimiters(src string) string {
-	line := func(pos int) int { return strings.Count(src[:pos], "\n") + 1 }
-	for i := 0; ; {
-		k := strings.Index(src[i:], "{")
-		if k < 0 {
-			return ""
-		}
-		open := i + k
-		if open+1 >= len(src) || (src[open+1] != '{' && src[open+1] != '%') {
-			i = open + 1
-			continue
-		}
-		closer := "}}"
-		kind := "output"
-		if src[open+1] == '%' {
-			closer, kind = "%}", "tag"
-		}
-		body := src[open+2:]
-		end := strings.Index(body, closer)
-		next := strings.IndexAny(body, "{")
-		for next >= 0 && next+1 < len(body) && body[next+1] != '{' && body[next+1] != '%' {
-			n := strings.IndexAny(body[next+1:], "{")
-			if n < 0 {
-				next = -1
-				break
+	// Raw blocks hold anything; the scanner would read delimiters in them.
+	src = rawBlock.ReplaceAllStringFunc(src, func(m string) string { return strings.Repeat("\n", strings.Count(m, "\n")) })
+	inRaw, rawLine := false, 0
+	for _, t := range parser.Scan(src, parser.SourceLoc{LineNo: 1}, nil) {
+		switch {
+		case t.Type == parser.TagTokenType && t.Name == "raw":
+			inRaw, rawLine = true, t.SourceLoc.LineNo
+		case t.Type == parser.TagTokenType && t.Name == "endraw":
+			inRaw = false
+		case t.Type == parser.TextTokenType && !inRaw:
+			if k := strings.Index(t.Source, "{{"); k >= 0 {
+				return fmt.Sprintf("line %d: output %q was not properly terminated with \"}}\"", lineAt(t, k), truncateLiquid(t.Source[k:]))
 			}
-			next += n + 1
-		}
-		if end < 0 || (next >= 0 && next < end) {
-			return fmt.Sprintf("line %d: %s %q was not properly terminated with %q", line(open), kind, truncateLiquid(src[open:]), closer)
-		}
-		inner := strings.TrimSpace(strings.Trim(body[:end], "-"))
-		i = open + 2 + end + len(closer)
-		if kind != "tag" {
-			continue
-		}
-		if inner == "" {
-			return fmt.Sprintf("line %d: empty tag %q", line(open), src[open:i])
-		}
-		if name, _, _ := strings.Cut(inner, " "); name == "raw" {
-			loc := endRawRE.FindStringIndex(src[i:])
-			if loc == nil {
-				return fmt.Sprintf("line %d: 'raw' tag was never closed", line(open))
+			if k := strings.Index(t.Source, "{%"); k >= 0 {
+				return fmt.Sprintf("line %d: tag %q was not properly terminated with \"%%}\"", lineAt(t, k), truncateLiquid(t.Source[k:]))
 			}
-			i += loc[1]
 		}
 	}
+	if inRaw {
+		return fmt.Sprintf("line %d: 'raw' tag was never closed", rawLine)
+	}
+	return ""
 }
 
-var endRawRE = regexp.MustCompile(`\{%-?\s*endraw\s*-?%\}`)
+var rawBlock = regexp.MustCompile(`(?s)\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}`)
+
+// lineAt is the line of byte k of a token's source.
+func lineAt(t parser.Token, k int) int { return t.SourceLoc.LineNo + strings.Count(t.Source[:k], "\n") }
 
 func truncateLiquid(s string) string {
 	if nl := strings.IndexByte(s, '\n'); nl >= 0 {

@@ -139,15 +139,15 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 	}, nil
 }
 
-// droppedTags lists the Liquid tags of source that are missing from MJML's
-// output. MJML silently drops text between its elements, so a
-// {% for %} placed directly in mj-body disappears and the loop with it.
+// droppedTags lists the Liquid tags and outputs of source that are missing
+// from MJML's output. MJML silently drops text between its elements, so a
+// {% for %} or {{ greeting }} placed directly in mj-body disappears.
 func droppedTags(source, compiled string) []string {
 	count := func(s string) map[string]int {
 		n := map[string]int{}
 		for _, t := range parser.Scan(s, parser.SourceLoc{}, nil) {
-			if t.Type == parser.TagTokenType {
-				n[tagKey(t)]++
+			if k, ok := liquidKey(t); ok {
+				n[k]++
 			}
 		}
 		return n
@@ -155,18 +155,27 @@ func droppedTags(source, compiled string) []string {
 	have := count(compiled)
 	var dropped []string
 	for _, t := range parser.Scan(source, parser.SourceLoc{LineNo: 1}, nil) {
-		if t.Type != parser.TagTokenType {
+		k, ok := liquidKey(t)
+		if !ok {
 			continue
 		}
-		if k := tagKey(t); have[k] > 0 {
+		if have[k] > 0 {
 			have[k]--
 			continue
 		}
-		dropped = append(dropped, fmt.Sprintf("line %d: MJML dropped the Liquid tag %s; put Liquid that sits between MJML elements inside <mj-raw>", t.SourceLoc.LineNo, t.Source))
+		dropped = append(dropped, fmt.Sprintf("line %d: MJML dropped the Liquid %s; put Liquid that sits between MJML elements inside <mj-raw>", t.SourceLoc.LineNo, t.Source))
 	}
 	return dropped
 }
 
-func tagKey(t parser.Token) string {
-	return t.Name + " " + strings.Join(strings.Fields(t.Args), " ")
+// liquidKey identifies a tag or output by what it says, not how it is
+// spaced (MJML may reformat around it).
+func liquidKey(t parser.Token) (string, bool) {
+	switch t.Type {
+	case parser.TagTokenType:
+		return "tag " + t.Name + " " + strings.Join(strings.Fields(t.Args), " "), true
+	case parser.ObjTokenType:
+		return "output " + strings.Join(strings.Fields(t.Args), " "), true
+	}
+	return "", false
 }

@@ -95,9 +95,9 @@ func TestPrepareRejects(t *testing.T) {
 		{desc: "bad expression in subject", subject: "Hi {{ name | }}", content: "<p>x</p>", wantField: "subject", wantMsg: "syntax error"},
 		{desc: "unterminated output in subject", subject: "Hi {{ name ", content: "<p>x</p>", wantField: "subject", wantMsg: `output "{{ name " was not properly terminated`},
 		{desc: "unterminated output in content", subject: "Hi", content: "<p>ok {{ a }}</p>\n<p>{{ x </p>", wantField: "content", wantMsg: `line 2: output "{{ x </p>" was not properly terminated`},
-		{desc: "output closed by one brace", subject: "Hi", content: "<p>{{ x }</p><p>{{ y }}</p>", wantField: "content", wantMsg: "not properly terminated"},
+		{desc: "output closed by one brace", subject: "Hi", content: "<p>{{ x }</p><p>{{ y }}</p>", wantField: "content", wantMsg: "syntax error"},
 		{desc: "unterminated tag", subject: "Hi", content: "<p>{% if x </p>", wantField: "content", wantMsg: `tag "{% if x </p>" was not properly terminated`},
-		{desc: "empty tag", subject: "Hi", content: "<p>{%  %}</p>", wantField: "content", wantMsg: "empty tag"},
+		{desc: "empty tag", subject: "Hi", content: "<p>{%  %}</p>", wantField: "content", wantMsg: `tag "{%  %}</p>" was not properly terminated`},
 		{desc: "raw never closed", subject: "Hi", content: "<p>{% raw %}{{ x</p>", wantField: "content", wantMsg: "'raw' tag was never closed"},
 		{desc: "unknown tag in content", subject: "Hi", content: "<p>\n{% frobnicate %}</p>", wantField: "content", wantMsg: `line 2: undefined tag "frobnicate"`},
 		{desc: "include is not available", subject: "Hi", content: `{% include "secrets.txt" %}`, wantField: "content", wantMsg: `undefined tag "include"`},
@@ -107,7 +107,8 @@ func TestPrepareRejects(t *testing.T) {
 		{desc: "illegal attribute", subject: "Hi", content: section(`<mj-text foo="bar">x</mj-text>`), wantField: "content", wantMsg: "Attribute foo is illegal", wantMJML: true},
 		{desc: "wrong nesting", subject: "Hi", content: `<mjml><mj-body><mj-text>x</mj-text></mj-body></mjml>`, wantField: "content", wantMsg: "mj-text cannot be used inside mj-body", wantMJML: true},
 		{desc: "mjml without body", subject: "Hi", content: `<mjml><mj-section></mj-section></mjml>`, wantField: "content", wantMJML: true},
-		{desc: "liquid dropped between sections", subject: "Hi", content: `<mjml><mj-body>{% for i in items %}<mj-section><mj-column><mj-text>{{ i }}</mj-text></mj-column></mj-section>{% endfor %}</mj-body></mjml>`, wantField: "content", wantMsg: "MJML dropped the Liquid tag {% for i in items %}"},
+		{desc: "liquid dropped between sections", subject: "Hi", content: `<mjml><mj-body>{% for i in items %}<mj-section><mj-column><mj-text>{{ i }}</mj-text></mj-column></mj-section>{% endfor %}</mj-body></mjml>`, wantField: "content", wantMsg: "MJML dropped the Liquid {% for i in items %}"},
+		{desc: "liquid output dropped between sections", subject: "Hi", content: `<mjml><mj-body>{{ greeting }}<mj-section><mj-column><mj-text>{{ name }}</mj-text></mj-column></mj-section></mj-body></mjml>`, wantField: "content", wantMsg: "MJML dropped the Liquid {{ greeting }}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -165,5 +166,13 @@ func TestPrepareSanitisesMJMLSource(t *testing.T) {
 		if strings.Contains(out, "alert(") {
 			t.Errorf("script survived:\n%s", out)
 		}
+	}
+}
+
+func TestSanitizeMJMLTextSurvivesOtherEndTags(t *testing.T) {
+	t.Parallel()
+	got, changed := SanitizeMJML(`<mj-html-attribute name="onclick"></b>alert(1)</mj-html-attribute>`)
+	if !changed || strings.Contains(got, "alert") {
+		t.Fatalf("SanitizeMJML kept the handler: %q", got)
 	}
 }

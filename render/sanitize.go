@@ -189,7 +189,12 @@ func (s *sanitizer) run() {
 			if droppedElements[string(nameBytes)] {
 				s.replace(start, pos, "")
 			}
-			rawParent, dropRaw, mjText = "", false, ""
+			rawParent, dropRaw = "", false
+			// Only the element's own end tag ends its text: "</b>" inside
+			// <mj-html-attribute> must not let the rest through.
+			if string(nameBytes) == mjText {
+				mjText = ""
+			}
 		case xhtml.TextToken:
 			if mjText != "" {
 				s.mjmlText(start, pos, mjText, mjAttr)
