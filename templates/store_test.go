@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"tidings/apperr"
@@ -588,4 +589,58 @@ func TestRenderStoredVersion(t *testing.T) {
 	wantErr(t, err, "TEMPLATE_NOT_FOUND")
 	_, _, err = b.renderer.Render(ctx, b.tenant, "nope", 0, rc)
 	wantErr(t, err, "TEMPLATE_NOT_FOUND")
+}
+
+// countingCompiler counts compiles, and checks that no row a PUT locks is
+// locked while one runs: compiling happens before the transaction.
+type countingCompiler struct {
+	templates.Compiler
+	db     *store.DB
+	tenant string
+	n      atomic.Int32
+	locked atomic.Int32
+}
+
+func (c *countingCompiler) Compile(ctx context.Context, subject, content string) (templates.Compiled, error) {
+	c.n.Add(1)
+	tx, err := c.db.Pool.Begin(ctx)
+	if err != nil {
+		return templates.Compiled{}, err
+	}
+	defer tx.Rollback(ctx)
+	for _, q := range []string{`SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE NOWAIT`, `SELECT 1 FROM templates WHERE tenant_id = $1 FOR UPDATE NOWAIT`} {
+		if _, err := tx.Exec(ctx, q, c.tenant); err != nil {
+			c.locked.Add(1) // 55P03 lock_not_available
+			break
+		}
+	}
+	return c.Compiler.Compile(ctx, subject, content)
+}
+
+func TestPutCompilesOncePerChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cc := &countingCompiler{Compiler: b.store.Compiler, db: b.db, tenant: b.tenant}
+	b.store.Compiler = cc
+	steps := []struct {
+		desc string
+		put  templates.Put
+		want int32
+	}{
+		{"create", templates.Put{Name: ptr("n"), Subject: ptr("s"), Content: ptr("<p>a</p>")}, 1},
+		{"new content", templates.Put{Content: ptr("<p>b</p>")}, 1},
+		{"same content again", templates.Put{Content: ptr("<p>b</p>")}, 0},
+		{"name only", templates.Put{Name: ptr("m")}, 0},
+		{"state only", templates.Put{Enabled: new(false)}, 0},
+	}
+	for _, st := range steps {
+		before := cc.n.Load()
+		b.put(t, b.tenant, "c1", st.put)
+		if got := cc.n.Load() - before; got != st.want {
+			t.Errorf("%s: %d compiles, want %d", st.desc, got, st.want)
+		}
+	}
+	if n := cc.locked.Load(); n > 0 {
+		t.Errorf("%d compiles ran while the PUT held row locks", n)
+	}
 }

@@ -89,23 +89,82 @@ func (s *Store) Put(ctx context.Context, tenantID, id string, p Put) (t queries.
 var errRaced = errors.New("template created concurrently")
 
 func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (t queries.Template, created bool, err error) {
+	// Compile before the transaction: MJML runs on a node process for tens
+	// of milliseconds and must not do so while the template's or the
+	// tenant's row is locked. Inside, the compile is reused when the stored
+	// template is still what it was compiled against (the usual case), and
+	// done again otherwise.
+	compiler := &compileOnce{c: s.Compiler}
+	if err := s.precompile(ctx, compiler, tenantID, id, p); err != nil {
+		return t, false, err
+	}
 	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
 		cur, err := q.TemplateGetForUpdate(ctx, queries.TemplateGetForUpdateParams{TenantID: tenantID, ID: id})
 		if store.IsNoRows(err) {
 			created = true
-			t, err = s.create(ctx, q, tenantID, id, p)
+			t, err = s.create(ctx, q, compiler, tenantID, id, p)
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		t, err = s.update(ctx, q, cur, p)
+		t, err = s.update(ctx, q, compiler, cur, p)
 		return err
 	})
 	return t, created, err
 }
 
-func (s *Store) create(ctx context.Context, q *queries.Queries, tenantID, id string, p Put) (queries.Template, error) {
+// precompile compiles what a PUT would compile, judged from the template as
+// it stands now; invalid bodies are left for the transaction to report.
+func (s *Store) precompile(ctx context.Context, c Compiler, tenantID, id string, p Put) error {
+	cur, err := s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: id})
+	create := store.IsNoRows(err)
+	if err != nil && !create {
+		return err
+	}
+	if p.Validate(create) != nil {
+		return nil
+	}
+	subject, content := cur.Subject, cur.Content
+	if p.Subject != nil {
+		subject = *p.Subject
+	}
+	if p.Content != nil {
+		content = *p.Content
+	}
+	if !create && subject == cur.Subject && content == cur.Content {
+		return nil
+	}
+	if _, err = c.Compile(ctx, subject, content); isInvalid(err) {
+		return nil // invalid content: the transaction reports it, with the rest
+	}
+	return err
+}
+
+// compileOnce remembers the last compile, so the one done before the
+// transaction is not done again inside it.
+type compileOnce struct {
+	c                Compiler
+	subject, content string
+	res              Compiled
+	err              error
+	done             bool
+}
+
+func (o *compileOnce) Compile(ctx context.Context, subject, content string) (Compiled, error) {
+	if !o.done || subject != o.subject || content != o.content {
+		o.res, o.err = o.c.Compile(ctx, subject, content)
+		o.subject, o.content, o.done = subject, content, o.err == nil || isInvalid(o.err)
+	}
+	return o.res, o.err
+}
+
+func isInvalid(err error) bool {
+	var e *apperr.Error
+	return errors.As(err, &e)
+}
+
+func (s *Store) create(ctx context.Context, q *queries.Queries, compiler Compiler, tenantID, id string, p Put) (queries.Template, error) {
 	if err := p.Validate(true); err != nil {
 		return queries.Template{}, err
 	}
@@ -136,7 +195,7 @@ func (s *Store) create(ctx context.Context, q *queries.Queries, tenantID, id str
 			return queries.Template{}, apperr.PlanLimit("templates", s.FreeLimit)
 		}
 	}
-	c, err := s.Compiler.Compile(ctx, *p.Subject, *p.Content)
+	c, err := compiler.Compile(ctx, *p.Subject, *p.Content)
 	if err != nil {
 		return queries.Template{}, err
 	}
@@ -152,7 +211,7 @@ func (s *Store) create(ctx context.Context, q *queries.Queries, tenantID, id str
 		Version: 1, Name: t.Name, Subject: t.Subject, Content: t.Content, CompiledHtml: t.CompiledHtml})
 }
 
-func (s *Store) update(ctx context.Context, q *queries.Queries, cur queries.Template, p Put) (queries.Template, error) {
+func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compiler, cur queries.Template, p Put) (queries.Template, error) {
 	if err := p.Validate(false); err != nil {
 		return cur, err
 	}
@@ -171,7 +230,7 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, cur queries.Temp
 			content = *p.Content
 		}
 		if subject != cur.Subject || content != cur.Content {
-			c, err := s.Compiler.Compile(ctx, subject, content)
+			c, err := compiler.Compile(ctx, subject, content)
 			if err != nil {
 				return cur, err
 			}
