@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -50,7 +51,7 @@ func (s *Server) apiKeyCreate(c *fiber.Ctx) error {
 	if req.Name == nil {
 		return apperr.Invalid("name", "is required")
 	}
-	name := trimSpace(*req.Name)
+	name := strings.TrimSpace(*req.Name)
 	if n := utf8.RuneCountInString(name); n < 1 || n > 64 {
 		return apperr.Invalid("name", "must be 1-64 characters")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -51,7 +52,7 @@ type campaignReq struct {
 // check validates the fields present; create says whether name is required.
 func (r *campaignReq) check(f *apperr.Fields, create bool) {
 	if create || r.Name.Set {
-		n := utf8.RuneCountInString(trimSpace(r.Name.V))
+		n := utf8.RuneCountInString(strings.TrimSpace(r.Name.V))
 		f.Check(r.Name.Set && !r.Name.Null && n >= 1 && n <= 256, "name", "is required, 1-256 characters")
 	}
 	if r.Description.Set {
@@ -62,7 +63,7 @@ func (r *campaignReq) check(f *apperr.Fields, create bool) {
 	}
 	if r.Goals.Set {
 		for _, g := range r.Goals.V {
-			if trimSpace(g) == "" {
+			if strings.TrimSpace(g) == "" {
 				f.Add("goals", "goal event names must not be empty")
 				break
 			}
@@ -125,7 +126,7 @@ func (s *Server) campaignCreate(c *fiber.Ctx) error {
 		return err
 	}
 	cp, err := s.db.CampaignInsert(ctx, queries.CampaignInsertParams{TenantID: tid, ID: ids.New(ids.Campaign),
-		Name: trimSpace(req.Name.V), Description: req.Description.V, SegmentID: req.SegmentID.Ptr(), Goals: uniq(req.Goals.V),
+		Name: strings.TrimSpace(req.Name.V), Description: req.Description.V, SegmentID: req.SegmentID.Ptr(), Goals: uniq(req.Goals.V),
 		SequenceIds: uniq(req.SequenceIDs.V), TemplateIds: uniq(req.TemplateIDs.V)})
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ func (s *Server) campaignGet(c *fiber.Ctx) error {
 	}
 	cp, err := s.db.CampaignGet(c.UserContext(), queries.CampaignGetParams{TenantID: tenantID(c), ID: id})
 	if err != nil {
-		return notFoundOr(err, campaignNotFound())
+		return store.NotFound(err, "NOT_FOUND", "campaign")
 	}
 	return c.JSON(campaignView(cp))
 }
@@ -185,9 +186,6 @@ func (s *Server) campaignUpdate(c *fiber.Ctx) error {
 		return apperr.InvalidRequest("at least one of name, description, status, segmentId, goals is required")
 	}
 	ctx, tid := c.UserContext(), tenantID(c)
-	if _, err := s.db.CampaignGet(ctx, queries.CampaignGetParams{TenantID: tid, ID: id}); err != nil {
-		return notFoundOr(err, campaignNotFound())
-	}
 	var f apperr.Fields
 	req.check(&f, false)
 	// Associations change only through their own endpoints.
@@ -201,13 +199,13 @@ func (s *Server) campaignUpdate(c *fiber.Ctx) error {
 	arg := queries.CampaignUpdateParams{TenantID: tid, ID: id, SetSegment: req.SegmentID.Set, SetGoals: req.Goals.Set,
 		Goals: uniq(req.Goals.V)}
 	if v, ok := req.Name.Value(); ok {
-		v = trimSpace(v)
+		v = strings.TrimSpace(v)
 		arg.Name = &v
 	}
 	arg.Description, arg.Status, arg.SegmentID = req.Description.Ptr(), req.Status.Ptr(), req.SegmentID.Ptr()
 	cp, err := s.db.CampaignUpdate(ctx, arg)
 	if err != nil {
-		return notFoundOr(err, campaignNotFound())
+		return store.NotFound(err, "NOT_FOUND", "campaign")
 	}
 	return c.JSON(campaignView(cp))
 }
@@ -239,8 +237,12 @@ func (s *Server) campaignAssoc(kind string, add bool) fiber.Handler {
 			return err
 		}
 		ctx, tid := c.UserContext(), tenantID(c)
-		if _, err := s.db.CampaignGet(ctx, queries.CampaignGetParams{TenantID: tid, ID: cid}); err != nil {
-			return notFoundOr(err, campaignNotFound())
+		if add {
+			// An unknown campaign is reported before an unknown sequence or
+			// template; a removal's UPDATE ... RETURNING answers it alone.
+			if _, err := s.db.CampaignGet(ctx, queries.CampaignGetParams{TenantID: tid, ID: cid}); err != nil {
+				return store.NotFound(err, "NOT_FOUND", "campaign")
+			}
 		}
 		var cp queries.Campaign
 		var exists bool

@@ -146,13 +146,22 @@ func TestCampaignTenantIsolation(t *testing.T) {
 	b.expectError("GET", "/api/campaigns/"+id, other, nil, 404, "NOT_FOUND")
 	b.expectError("PATCH", "/api/campaigns/"+id, other, map[string]any{"name": "x"}, 404, "NOT_FOUND")
 	b.expectError("DELETE", "/api/campaigns/"+id, other, nil, 404, "NOT_FOUND")
-	b.expectError("POST", "/api/campaigns/"+id+"/templates/welcome", other, nil, 404, "NOT_FOUND")
+	b.expect("POST", "/api/campaigns/"+id+"/templates/welcome", a, nil, 200)
+	b.expect("POST", "/api/campaigns/"+id+"/sequences/onboarding", a, nil, 200)
+	for _, p := range []string{"/templates/welcome", "/sequences/onboarding"} {
+		b.expectError("POST", "/api/campaigns/"+id+p, other, nil, 404, "NOT_FOUND")
+		b.expectError("DELETE", "/api/campaigns/"+id+p, other, nil, 404, "NOT_FOUND")
+	}
+	if g := b.expect("GET", "/api/campaigns/"+id, a, nil, 200); len(g.body["templateIds"].([]any)) != 1 || len(g.body["sequenceIds"].([]any)) != 1 {
+		t.Fatalf("another tenant changed the associations: %s", g.raw)
+	}
 	if l := b.expect("GET", "/api/campaigns", other, nil, 200); len(l.items()) != 0 {
 		t.Fatalf("%s", l.raw)
 	}
 	// Another tenant's template or segment cannot be attached.
 	oid := b.expect("POST", "/api/campaigns", other, map[string]any{"name": "Theirs"}, 201).body["campaignId"].(string)
 	b.expectError("POST", "/api/campaigns/"+oid+"/templates/welcome", other, nil, 404, "TEMPLATE_NOT_FOUND")
+	b.expectError("POST", "/api/campaigns/"+oid+"/sequences/onboarding", other, nil, 404, "SEQUENCE_NOT_FOUND")
 	b.expectError("POST", "/api/campaigns", other, map[string]any{"name": "x", "segmentId": "seg_vip"}, 400, "VALIDATION_ERROR")
 	if g := b.expect("GET", "/api/campaigns/"+id, a, nil, 200); g.body["name"] != "Mine" {
 		t.Fatalf("%s", g.raw)

@@ -15,6 +15,7 @@ import (
 	"tidings/emailaddr"
 	"tidings/page"
 	"tidings/queries"
+	"tidings/store"
 	"tidings/timefmt"
 )
 
@@ -160,7 +161,7 @@ func (s *Server) contactList(c *fiber.Ctx) error {
 		}
 		ct, err := s.db.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tid, Email: email})
 		if err != nil {
-			return notFoundOr(err, contacts.NotFound())
+			return store.NotFound(err, "CONTACT_NOT_FOUND", "contact")
 		}
 		return c.JSON(contactView(ct, true))
 	}

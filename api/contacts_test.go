@@ -274,8 +274,13 @@ func TestContactTenantIsolation(t *testing.T) {
 	if s := b.expect("GET", "/api/contacts/stats", other, nil, 200); s.body["total"] != 0.0 {
 		t.Fatalf("%s", s.raw)
 	}
-	// The other tenant may use the same email for its own contact.
-	b.expect("POST", "/api/contacts", other, map[string]any{"email": "mine@example.com"}, 201)
+	// The other tenant may use the same email for its own contact, and an
+	// upsert of that email creates theirs rather than merging into ours.
+	b.expect("PUT", "/api/contacts", other, map[string]any{"email": "mine@example.com", "properties": map[string]any{"who": "b"}}, 201)
+	b.expect("POST", "/api/contacts", other, map[string]any{"email": "mine2@example.com"}, 201)
+	if g := b.expect("GET", "/api/contacts/"+id, a, nil, 200); g.body["properties"].(map[string]any)["who"] != nil {
+		t.Fatalf("another tenant's upsert reached this contact: %s", g.raw)
+	}
 	g := b.expect("GET", "/api/contacts/"+id, a, nil, 200)
 	if g.body["subscribed"] != true {
 		t.Fatalf("%s", g.raw)

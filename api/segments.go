@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -55,7 +56,7 @@ func (r *segmentReq) input(create bool) (segments.Input, error) {
 	var f apperr.Fields
 	var in segments.Input
 	if create || r.Name.Set {
-		name := trimSpace(r.Name.V)
+		name := strings.TrimSpace(r.Name.V)
 		n := utf8.RuneCountInString(name)
 		f.Check(r.Name.Set && !r.Name.Null && n >= 1 && n <= 256, "name", "is required, 1-256 characters")
 		in.Name = &name

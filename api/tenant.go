@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -60,9 +61,10 @@ type tenantCreateReq struct {
 	Name *string `json:"name"`
 }
 
+// validTenantName checks a name its callers have trimmed.
 func validTenantName(n string) bool {
 	l := utf8.RuneCountInString(n)
-	return l >= 1 && l <= 128 && n == trimSpace(n)
+	return l >= 1 && l <= 128
 }
 
 // tenantCreate provisions the session's organisation: 201 the first time,
@@ -75,11 +77,11 @@ func (s *Server) tenantCreate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.Name == nil || !validTenantName(trimSpace(*req.Name)) {
+	if req.Name == nil || !validTenantName(strings.TrimSpace(*req.Name)) {
 		return apperr.Invalid("name", "is required, 1-128 characters")
 	}
 	ctx, id := c.UserContext(), tenantID(c)
-	t, err := s.db.TenantInsert(ctx, queries.TenantInsertParams{ID: id, Name: trimSpace(*req.Name)})
+	t, err := s.db.TenantInsert(ctx, queries.TenantInsertParams{ID: id, Name: strings.TrimSpace(*req.Name)})
 	if store.IsNoRows(err) {
 		existing, err := s.db.TenantGet(ctx, id)
 		if err != nil {
@@ -114,7 +116,7 @@ func (r *tenantUpdateReq) validate() error {
 		return apperr.InvalidRequest("at least one of name, defaultFromAddress, preferredRegion, sendingStatus is required")
 	}
 	if r.Name.Set {
-		r.Name.V = trimSpace(r.Name.V)
+		r.Name.V = strings.TrimSpace(r.Name.V)
 		f.Check(!r.Name.Null && validTenantName(r.Name.V), "name", "must be 1-128 characters")
 	}
 	if v, ok := r.DefaultFromAddress.Value(); ok {
@@ -123,7 +125,7 @@ func (r *tenantUpdateReq) validate() error {
 		r.DefaultFromAddress.V = norm
 	}
 	if v, ok := r.PreferredRegion.Value(); ok {
-		f.Check(trimSpace(v) != "" && len(v) <= 64, "preferredRegion", "must be 1-64 characters")
+		f.Check(strings.TrimSpace(v) != "" && len(v) <= 64, "preferredRegion", "must be 1-64 characters")
 	}
 	if r.SendingStatus.Set {
 		f.Check(!r.SendingStatus.Null && slices.Contains([]string{"sandbox", "enabled", "paused"}, r.SendingStatus.V),
