@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"tidings/emailaddr"
 	"tidings/page"
 	"tidings/queries"
+	"tidings/rules"
 	"tidings/store"
 	"tidings/timefmt"
 )
@@ -39,27 +39,13 @@ type contactJSON struct {
 	UpdatedAt  string          `json:"updatedAt"`
 }
 
-// InactiveDays is whole days since the last event, or since creation when
-// there is none (ADDENDUM section 4).
-func inactiveDays(c queries.Contact, now time.Time) int64 {
-	since := c.CreatedAt
-	if c.LastEventAt != nil {
-		since = *c.LastEventAt
-	}
-	d := now.Sub(since).Hours() / 24
-	if d < 0 {
-		return 0
-	}
-	return int64(math.Floor(d))
-}
-
 func contactView(c queries.Contact, withDerived bool) contactJSON {
 	v := contactJSON{ContactID: c.ID, Email: c.Email, UserID: c.UserID, Properties: c.Properties,
 		Subscribed: c.Subscribed, Suppressed: c.Suppressed,
 		CreatedAt: timefmt.Format(c.CreatedAt), UpdatedAt: timefmt.Format(c.UpdatedAt)}
 	if withDerived {
 		v.Derived = &derivedJSON{TotalSends: c.TotalSends, TotalOpens: c.TotalOpens, TotalClicks: c.TotalClicks,
-			LastEventAt: timefmt.Ptr(c.LastEventAt), InactiveDays: inactiveDays(c, time.Now())}
+			LastEventAt: timefmt.Ptr(c.LastEventAt), InactiveDays: rules.InactiveDays(time.Now(), c.CreatedAt, c.LastEventAt)}
 	}
 	return v
 }

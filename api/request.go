@@ -95,13 +95,6 @@ func jsonError(err error) error {
 		}
 		return apperr.Invalid(te.Field, "must be "+jsonTypeName(te.Type.Kind().String()))
 	}
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return apperr.Invalid(fe.field, fe.msg)
-	}
-	if e, ok := apperr.As(err); ok {
-		return e
-	}
 	return apperr.Invalid("body", "is not valid JSON")
 }
 
@@ -120,10 +113,6 @@ func jsonTypeName(kind string) string {
 	}
 	return "of another type"
 }
-
-type fieldError struct{ field, msg string }
-
-func (e *fieldError) Error() string { return e.field + " " + e.msg }
 
 // Opt is a JSON field that distinguishes absent, null and a value, as PATCH
 // semantics need.

@@ -154,12 +154,14 @@ func (s *Server) templateVersions(c *fiber.Ctx) error {
 		return err
 	}
 	ctx, tid := c.UserContext(), tenantID(c)
-	if _, err := s.templates.Get(ctx, tid, id); err != nil {
-		return err
-	}
+	// A template always has version 1 (versions go with it), so no versions
+	// means no template.
 	rows, err := s.db.TemplateVersionList(ctx, queries.TemplateVersionListParams{TenantID: tid, TemplateID: id})
 	if err != nil {
 		return err
+	}
+	if len(rows) == 0 {
+		return templates.NotFound()
 	}
 	items := make([]fiber.Map, len(rows))
 	for i, v := range rows {

@@ -128,12 +128,12 @@ var Far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // to the millisecond covers that whole millisecond: the entry shown as
 // 12:00:00.123Z is included by to=12:00:00.123Z.
 func Before(after *Cursor, to time.Time) (time.Time, string) {
-	t, id := to.Add(time.Microsecond), ""
+	t := to.Add(time.Microsecond)
 	if to.Nanosecond()%int(time.Millisecond) == 0 {
 		t = to.Add(time.Millisecond)
 	}
-	if after != nil && (after.Time.Before(t) || (after.Time.Equal(t) && after.ID < id)) {
+	if after != nil && after.Time.Before(t) {
 		return after.Time, after.ID
 	}
-	return t, id
+	return t, ""
 }

@@ -157,15 +157,21 @@ func (e *evaluator) derived(n *Node) bool {
 	case DerivedTotalClicks:
 		return evalComparison(n.Operator, e.s.TotalClicks, n.Value)
 	case DerivedInactiveDays:
-		ref := e.s.CreatedAt
-		if e.s.LastEventAt != nil {
-			ref = *e.s.LastEventAt
-		}
-		return evalComparison(n.Operator, inactiveDays(e.env.Now, ref), n.Value)
+		return evalComparison(n.Operator, InactiveDays(e.env.Now, e.s.CreatedAt, e.s.LastEventAt), n.Value)
 	case DerivedLastEventAt:
 		return evalTime(n.Operator, e.s.LastEventAt, n.Value)
 	}
 	return false
+}
+
+// InactiveDays is the derived field of ADDENDUM section 4: whole days since
+// lastEventAt, or since createdAt when there is none. The contact API shows
+// it and rules compare it (the SQL compiler computes the same cut-offs).
+func InactiveDays(now, createdAt time.Time, lastEventAt *time.Time) int64 {
+	if lastEventAt != nil {
+		return inactiveDays(now, *lastEventAt)
+	}
+	return inactiveDays(now, createdAt)
 }
 
 // inactiveDays is the number of whole days (24 hours each) from ref to now,

@@ -317,3 +317,18 @@ func TestToSQLOrdersCheapFirst(t *testing.T) {
 		}
 	}
 }
+
+func TestInactiveDaysUsesLastEventElseCreated(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	created, last := now.Add(-10*24*time.Hour), now.Add(-49*time.Hour)
+	soon := now.Add(time.Hour)
+	for _, tc := range []struct {
+		last *time.Time
+		want int64
+	}{{nil, 10}, {&last, 2}, {&soon, 0}} {
+		if got := InactiveDays(now, created, tc.last); got != tc.want {
+			t.Errorf("last %v: %d, want %d", tc.last, got, tc.want)
+		}
+	}
+}

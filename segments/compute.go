@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,6 +96,3 @@ func (s *Store) Members(ctx context.Context, tenantID, id, after string, limit i
 	rows, err := s.DB.SegmentMembers(ctx, queries.SegmentMembersParams{TenantID: tenantID, SegmentID: id, After: after, Lim: int32(limit)})
 	return seg, rows, err
 }
-
-// ComputedAt is when the members were last confirmed.
-func ComputedAt(seg queries.Segment) *time.Time { return seg.LastComputedAt }

@@ -4,7 +4,6 @@
 package worker
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -38,9 +37,7 @@ func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq
 		Queues:          map[string]int{QueueCritical: 6, QueueDefault: 3, QueueLow: 1},
 		ShutdownTimeout: 30 * time.Second,
 		Logger:          slogAdapter{log},
-		ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
-			log.Error("task failed", "type", t.Type(), "err", err)
-		}),
+		// Failed tasks are logged once, by logTasks (NewMux).
 	})
 }
 
