@@ -3,9 +3,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -81,19 +81,10 @@ func run(log *slog.Logger) error {
 		MJML:        pool,
 		Renderer:    render.NewRenderer(render.RendererOptions{}),
 	})
-	errc := make(chan error, 1)
-	go func() { errc <- app.Listen(cfg.HTTPAddr) }()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
 	log.Info("api listening", "addr", cfg.HTTPAddr)
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: draining in-flight requests")
-	if err := app.ShutdownWithTimeout(30 * time.Second); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	log.Info("api stopped cleanly")
-	return nil
+	return api.Serve(ctx, app, ln, 30*time.Second, log)
 }
