@@ -107,21 +107,19 @@ func eventPage(rows []queries.Event, limit int) fiber.Map {
 	return fiber.Map{"items": items, "nextCursor": next}
 }
 
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 func (s *Server) eventList(c *fiber.Ctx) error {
 	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
-	arg := queries.EventListParams{TenantID: tenantID(c), Name: optString(c.Query("name")), Lim: int32(p.Limit + 1)}
-	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
-	rows, err := s.db.EventList(c.UserContext(), arg)
+	ctx, tid, name, lim := c.UserContext(), tenantID(c), c.Query("name"), int32(p.Limit+1)
+	before, beforeID := page.Before(p.After, page.Far)
+	var rows []queries.Event
+	if name == "" {
+		rows, err = s.db.EventList(ctx, queries.EventListParams{TenantID: tid, BeforeTime: before, BeforeID: beforeID, Lim: lim})
+	} else {
+		rows, err = s.db.EventListByName(ctx, queries.EventListByNameParams{TenantID: tid, Name: name, BeforeTime: before, BeforeID: beforeID, Lim: lim})
+	}
 	if err != nil {
 		return err
 	}
@@ -137,9 +135,14 @@ func (s *Server) eventListByContact(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	arg := queries.EventListByContactParams{TenantID: tenantID(c), ContactID: id, Name: optString(c.Query("name")), Lim: int32(p.Limit + 1)}
-	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
-	rows, err := s.db.EventListByContact(c.UserContext(), arg)
+	ctx, tid, name, lim := c.UserContext(), tenantID(c), c.Query("name"), int32(p.Limit+1)
+	before, beforeID := page.Before(p.After, page.Far)
+	var rows []queries.Event
+	if name == "" {
+		rows, err = s.db.EventListByContact(ctx, queries.EventListByContactParams{TenantID: tid, ContactID: id, BeforeTime: before, BeforeID: beforeID, Lim: lim})
+	} else {
+		rows, err = s.db.EventListByContactAndName(ctx, queries.EventListByContactAndNameParams{TenantID: tid, ContactID: id, Name: name, BeforeTime: before, BeforeID: beforeID, Lim: lim})
+	}
 	if err != nil {
 		return err
 	}

@@ -136,6 +136,9 @@ func TestEventFeeds(t *testing.T) {
 	if n := len(collect(b, tok, "/api/events/contacts/"+c1+"?name=signup")); n != 0 {
 		t.Fatalf("contact feed name filter: %d", n)
 	}
+	if n := len(collect(b, tok, "/api/events/contacts/"+c1+"?name=page_view&limit=6")); n != 20 {
+		t.Fatalf("contact feed name filter, paged: %d", n)
+	}
 	b.expectError("GET", "/api/events/contacts/cnt_nope", tok, nil, 404, "CONTACT_NOT_FOUND")
 	b.expectError("GET", "/api/events?cursor=zzz", tok, nil, 400, "VALIDATION_ERROR")
 }

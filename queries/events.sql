@@ -37,10 +37,20 @@ UPDATE contacts SET
 WHERE tenant_id = @tenant_id AND id = @id
 RETURNING *;
 
+-- The feeds come in pairs, with and without a name filter, rather than one
+-- query with "(@name IS NULL OR name = @name)": each is then one index range
+-- whatever plan PostgreSQL caches for the prepared statement.
+
 -- name: EventList :many
 SELECT * FROM events
 WHERE tenant_id = @tenant_id
-  AND (sqlc.narg(name)::text IS NULL OR name = sqlc.narg(name))
+  AND (occurred_at, id) < (@before_time::timestamptz, @before_id::text)
+ORDER BY occurred_at DESC, id DESC
+LIMIT @lim;
+
+-- name: EventListByName :many
+SELECT * FROM events
+WHERE tenant_id = @tenant_id AND name = @name
   AND (occurred_at, id) < (@before_time::timestamptz, @before_id::text)
 ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;
@@ -48,7 +58,13 @@ LIMIT @lim;
 -- name: EventListByContact :many
 SELECT * FROM events
 WHERE tenant_id = @tenant_id AND contact_id = @contact_id
-  AND (sqlc.narg(name)::text IS NULL OR name = sqlc.narg(name))
+  AND (occurred_at, id) < (@before_time::timestamptz, @before_id::text)
+ORDER BY occurred_at DESC, id DESC
+LIMIT @lim;
+
+-- name: EventListByContactAndName :many
+SELECT * FROM events
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND name = @name
   AND (occurred_at, id) < (@before_time::timestamptz, @before_id::text)
 ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;
