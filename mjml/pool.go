@@ -39,8 +39,9 @@ const (
 )
 
 // Pool compiles MJML on a fixed number of node processes. It is safe for
-// concurrent use. A process that dies is replaced; the compile it was running
-// fails with an error wrapping ErrWorkerExited.
+// concurrent use. A process that dies is replaced and the compile it was
+// running is tried once more; if that one dies too, the compile fails with
+// an error wrapping ErrWorkerExited.
 type Pool struct {
 	opts Options
 	dir  string
@@ -163,6 +164,16 @@ func resolveDir(dir string) (string, error) {
 // Compile turns MJML into HTML. Invalid MJML returns a *ValidationError. The
 // wait for a free worker is bounded by ctx and by Options.Timeout.
 func (p *Pool) Compile(ctx context.Context, src string) (string, error) {
+	html, err := p.compile(ctx, src)
+	if errors.Is(err, ErrWorkerExited) && ctx.Err() == nil {
+		// Compiling is pure, so the replacement of a worker that died under
+		// this request (or just before taking it) tries it once more.
+		html, err = p.compile(ctx, src)
+	}
+	return html, err
+}
+
+func (p *Pool) compile(ctx context.Context, src string) (string, error) {
 	req := &request{ctx: ctx, src: src, done: make(chan result, 1)}
 	wait := time.NewTimer(p.opts.Timeout)
 	defer wait.Stop()
