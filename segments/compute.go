@@ -81,8 +81,22 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 		res.Changed = joined.RowsAffected() + left.RowsAffected()
 		return err
 	})
+	if err == nil && res.Changed >= analyzeAfterChanged {
+		// Fresh statistics, or the planner still believes the segment holds
+		// what it held before and pages its new members by sorting all of
+		// them (measured: 250 ms instead of 0.5 ms for a page at 1M
+		// members) until autovacuum gets round to it. ANALYZE samples, so it
+		// costs the same whatever the table's size.
+		// The compute has committed: a failed ANALYZE only leaves the
+		// statistics to autovacuum, so it is not the caller's error.
+		_, _ = s.DB.Pool.Exec(ctx, `ANALYZE segment_members`)
+	}
 	return res, err
 }
+
+// analyzeAfterChanged is how many membership changes make a compute refresh
+// segment_members' statistics.
+const analyzeAfterChanged = 10_000
 
 // Members returns up to limit member contact ids after the given one.
 func (s *Store) Members(ctx context.Context, tenantID, id, after string, limit int) (queries.Segment, []string, error) {
