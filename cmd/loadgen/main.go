@@ -29,6 +29,7 @@ const (
 	maxRate        = 200000
 	maxRequests    = 50_000_000
 	maxRounds      = 20
+	maxTenants     = 1000
 )
 
 // targetsFlag collects repeated -target name=url[,pid=N] values.
@@ -93,6 +94,8 @@ func run() error {
 		return fmt.Errorf("-n must be within 1-%d", maxRequests)
 	case *rounds < 1 || *rounds > maxRounds:
 		return fmt.Errorf("-rounds must be within 1-%d", maxRounds)
+	case *tenants < 1 || *tenants > maxTenants:
+		return fmt.Errorf("-tenants must be within 1-%d", maxTenants)
 	}
 	if *org == "" {
 		*org = fmt.Sprintf("loadgen_%d", time.Now().Unix())
