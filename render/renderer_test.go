@@ -320,3 +320,41 @@ func TestLiquidSurvivesMJML(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderTextWithWhitespaceControl(t *testing.T) {
+	t.Parallel()
+	// Whitespace control ({%- -%}) would trim the line breaks between
+	// blocks out of a text template, so such a version's text is derived
+	// from each rendered HTML.
+	r := NewRenderer(RendererOptions{})
+	html := "<h1>Hi {{ name }}</h1>\n{%- for i in items -%}\n<p>{{ i }}</p>\n{%- endfor -%}\n<p>Bye</p>"
+	vars := map[string]any{"name": "Ada", "items": []any{"one", "two"}}
+	m, err := r.Render("t", 1, "s", html, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := HTMLToText(m.HTML); m.Text != want {
+		t.Errorf("text = %q, want %q", m.Text, want)
+	}
+}
+
+func TestRenderTextFromTextTemplate(t *testing.T) {
+	t.Parallel()
+	// A tag that writes output (cycle) keeps the skeleton from making the
+	// text, so this version's text part comes from its text template, which
+	// must read as the text derived from the rendered HTML does.
+	r := NewRenderer(RendererOptions{})
+	html := `<h1>Hi {{ name }}</h1>{% for i in items %}<p>{% cycle "odd", "even" %} {{ i }}</p>{% endfor %}<p>Bye</p>`
+	vars := map[string]any{"name": "Ada", "items": []any{"one", "two"}}
+	m, err := r.Render("t", 1, "s", html, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := r.cache.Get(cacheKey{"t", 1})
+	if p.text == nil || (p.skel != nil && p.skel.text != nil) {
+		t.Fatalf("this version should take the text-template path (text %v, skeleton %v)", p.text != nil, p.skel != nil)
+	}
+	if want := HTMLToText(m.HTML); m.Text != want {
+		t.Errorf("text = %q, want %q", m.Text, want)
+	}
+}

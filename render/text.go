@@ -147,6 +147,11 @@ func textTemplate(html string) (*liquid.Template, bool) {
 		switch t.Type {
 		case parser.TextTokenType:
 			b.WriteString(t.Source)
+		case parser.TrimLeftTokenType, parser.TrimRightTokenType:
+			// Whitespace control trims the text around it, and in the text
+			// part that whitespace is the line breaks between blocks: each
+			// message's text is derived from its HTML instead.
+			return nil, false
 		case parser.ObjTokenType, parser.TagTokenType:
 			b.WriteString(placeholderOpen + strconv.Itoa(len(sources)) + placeholderClose)
 			sources = append(sources, t.Source)
