@@ -61,13 +61,7 @@ type contactReq struct {
 func (r *contactReq) input() (contacts.Input, error) {
 	var f apperr.Fields
 	var in contacts.Input
-	email, ok := emailaddr.Normalize(r.Email.V)
-	switch {
-	case !r.Email.Set || r.Email.Null || r.Email.V == "":
-		f.Add("email", "is required")
-	case !ok:
-		f.Add("email", "must be a valid email address")
-	}
+	email := requiredEmail(&f, r.Email)
 	in.Email = email
 	if v, ok := r.UserID.Value(); ok {
 		f.Check(contacts.ValidUserID(v), "userId", "must be at most 256 characters")
@@ -82,6 +76,19 @@ func (r *contactReq) input() (contacts.Input, error) {
 	mergeFields(&f, err)
 	in.Properties = p
 	return in, f.Err()
+}
+
+// requiredEmail normalises a required email field (trimmed, lower-cased,
+// valid), noting in f what is wrong with it.
+func requiredEmail(f *apperr.Fields, v Opt[string]) string {
+	email, ok := emailaddr.Normalize(v.V)
+	switch {
+	case !v.Set || v.Null || v.V == "":
+		f.Add("email", "is required")
+	case !ok:
+		f.Add("email", "must be a valid email address")
+	}
+	return email
 }
 
 // mergeFields copies a validation error's fields into f.

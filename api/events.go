@@ -8,7 +8,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"tidings/apperr"
-	"tidings/emailaddr"
 	"tidings/events"
 	"tidings/page"
 	"tidings/queries"
@@ -35,13 +34,7 @@ type eventReq struct {
 func (r *eventReq) custom(tenantID string, now time.Time) (events.Custom, error) {
 	var f apperr.Fields
 	in := events.Custom{TenantID: tenantID, Timestamp: now, UpdateContact: true}
-	email, ok := emailaddr.Normalize(r.Email.V)
-	switch {
-	case !r.Email.Set || r.Email.Null || r.Email.V == "":
-		f.Add("email", "is required")
-	case !ok:
-		f.Add("email", "must be a valid email address")
-	}
+	email := requiredEmail(&f, r.Email)
 	in.Email = email
 	if !r.Name.Set || r.Name.Null {
 		f.Add("name", "is required")

@@ -98,6 +98,8 @@ func isJunkByte(c byte) bool {
 	return c <= 0x20 || c >= 0x7f
 }
 
+// droppedNames are the elements Sanitize removes wherever they appear (the
+// guard looks for them by name; droppedElements is the same set).
 var droppedNames = []string{"script", "iframe", "object", "embed"}
 
 func hasDroppedElement(s string) bool {

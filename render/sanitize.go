@@ -67,7 +67,13 @@ const (
 
 // droppedElements are removed wherever they appear. script and iframe are
 // raw-text elements to the tokenizer, so their content goes with them.
-var droppedElements = map[string]bool{"script": true, "iframe": true, "object": true, "embed": true}
+var droppedElements = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range droppedNames {
+		m[n] = true
+	}
+	return m
+}()
 
 // rawTextElements are those whose content the tokenizer returns as one text
 // token (golang.org/x/net/html readStartTag). Their content is sanitised as

@@ -281,6 +281,13 @@ func TestPutStateChangesInPlace(t *testing.T) {
 	if !on.Enabled || on.DisableReason != nil || on.CurrentVersion != 1 {
 		t.Fatalf("enabled %v reason %v version %d", on.Enabled, on.DisableReason, on.CurrentVersion)
 	}
+	// A reason sent to an enabled template, or with enabled: true, is not
+	// kept: it is recorded when disabling.
+	for _, p := range []templates.Put{{DisableReason: ptr("x")}, {Enabled: ptr(true), DisableReason: ptr("y")}} {
+		if got := b.put(t, b.tenant, "welcome", p); !got.Enabled || got.DisableReason != nil {
+			t.Fatalf("enabled %v reason %v", got.Enabled, got.DisableReason)
+		}
+	}
 	if got := b.versions(t, b.tenant, "welcome"); !slices.Equal(got, []int32{1}) {
 		t.Fatalf("versions %v: state changes must not make versions", got)
 	}

@@ -239,12 +239,13 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compile
 	}
 	if p.Enabled != nil {
 		next.Enabled = *p.Enabled
-		if next.Enabled {
-			next.DisableReason = nil
-		}
 	}
 	if p.DisableReason != nil {
 		next.DisableReason = p.DisableReason
+	}
+	if next.Enabled {
+		// A reason is recorded when disabling; an enabled template has none.
+		next.DisableReason = nil
 	}
 	contentChanged := next.Name != cur.Name || next.Subject != cur.Subject || next.Content != cur.Content
 	stateChanged := next.Enabled != cur.Enabled || !equalPtr(next.DisableReason, cur.DisableReason)
