@@ -9,7 +9,7 @@ RUN CGO_ENABLED=0 go build -o /out/api ./cmd/api && \
 
 FROM node:20-bookworm-slim
 WORKDIR /app
-COPY mjml/node/package.json mjml/node/package-lock.json mjml/node/worker.js /app/mjml/node/
+COPY internal/mjml/node/package.json internal/mjml/node/package-lock.json internal/mjml/node/worker.js /app/mjml/node/
 RUN npm ci --prefix /app/mjml/node --omit=dev --no-audit --no-fund
 ENV MJML_DIR=/app/mjml/node
 COPY --from=build /out/ /app/bin/

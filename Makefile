@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 SQLC_VERSION := v1.29.0
 SQLC := bin/sqlc
+GOTESTSUM_VERSION := v1.13.0
+GOTESTSUM := bin/gotestsum
 GO_PACKAGES := ./...
 
 .DEFAULT_GOAL := help
@@ -25,11 +27,11 @@ run: services build ## Build, prepare the database and start api + worker locall
 	@scripts/run.sh
 
 .PHONY: mjml-deps
-mjml-deps: mjml/node/node_modules/.package-lock.json ## Install the pinned mjml npm package (npm ci)
+mjml-deps: internal/mjml/node/node_modules/.package-lock.json ## Install the pinned mjml npm package (npm ci)
 
-mjml/node/node_modules/.package-lock.json: mjml/node/package.json mjml/node/package-lock.json
+internal/mjml/node/node_modules/.package-lock.json: internal/mjml/node/package.json internal/mjml/node/package-lock.json
 	@command -v node >/dev/null || { echo "node is required for MJML (apt-get install nodejs npm)"; exit 1; }
-	npm ci --prefix mjml/node --no-audit --no-fund --loglevel=error
+	npm ci --prefix internal/mjml/node --no-audit --no-fund --loglevel=error
 	@touch $@
 
 .PHONY: test
@@ -37,7 +39,8 @@ test: services tools mjml-deps ## vet, gofmt, generated-code check and go test -
 	go vet $(GO_PACKAGES)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(SQLC) diff || (echo "generated code is stale: run make generate" && exit 1)
-	go test -race -count=1 $(GO_PACKAGES)
+	@echo "go test -race: building the race binaries takes a few minutes the first time; then one line per package"
+	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -count=1 $(GO_PACKAGES)
 
 .PHONY: generate
 generate: tools ## Regenerate sqlc code from queries/ and schema/
@@ -60,7 +63,10 @@ token: ## Print a dev session token: make token ORG=acme
 	@DASHBOARD_JWT_SECRET=$${DASHBOARD_JWT_SECRET:-dev-dashboard-secret} go run ./cmd/devtoken -org "$(ORG)"
 
 .PHONY: tools
-tools: ## Install the pinned sqlc into bin/
+tools: ## Install the pinned sqlc and gotestsum into bin/
+	@if ! [ -x $(GOTESTSUM) ] || [ "$$($(GOTESTSUM) --version)" != "gotestsum version $(GOTESTSUM_VERSION)" ]; then \
+		GOBIN=$(CURDIR)/bin go install gotest.tools/gotestsum@$(GOTESTSUM_VERSION); \
+	fi
 	@if ! [ -x $(SQLC) ] || [ "$$($(SQLC) version)" != "$(SQLC_VERSION)" ]; then \
 		echo "installing sqlc $(SQLC_VERSION) (first time only, takes a few minutes)"; \
 		GOBIN=$(CURDIR)/bin go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION); \

@@ -8,13 +8,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/auth"
-	"tidings/ids"
-	"tidings/keycache"
+	"tidings/internal/apperr"
+	"tidings/internal/auth"
+	"tidings/internal/ids"
+	"tidings/internal/keycache"
+	"tidings/internal/store"
 	"tidings/queries"
-	"tidings/store"
-	"tidings/timefmt"
 )
 
 const maxActiveKeys = 10
@@ -81,7 +80,7 @@ func (s *Server) apiKeyCreate(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Status(http.StatusCreated).JSON(apiKeyCreatedJSON{
-		KeyID: row.ID, Name: row.Name, KeyPrefix: row.KeyPrefix, RawKey: key.Raw, CreatedAt: timefmt.Format(row.CreatedAt)})
+		KeyID: row.ID, Name: row.Name, KeyPrefix: row.KeyPrefix, RawKey: key.Raw, CreatedAt: formatTime(row.CreatedAt)})
 }
 
 func (s *Server) apiKeyList(c *fiber.Ctx) error {
@@ -102,7 +101,7 @@ func (s *Server) listAPIKeys(c *fiber.Ctx, tenant string) error {
 			status = "revoked"
 		}
 		items[i] = apiKeyJSON{KeyID: k.ID, TenantID: k.TenantID, Name: k.Name, KeyPrefix: k.KeyPrefix,
-			Status: status, CreatedAt: timefmt.Format(k.CreatedAt)}
+			Status: status, CreatedAt: formatTime(k.CreatedAt)}
 	}
 	return c.JSON(fiber.Map{"items": items})
 }

@@ -13,16 +13,16 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/redis/go-redis/v9"
 
-	"tidings/auth"
-	"tidings/config"
-	"tidings/contacts"
-	"tidings/events"
-	"tidings/keycache"
-	"tidings/ratelimit"
-	"tidings/render"
-	"tidings/segments"
-	"tidings/store"
-	"tidings/templates"
+	"tidings/internal/auth"
+	"tidings/internal/config"
+	"tidings/internal/contacts"
+	"tidings/internal/events"
+	"tidings/internal/keycache"
+	"tidings/internal/ratelimit"
+	"tidings/internal/render"
+	"tidings/internal/segments"
+	"tidings/internal/store"
+	"tidings/internal/templates"
 )
 
 const bodyLimit = 1 << 20

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/store"
+	"tidings/internal/store"
 )
 
 // NewBare builds the baseline of the HTTP benchmark (docs/benchmarks.md): the

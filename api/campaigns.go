@@ -9,12 +9,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/ids"
-	"tidings/page"
+	"tidings/internal/apperr"
+	"tidings/internal/ids"
+	"tidings/internal/page"
+	"tidings/internal/store"
 	"tidings/queries"
-	"tidings/store"
-	"tidings/timefmt"
 )
 
 var campaignStatuses = []string{"draft", "active", "paused", "completed", "archived"}
@@ -36,7 +35,7 @@ type campaignJSON struct {
 func campaignView(c queries.Campaign) campaignJSON {
 	return campaignJSON{CampaignID: c.ID, Name: c.Name, Description: c.Description, Status: c.Status,
 		SequenceIDs: c.SequenceIds, TemplateIDs: c.TemplateIds, SegmentID: c.SegmentID, Goals: c.Goals,
-		StartedAt: timefmt.Ptr(c.StartedAt), CreatedAt: timefmt.Format(c.CreatedAt), UpdatedAt: timefmt.Format(c.UpdatedAt)}
+		StartedAt: formatTimePtr(c.StartedAt), CreatedAt: formatTime(c.CreatedAt), UpdatedAt: formatTime(c.UpdatedAt)}
 }
 
 type campaignReq struct {

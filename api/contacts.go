@@ -9,14 +9,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/contacts"
-	"tidings/emailaddr"
-	"tidings/page"
+	"tidings/internal/apperr"
+	"tidings/internal/contacts"
+	"tidings/internal/page"
+	"tidings/internal/rules"
+	"tidings/internal/store"
 	"tidings/queries"
-	"tidings/rules"
-	"tidings/store"
-	"tidings/timefmt"
 )
 
 type derivedJSON struct {
@@ -42,10 +40,10 @@ type contactJSON struct {
 func contactView(c queries.Contact, withDerived bool) contactJSON {
 	v := contactJSON{ContactID: c.ID, Email: c.Email, UserID: c.UserID, Properties: c.Properties,
 		Subscribed: c.Subscribed, Suppressed: c.Suppressed,
-		CreatedAt: timefmt.Format(c.CreatedAt), UpdatedAt: timefmt.Format(c.UpdatedAt)}
+		CreatedAt: formatTime(c.CreatedAt), UpdatedAt: formatTime(c.UpdatedAt)}
 	if withDerived {
 		v.Derived = &derivedJSON{TotalSends: c.TotalSends, TotalOpens: c.TotalOpens, TotalClicks: c.TotalClicks,
-			LastEventAt: timefmt.Ptr(c.LastEventAt), InactiveDays: rules.InactiveDays(time.Now(), c.CreatedAt, c.LastEventAt)}
+			LastEventAt: formatTimePtr(c.LastEventAt), InactiveDays: rules.InactiveDays(time.Now(), c.CreatedAt, c.LastEventAt)}
 	}
 	return v
 }
@@ -81,7 +79,7 @@ func (r *contactReq) input() (contacts.Input, error) {
 // requiredEmail normalises a required email field (trimmed, lower-cased,
 // valid), noting in f what is wrong with it.
 func requiredEmail(f *apperr.Fields, v Opt[string]) string {
-	email, ok := emailaddr.Normalize(v.V)
+	email, ok := contacts.NormalizeEmail(v.V)
 	switch {
 	case !v.Set || v.Null || v.V == "":
 		f.Add("email", "is required")
@@ -148,7 +146,7 @@ func (s *Server) contactUpsert(c *fiber.Ctx) error {
 func (s *Server) contactList(c *fiber.Ctx) error {
 	ctx, tid := c.UserContext(), tenantID(c)
 	if raw := emailQuery(c); raw != "" {
-		email, ok := emailaddr.Normalize(raw)
+		email, ok := contacts.NormalizeEmail(raw)
 		if !ok {
 			return apperr.Invalid("email", "must be a valid email address")
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
+	"tidings/internal/apperr"
 )
 
 type errorBody struct {

@@ -7,11 +7,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/events"
-	"tidings/page"
+	"tidings/internal/apperr"
+	"tidings/internal/events"
+	"tidings/internal/page"
 	"tidings/queries"
-	"tidings/timefmt"
 )
 
 type eventJSON struct {
@@ -46,7 +45,7 @@ func (r *eventReq) custom(tenantID string, now time.Time) (events.Custom, error)
 	mergeFields(&f, err)
 	in.Properties = props
 	if v, ok := r.Timestamp.Value(); ok {
-		ts, err := timefmt.Parse(v)
+		ts, err := parseTime(v)
 		if err != nil {
 			f.Add("timestamp", "must be an ISO 8601 timestamp")
 		} else if err := events.ValidateTimestamp(ts, now); err != nil {
@@ -76,7 +75,7 @@ func (s *Server) eventCreate(c *fiber.Ctx) error {
 	}
 	out := fiber.Map{
 		"event": eventJSON{EventID: rec.EventID, Name: rec.Name, Properties: rec.Properties,
-			Timestamp: timefmt.Format(rec.Timestamp), ProcessedSequences: rec.ProcessedSequences},
+			Timestamp: formatTime(rec.Timestamp), ProcessedSequences: rec.ProcessedSequences},
 		"contactId":          rec.ContactID,
 		"triggeredSequences": rec.TriggeredSequences,
 	}
@@ -88,7 +87,7 @@ func (s *Server) eventCreate(c *fiber.Ctx) error {
 
 func eventView(e queries.Event) eventJSON {
 	return eventJSON{EventID: e.ID, ContactID: e.ContactID, Name: e.Name, Properties: e.Properties,
-		Timestamp: timefmt.Format(e.OccurredAt), ProcessedSequences: e.ProcessedSequences}
+		Timestamp: formatTime(e.OccurredAt), ProcessedSequences: e.ProcessedSequences}
 }
 
 func eventPage(rows []queries.Event, limit int) fiber.Map {
@@ -168,12 +167,12 @@ func (s *Server) contactTimeline(c *fiber.Ctx) error {
 	var f apperr.Fields
 	from, to := timelineStart, page.Far
 	if v := c.Query("from"); v != "" {
-		if from, err = timefmt.Parse(v); err != nil {
+		if from, err = parseTime(v); err != nil {
 			f.Add("from", "must be an ISO 8601 timestamp")
 		}
 	}
 	if v := c.Query("to"); v != "" {
-		if to, err = timefmt.Parse(v); err != nil {
+		if to, err = parseTime(v); err != nil {
 			f.Add("to", "must be an ISO 8601 timestamp")
 		}
 	}
@@ -207,7 +206,7 @@ func timelineView(r queries.TimelineRow) timelineJSON {
 		data = map[string]any{}
 	}
 	if r.Kind != "event" {
-		return timelineJSON{Type: r.Name, Timestamp: timefmt.Format(r.OccurredAt), Data: data}
+		return timelineJSON{Type: r.Name, Timestamp: formatTime(r.OccurredAt), Data: data}
 	}
 	typ := events.TimelineType(r.Name)
 	out := map[string]any{"eventId": r.ID, "name": r.Name}
@@ -218,5 +217,5 @@ func timelineView(r queries.TimelineRow) timelineJSON {
 			out[k] = v
 		}
 	}
-	return timelineJSON{Type: typ, Timestamp: timefmt.Format(r.OccurredAt), Data: out}
+	return timelineJSON{Type: typ, Timestamp: formatTime(r.OccurredAt), Data: out}
 }

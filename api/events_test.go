@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"tidings/events"
+	"tidings/internal/events"
 	"tidings/queries"
-	"tidings/timefmt"
 )
 
 func TestEventCreate(t *testing.T) {
@@ -23,7 +22,7 @@ func TestEventCreate(t *testing.T) {
 		"properties": map[string]any{"amount": 12.5, "sku": "A1", "gift": false, "big": 12345678901234567},
 		"timestamp":  ts.Format(time.RFC3339Nano)}, 201)
 	ev := r.body["event"].(map[string]any)
-	if ev["name"] != "purchase.completed" || ev["timestamp"] != timefmt.Format(ts) || r.body["contactId"] != cid {
+	if ev["name"] != "purchase.completed" || ev["timestamp"] != formatTime(ts) || r.body["contactId"] != cid {
 		t.Fatalf("%s", r.raw)
 	}
 	if len(ev["eventId"].(string)) < 5 || ev["eventId"].(string)[:4] != "evt_" {
@@ -39,7 +38,7 @@ func TestEventCreate(t *testing.T) {
 		t.Fatalf("large number not kept exactly: %s", r.raw)
 	}
 	contact := r.body["contact"].(map[string]any)
-	if contact["derived"].(map[string]any)["lastEventAt"] != timefmt.Format(ts) {
+	if contact["derived"].(map[string]any)["lastEventAt"] != formatTime(ts) {
 		t.Fatalf("lastEventAt not updated: %v", contact["derived"])
 	}
 
@@ -51,7 +50,7 @@ func TestEventCreate(t *testing.T) {
 		t.Fatalf("contact included with updateContact=false: %s", r.raw)
 	}
 	g := b.expect("GET", fmt.Sprint("/api/contacts/", cid), tok, nil, 200)
-	if g.body["derived"].(map[string]any)["lastEventAt"] != timefmt.Format(ts) {
+	if g.body["derived"].(map[string]any)["lastEventAt"] != formatTime(ts) {
 		t.Fatalf("lastEventAt moved: %v", g.body["derived"])
 	}
 }

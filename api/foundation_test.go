@@ -15,8 +15,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
-	"tidings/auth"
-	"tidings/config"
+	"tidings/internal/auth"
+	"tidings/internal/config"
 )
 
 func TestErrorEnvelopes(t *testing.T) {

@@ -16,14 +16,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"tidings/auth"
-	"tidings/config"
-	"tidings/keycache"
-	"tidings/mjml"
-	"tidings/ratelimit"
-	"tidings/render"
-	"tidings/store"
-	"tidings/testenv"
+	"tidings/internal/auth"
+	"tidings/internal/config"
+	"tidings/internal/keycache"
+	"tidings/internal/mjml"
+	"tidings/internal/ratelimit"
+	"tidings/internal/render"
+	"tidings/internal/store"
+	"tidings/internal/testenv"
 )
 
 const testSecret = "test-dashboard-secret"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tidings/config"
+	"tidings/internal/config"
 )
 
 // revokeBehindTheCache marks the key revoked in the database without going

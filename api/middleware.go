@@ -7,9 +7,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/auth"
-	"tidings/store"
+	"tidings/internal/apperr"
+	"tidings/internal/auth"
+	"tidings/internal/store"
 )
 
 // Principal is who made a request: a tenant, through either an API key or

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"tidings/auth"
-	"tidings/config"
-	"tidings/ratelimit"
-	"tidings/testenv"
+	"tidings/internal/auth"
+	"tidings/internal/config"
+	"tidings/internal/ratelimit"
+	"tidings/internal/testenv"
 )
 
 func TestRateLimit(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
+	"tidings/internal/apperr"
 )
 
 // decodeJSON decodes a request body into dst, which must be a pointer to a

@@ -9,11 +9,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/page"
+	"tidings/internal/apperr"
+	"tidings/internal/page"
+	"tidings/internal/segments"
 	"tidings/queries"
-	"tidings/segments"
-	"tidings/timefmt"
 )
 
 const (
@@ -42,7 +41,7 @@ func segmentView(s queries.Segment, dependedBy []string) segmentJSON {
 	}
 	return segmentJSON{SegmentID: s.ID, Name: s.Name, Description: s.Description, Rules: s.Rules, Enabled: s.Enabled,
 		MemberCount: s.MemberCount, DependsOn: s.DependsOn, DependedBy: dependedBy, Version: segments.Version(s.Version),
-		LastComputedAt: timefmt.Ptr(s.LastComputedAt), CreatedAt: timefmt.Format(s.CreatedAt), UpdatedAt: timefmt.Format(s.UpdatedAt)}
+		LastComputedAt: formatTimePtr(s.LastComputedAt), CreatedAt: formatTime(s.CreatedAt), UpdatedAt: formatTime(s.UpdatedAt)}
 }
 
 type segmentReq struct {
@@ -198,7 +197,7 @@ func (s *Server) segmentMembers(c *fiber.Ctx) error {
 		return err
 	}
 	members, next := page.Trim(members, p.Limit, func(m string) page.Cursor { return page.Cursor{ID: m} })
-	computedAt := timefmt.Ptr(seg.LastComputedAt)
+	computedAt := formatTimePtr(seg.LastComputedAt)
 	version := segments.Version(seg.Version)
 	if seg.ComputedVersion != nil {
 		version = segments.Version(*seg.ComputedVersion)
@@ -252,7 +251,7 @@ func (s *Server) contactSegments(c *fiber.Ctx) error {
 	}
 	items := make([]fiber.Map, len(rows))
 	for i, r := range rows {
-		items[i] = fiber.Map{"segmentId": r.ID, "name": r.Name, "memberCount": r.MemberCount, "computedAt": timefmt.Ptr(r.LastComputedAt)}
+		items[i] = fiber.Map{"segmentId": r.ID, "name": r.Name, "memberCount": r.MemberCount, "computedAt": formatTimePtr(r.LastComputedAt)}
 	}
 	return c.JSON(fiber.Map{"items": items})
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tidings/config"
+	"tidings/internal/config"
 )
 
 func rule(field, op string, value any) map[string]any {

@@ -12,8 +12,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"tidings/auth"
-	"tidings/ratelimit"
+	"tidings/internal/auth"
+	"tidings/internal/ratelimit"
 )
 
 // SIGTERM (ctx ending) lets a request in flight finish and then stops.

@@ -5,12 +5,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/ids"
-	"tidings/page"
+	"tidings/internal/apperr"
+	"tidings/internal/ids"
+	"tidings/internal/page"
+	"tidings/internal/templates"
 	"tidings/queries"
-	"tidings/templates"
-	"tidings/timefmt"
 )
 
 type templateJSON struct {
@@ -29,7 +28,7 @@ type templateJSON struct {
 func templateView(t queries.Template, withContent bool) templateJSON {
 	v := templateJSON{TemplateID: t.ID, Name: t.Name, Subject: t.Subject, CurrentVersion: t.CurrentVersion,
 		Enabled: t.Enabled, DisableReason: t.DisableReason, RequiredVariables: t.RequiredVariables,
-		CreatedAt: timefmt.Format(t.CreatedAt), UpdatedAt: timefmt.Format(t.UpdatedAt)}
+		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt)}
 	if withContent {
 		v.Content = &t.Content
 	}
@@ -165,7 +164,7 @@ func (s *Server) templateVersions(c *fiber.Ctx) error {
 	}
 	items := make([]fiber.Map, len(rows))
 	for i, v := range rows {
-		items[i] = fiber.Map{"version": v.Version, "subject": v.Subject, "updatedAt": timefmt.Format(v.CreatedAt)}
+		items[i] = fiber.Map{"version": v.Version, "subject": v.Subject, "updatedAt": formatTime(v.CreatedAt)}
 	}
 	return c.JSON(fiber.Map{"items": items})
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"tidings/config"
+	"tidings/internal/config"
 )
 
 const newsletterMJML = `<mjml>

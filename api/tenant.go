@@ -9,11 +9,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"tidings/apperr"
-	"tidings/emailaddr"
+	"tidings/internal/apperr"
+	"tidings/internal/contacts"
+	"tidings/internal/store"
 	"tidings/queries"
-	"tidings/store"
-	"tidings/timefmt"
 )
 
 const maxWhitelist = 50
@@ -51,9 +50,9 @@ func tenantView(t queries.Tenant) tenantJSON {
 		SendingStatus: t.SendingStatus, SandboxWhitelist: t.SandboxWhitelist,
 		ContactCount: t.ContactCount, MonthlySendCount: sends, MonthlySendCountPeriod: period,
 		BillingStatus: t.BillingStatus, BillingCustomerID: t.BillingCustomerID,
-		BillingSubscriptionID: t.BillingSubscriptionID, PlanPeriodEnd: timefmt.Ptr(t.PlanPeriodEnd),
+		BillingSubscriptionID: t.BillingSubscriptionID, PlanPeriodEnd: formatTimePtr(t.PlanPeriodEnd),
 		DefaultFromAddress: t.DefaultFromAddress, PreferredRegion: t.PreferredRegion,
-		CreatedAt: timefmt.Format(t.CreatedAt), UpdatedAt: timefmt.Format(t.UpdatedAt),
+		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 	}
 }
 
@@ -120,7 +119,7 @@ func (r *tenantUpdateReq) validate() error {
 		f.Check(!r.Name.Null && validTenantName(r.Name.V), "name", "must be 1-128 characters")
 	}
 	if v, ok := r.DefaultFromAddress.Value(); ok {
-		norm, valid := emailaddr.Normalize(v)
+		norm, valid := contacts.NormalizeEmail(v)
 		f.Check(valid, "defaultFromAddress", "must be a valid email address")
 		r.DefaultFromAddress.V = norm
 	}
@@ -189,7 +188,7 @@ func (s *Server) whitelistAdd(c *fiber.Ctx) error {
 	if req.Email == nil {
 		return apperr.Invalid("email", "is required")
 	}
-	email, ok := emailaddr.Normalize(*req.Email)
+	email, ok := contacts.NormalizeEmail(*req.Email)
 	if !ok {
 		return apperr.Invalid("email", "must be a valid email address")
 	}
@@ -209,7 +208,7 @@ func (s *Server) whitelistRemove(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	email, _ := emailaddr.Normalize(raw)
+	email, _ := contacts.NormalizeEmail(raw)
 	return s.editWhitelist(c, func(list []string) ([]string, error) {
 		return slices.DeleteFunc(list, func(e string) bool { return e == email }), nil
 	})

@@ -28,7 +28,7 @@ source bench/lib.sh
 echo "building bin/api, bin/bare, bin/loadgen"
 go build -o bin/api ./cmd/api
 go build -o bin/bare ./bench/bare
-go build -o bin/loadgen ./cmd/loadgen
+go build -o bin/loadgen ./bench/cmd/loadgen
 
 fresh_db
 

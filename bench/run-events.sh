@@ -34,7 +34,7 @@ export OUTBOX_DIR=$OUT/outbox
 echo "building bin/api, bin/worker, bin/loadgen, bin/pgxevents"
 go build -o bin/api ./cmd/api
 go build -o bin/worker ./cmd/worker
-go build -o bin/loadgen ./cmd/loadgen
+go build -o bin/loadgen ./bench/cmd/loadgen
 go build -o bin/pgxevents ./bench/pgxevents
 
 fresh_db

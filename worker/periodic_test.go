@@ -8,8 +8,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"tidings/redisconn"
-	"tidings/testenv"
+	"tidings/internal/config"
+	"tidings/internal/testenv"
 )
 
 // Several worker processes each run a scheduler; every period is enqueued
@@ -17,7 +17,7 @@ import (
 func TestPeriodicEnqueuedOncePerPeriodAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	url, _ := testenv.RedisDB(t)
-	opt, err := redisconn.AsynqOpt(url)
+	opt, err := config.AsynqRedis(url)
 	if err != nil {
 		t.Fatal(err)
 	}

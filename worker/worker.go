@@ -10,8 +10,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"tidings/config"
-	"tidings/store"
+	"tidings/internal/config"
+	"tidings/internal/store"
 )
 
 // Queue names, highest priority first.

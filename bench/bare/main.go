@@ -13,16 +13,19 @@ import (
 	"syscall"
 
 	"tidings/api"
-	"tidings/config"
-	"tidings/logging"
-	"tidings/store"
+	"tidings/internal/config"
+	"tidings/internal/store"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "listen address")
 	tenant := flag.String("tenant", "", "tenant whose API keys GET /api/api-keys lists")
 	flag.Parse()
-	log := logging.New("bare")
+	log, err := config.NewLogger("bare")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bare:", err)
+		os.Exit(1)
+	}
 	if err := run(log, *addr, *tenant); err != nil {
 		log.Error("bare stopped", "err", err)
 		os.Exit(1)

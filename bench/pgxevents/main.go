@@ -18,9 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tidings/events"
-	"tidings/loadgen"
-	"tidings/store"
+	"tidings/bench/loadgen"
+	"tidings/internal/events"
+	"tidings/internal/store"
 )
 
 func main() {

@@ -12,19 +12,21 @@ import (
 	"time"
 
 	"tidings/api"
-	"tidings/auth"
-	"tidings/config"
-	"tidings/keycache"
-	"tidings/logging"
-	"tidings/mjml"
-	"tidings/ratelimit"
-	"tidings/redisconn"
-	"tidings/render"
-	"tidings/store"
+	"tidings/internal/auth"
+	"tidings/internal/config"
+	"tidings/internal/keycache"
+	"tidings/internal/mjml"
+	"tidings/internal/ratelimit"
+	"tidings/internal/render"
+	"tidings/internal/store"
 )
 
 func main() {
-	log := logging.New("api")
+	log, err := config.NewLogger("api")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
 	if err := run(log); err != nil {
 		log.Error("api stopped", "err", err)
 		os.Exit(1)
@@ -52,7 +54,7 @@ func run(log *slog.Logger) error {
 			return err
 		}
 	}
-	rdb, err := redisconn.Open(ctx, cfg.RedisURL)
+	rdb, err := config.OpenRedis(ctx, cfg.RedisURL)
 	if err != nil {
 		return err
 	}

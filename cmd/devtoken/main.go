@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"tidings/auth"
+	"tidings/internal/auth"
 )
 
 func main() {

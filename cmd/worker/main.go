@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,15 +15,17 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"tidings/config"
-	"tidings/logging"
-	"tidings/redisconn"
-	"tidings/store"
+	"tidings/internal/config"
+	"tidings/internal/store"
 	"tidings/worker"
 )
 
 func main() {
-	log := logging.New("worker")
+	log, err := config.NewLogger("worker")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
 	if err := run(log); err != nil {
 		log.Error("worker stopped", "err", err)
 		os.Exit(1)
@@ -42,12 +45,12 @@ func run(log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
-	rdb, err := redisconn.Open(ctx, cfg.RedisURL)
+	rdb, err := config.OpenRedis(ctx, cfg.RedisURL)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	opt, err := redisconn.AsynqOpt(cfg.RedisURL)
+	opt, err := config.AsynqRedis(cfg.RedisURL)
 	if err != nil {
 		return err
 	}

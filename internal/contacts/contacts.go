@@ -1,0 +1,156 @@
+package contacts
+
+import (
+	"context"
+
+	"tidings/internal/apperr"
+	"tidings/internal/ids"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// Input is a validated create or upsert request.
+type Input struct {
+	Email      string
+	UserID     *string // nil: not given
+	Properties Patch
+	Subscribed *bool // nil: not given
+}
+
+// Store performs contact operations for one service configuration.
+type Store struct {
+	DB *store.DB
+	// FreeLimit is PLAN_FREE_CONTACTS.
+	FreeLimit int
+}
+
+func errExists() error {
+	return apperr.Conflict("CONTACT_EXISTS", "a contact with this email already exists")
+}
+
+// NotFound is the contact 404.
+func NotFound() error { return apperr.NotFound("CONTACT_NOT_FOUND", "contact") }
+
+// Create adds a new contact; CONTACT_EXISTS when the email is taken.
+func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.Contact, error) {
+	var c queries.Contact
+	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+		if err := s.reserve(ctx, q, tenantID); err != nil {
+			// A duplicate is a duplicate whatever the plan: it would not
+			// have taken a slot.
+			if _, gerr := q.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tenantID, Email: in.Email}); gerr == nil {
+				return errExists()
+			}
+			return err
+		}
+		var err error
+		c, err = q.ContactInsert(ctx, insertParams(tenantID, in))
+		if store.IsNoRows(err) {
+			return errExists()
+		}
+		return err
+	})
+	return c, err
+}
+
+// Upsert creates the contact or merges into the existing one with that
+// email; created says which.
+func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c queries.Contact, created bool, err error) {
+	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
+		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
+		if err == nil || !store.IsNoRows(err) {
+			return err
+		}
+		if err := s.reserve(ctx, q, tenantID); err != nil {
+			return err
+		}
+		c, err = q.ContactInsert(ctx, insertParams(tenantID, in))
+		if err == nil {
+			created = true
+			return nil
+		}
+		if !store.IsNoRows(err) {
+			return err
+		}
+		// Another request created it between our update and insert: give
+		// the slot back and merge into theirs.
+		if err := q.TenantReleaseContacts(ctx, queries.TenantReleaseContactsParams{ID: tenantID, N: 1}); err != nil {
+			return err
+		}
+		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
+		return err
+	})
+	return c, created, err
+}
+
+// Update applies a PATCH.
+func (s *Store) Update(ctx context.Context, tenantID, id string, setUserID bool, userID *string, props Patch, subscribed *bool) (queries.Contact, error) {
+	c, err := s.DB.ContactUpdate(ctx, queries.ContactUpdateParams{
+		TenantID: tenantID, ID: id, SetUserID: setUserID, UserID: userID,
+		SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: subscribed,
+	})
+	if store.IsNoRows(err) {
+		return c, NotFound()
+	}
+	return c, err
+}
+
+// Delete removes a contact with its events and timeline; later
+// capabilities' rows (enrolments, scheduled sends) go by foreign key cascade.
+func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
+	return s.DB.Tx(ctx, func(q *queries.Queries) error {
+		n, err := q.ContactDelete(ctx, queries.ContactDeleteParams{TenantID: tenantID, ID: id})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return NotFound()
+		}
+		return q.TenantReleaseContacts(ctx, queries.TenantReleaseContactsParams{ID: tenantID, N: n})
+	})
+}
+
+// Get returns one contact or CONTACT_NOT_FOUND.
+func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Contact, error) {
+	c, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: id})
+	if store.IsNoRows(err) {
+		return c, NotFound()
+	}
+	return c, err
+}
+
+// MustExist answers CONTACT_NOT_FOUND for an unknown id; sub-resources of a
+// contact use it.
+func (s *Store) MustExist(ctx context.Context, tenantID, id string) error {
+	ok, err := s.DB.ContactExists(ctx, queries.ContactExistsParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return NotFound()
+	}
+	return nil
+}
+
+func (s *Store) reserve(ctx context.Context, q *queries.Queries, tenantID string) error {
+	_, err := q.TenantReserveContact(ctx, queries.TenantReserveContactParams{ID: tenantID, FreeLimit: int64(s.FreeLimit)})
+	if store.IsNoRows(err) {
+		return apperr.PlanLimit("contacts", s.FreeLimit)
+	}
+	return err
+}
+
+func insertParams(tenantID string, in Input) queries.ContactInsertParams {
+	sub := true
+	if in.Subscribed != nil {
+		sub = *in.Subscribed
+	}
+	return queries.ContactInsertParams{TenantID: tenantID, ID: ids.New(ids.Contact), Email: in.Email,
+		UserID: in.UserID, Properties: in.Properties.SetJSON(), Subscribed: sub}
+}
+
+func updateByEmailParams(tenantID string, in Input) queries.ContactUpdateByEmailParams {
+	return queries.ContactUpdateByEmailParams{TenantID: tenantID, Email: in.Email,
+		SetUserID: in.UserID != nil, UserID: in.UserID,
+		SetProps: in.Properties.SetJSON(), RemoveProps: in.Properties.RemoveKeys(), Subscribed: in.Subscribed}
+}

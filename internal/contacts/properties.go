@@ -1,0 +1,108 @@
+// Package contacts holds the audience of a tenant: validation of contact
+// input, the property merge rules, plan limits and the store operations
+// that create, upsert, update and delete contacts.
+package contacts
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"unicode/utf8"
+
+	"tidings/internal/apperr"
+)
+
+const (
+	maxProperties  = 200
+	maxPropertyKey = 128
+	maxUserID      = 256
+)
+
+// Patch is a validated properties change: keys to write and keys to drop
+// (those sent as null).
+type Patch struct {
+	Set    map[string]any
+	Remove []string
+}
+
+// SetJSON is the JSONB object of keys to write.
+func (p Patch) SetJSON() []byte {
+	if len(p.Set) == 0 {
+		return []byte("{}")
+	}
+	b, _ := json.Marshal(p.Set)
+	return b
+}
+
+// RemoveKeys never returns nil, so SQL always receives an array.
+func (p Patch) RemoveKeys() []string {
+	if p.Remove == nil {
+		return []string{}
+	}
+	return p.Remove
+}
+
+// ParseProperties validates a properties object (ADDENDUM section 4):
+// values are strings, numbers, booleans or arrays of those; null removes the
+// key; nested objects are rejected. Errors name properties.<key>.
+func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
+	var f apperr.Fields
+	p := Patch{Set: map[string]any{}}
+	if len(raw) > maxProperties {
+		f.Add("properties", "at most 200 properties")
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field := "properties." + k
+		if k == "" || utf8.RuneCountInString(k) > maxPropertyKey {
+			f.Add(field, "keys must be 1-128 characters")
+			continue
+		}
+		v, err := decodeValue(raw[k])
+		switch {
+		case err != nil:
+			f.Add(field, err.Error())
+		case v == nil:
+			p.Remove = append(p.Remove, k)
+		default:
+			p.Set[k] = v
+		}
+	}
+	return p, f.Err()
+}
+
+type valueError string
+
+func (e valueError) Error() string { return string(e) }
+
+// decodeValue returns nil for JSON null.
+func decodeValue(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, valueError("is not valid JSON")
+	}
+	switch x := v.(type) {
+	case nil, string, bool, json.Number:
+		return x, nil
+	case []any:
+		for _, e := range x {
+			switch e.(type) {
+			case string, bool, json.Number:
+			default:
+				return nil, valueError("arrays may hold only strings, numbers and booleans")
+			}
+		}
+		return x, nil
+	default:
+		return nil, valueError("must be a string, number, boolean or array of those; nested objects are not allowed")
+	}
+}
+
+// ValidUserID reports whether s is acceptable as an external user id.
+func ValidUserID(s string) bool { return utf8.RuneCountInString(s) <= maxUserID }

@@ -1,0 +1,108 @@
+package page
+
+import (
+	"encoding/base64"
+	"testing"
+	"time"
+
+	"tidings/internal/apperr"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	t.Parallel()
+	c := Cursor{Time: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC), ID: "cnt_x"}
+	got, err := Decode(c.Encode())
+	if err != nil || !got.Time.Equal(c.Time) || got.ID != c.ID {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if got, err := Decode(""); got != nil || err != nil {
+		t.Fatal("empty cursor is the first page")
+	}
+}
+
+func TestDecodeRejectsForeignCursors(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"garbage", "!!!", "eyJ2IjoyLCJ0IjoxLCJpIjoieCJ9", "eyJ2IjoxLCJ0IjoxfQ", "e30"} {
+		_, err := Decode(s)
+		if !apperr.IsCode(err, "VALIDATION_ERROR") {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+}
+
+func TestLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int
+		ok   bool
+	}{{"", 20, true}, {"1", 1, true}, {"100", 100, true}, {"0", 0, false}, {"101", 0, false}, {"-1", 0, false}, {"abc", 0, false}, {"1.5", 0, false}}
+	for _, tt := range tests {
+		n, err := Limit(tt.in, 20, 100)
+		if (err == nil) != tt.ok || (tt.ok && n != tt.want) {
+			t.Errorf("Limit(%q) = %d, %v", tt.in, n, err)
+		}
+	}
+}
+
+func TestTrim(t *testing.T) {
+	t.Parallel()
+	mk := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	key := func(i int) Cursor { return Cursor{Time: time.Unix(int64(1000-i), 0), ID: string(rune('a' + i))} }
+	items, next := Trim(mk(21), 20, key)
+	if len(items) != 20 || next == nil {
+		t.Fatalf("limit+1 rows: %d items, next %v", len(items), next)
+	}
+	c, _ := Decode(*next)
+	if c.ID != key(19).ID || !c.Time.Equal(key(19).Time) {
+		t.Fatalf("next cursor points at %+v, want the last item", c)
+	}
+	if items, next := Trim(mk(20), 20, key); len(items) != 20 || next != nil {
+		t.Fatal("a full last page has no next cursor")
+	}
+	if items, next := Trim(mk(0), 20, key); len(items) != 0 || next != nil {
+		t.Fatal("empty page")
+	}
+}
+
+func TestBefore(t *testing.T) {
+	t.Parallel()
+	to := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if bt, id := Before(nil, to); !bt.Equal(to.Add(time.Millisecond)) || id != "" {
+		t.Fatal("a to given in milliseconds covers its whole millisecond (inclusive)")
+	}
+	fine := to.Add(123456 * time.Nanosecond)
+	if bt, _ := Before(nil, fine); !bt.Equal(fine.Add(time.Microsecond)) {
+		t.Fatal("a finer to is inclusive to the microsecond")
+	}
+	early := &Cursor{Time: to.Add(-time.Hour), ID: "x"}
+	if bt, id := Before(early, to); !bt.Equal(early.Time) || id != "x" {
+		t.Fatal("a cursor before to wins")
+	}
+	late := &Cursor{Time: to.Add(time.Hour), ID: "x"}
+	if bt, _ := Before(late, to); !bt.Equal(to.Add(time.Millisecond)) {
+		t.Fatal("to caps a later cursor")
+	}
+}
+
+func TestDecodeRejectsForgedCursors(t *testing.T) {
+	t.Parallel()
+	good := Cursor{Time: time.Now(), ID: "cnt_1"}.Encode()
+	if _, err := Decode(good); err != nil {
+		t.Fatal(err)
+	}
+	handMade := base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"t":1,"i":"x"}`))
+	raw, _ := base64.RawURLEncoding.DecodeString(good)
+	raw[5] ^= 1
+	for _, s := range []string{handMade, base64.RawURLEncoding.EncodeToString(raw), good[:len(good)-2], "bogus", "x"} {
+		if _, err := Decode(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/osteele/liquid/parser"
+
+	"tidings/internal/mjml"
+)
+
+// Compiler compiles MJML to HTML; *mjml.Pool implements it. Invalid MJML is
+// reported as a *mjml.ValidationError.
+type Compiler interface {
+	Compile(ctx context.Context, mjml string) (string, error)
+}
+
+// Prepared is a template ready to store, the result of Prepare.
+type Prepared struct {
+	// StoredContent is the content as given, minus anything Sanitize
+	// removed: what GET returns.
+	StoredContent string
+	// Sanitized reports whether Sanitize removed anything from the content.
+	Sanitized bool
+	// CompiledHTML is the sanitised MJML output with the Liquid still in it:
+	// what Renderer.Render renders for each recipient.
+	CompiledHTML string
+	// RequiredVariables are the variables subject and content read; see
+	// RequiredVariables.
+	RequiredVariables []string
+}
+
+// ValidationError says why a template cannot be saved. The API reports it as
+// VALIDATION_ERROR with Messages under details.fields[Field].
+type ValidationError struct {
+	// Field is "subject" or "content".
+	Field string
+	// Messages are MJML's or Liquid's own words.
+	Messages []string
+	// MJML holds MJML's messages with their lines and tags when MJML
+	// rejected the content.
+	MJML []mjml.Message
+}
+
+// Error joins the messages.
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, strings.Join(e.Messages, "; "))
+}
+
+// IsMJML reports whether content is MJML (it starts with "<mjml" after
+// leading white space) rather than HTML to be wrapped.
+func IsMJML(content string) bool {
+	return strings.HasPrefix(strings.TrimLeftFunc(content, unicode.IsSpace), "<mjml")
+}
+
+// WrapHTML puts raw HTML in an MJML document, as an mj-raw in mj-body, so
+// that it goes through the same compiler as MJML.
+// An end tag of mj-raw inside the content would close the wrapper and let
+// the rest be read as MJML, so it is escaped: the content stays raw HTML.
+func WrapHTML(content string) string {
+	return "<mjml><mj-body><mj-raw>" + rawEndTag.ReplaceAllString(content, "&lt;$1") + "</mj-raw></mj-body></mjml>"
+}
+
+var rawEndTag = regexp.MustCompile(`(?i)<(/\s*mj-raw)`)
+
+// Prepare is what saving a template does: it sanitises the content, checks
+// the Liquid in subject and content, compiles the content once with MJML
+// (wrapping raw HTML first), sanitises the compiled HTML, and finds the
+// required variables. Rejected input returns a *ValidationError; an error of
+// another type means the compiler itself failed.
+func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepared, error) {
+	sanitizeSource := Sanitize
+	if IsMJML(content) {
+		sanitizeSource = SanitizeMJML
+	}
+	stored, sanitized := sanitizeSource(content)
+
+	subjectTmpl, err := parseLiquid("subject", subject)
+	if err != nil {
+		return nil, err
+	}
+	// Parsing the source first reports Liquid errors at the lines the
+	// author wrote, not the lines of MJML's output.
+	if _, err := parseLiquid("content", stored); err != nil {
+		return nil, err
+	}
+
+	source := stored
+	if !IsMJML(stored) {
+		source = WrapHTML(stored)
+	}
+	html, err := c.Compile(ctx, source)
+	if err != nil {
+		var invalid *mjml.ValidationError
+		if errors.As(err, &invalid) {
+			msgs := make([]string, len(invalid.Messages))
+			for i, m := range invalid.Messages {
+				msgs[i] = m.String()
+			}
+			return nil, &ValidationError{Field: "content", Messages: msgs, MJML: invalid.Messages}
+		}
+		return nil, fmt.Errorf("render: compile MJML: %w", err)
+	}
+	compiled, _ := Sanitize(html)
+
+	if dropped := droppedTags(stored, compiled); len(dropped) > 0 {
+		return nil, &ValidationError{Field: "content", Messages: dropped}
+	}
+	contentTmpl, err := parseLiquid("content", compiled)
+	if err != nil {
+		var verr *ValidationError
+		if errors.As(err, &verr) {
+			for i, m := range verr.Messages {
+				verr.Messages[i] = "in the HTML MJML produced: " + m
+			}
+		}
+		return nil, err
+	}
+
+	vars := map[string]bool{}
+	subjectFilters, contentFilters := map[string]bool{}, map[string]bool{}
+	collectVariables(subjectTmpl, vars, subjectFilters)
+	collectVariables(contentTmpl, vars, contentFilters)
+	if err := checkFilters("subject", subjectFilters); err != nil {
+		return nil, err
+	}
+	if err := checkFilters("content", contentFilters); err != nil {
+		return nil, err
+	}
+	return &Prepared{
+		StoredContent:     stored,
+		Sanitized:         sanitized,
+		CompiledHTML:      compiled,
+		RequiredVariables: sortedKeys(vars),
+	}, nil
+}
+
+// droppedTags lists the Liquid tags and outputs of source that are missing
+// from MJML's output. MJML silently drops text between its elements, so a
+// {% for %} or {{ greeting }} placed directly in mj-body disappears.
+func droppedTags(source, compiled string) []string {
+	count := func(s string) map[string]int {
+		n := map[string]int{}
+		for _, t := range parser.Scan(s, parser.SourceLoc{}, nil) {
+			if k, ok := liquidKey(t); ok {
+				n[k]++
+			}
+		}
+		return n
+	}
+	have := count(compiled)
+	var dropped []string
+	for _, t := range parser.Scan(source, parser.SourceLoc{LineNo: 1}, nil) {
+		k, ok := liquidKey(t)
+		if !ok {
+			continue
+		}
+		if have[k] > 0 {
+			have[k]--
+			continue
+		}
+		dropped = append(dropped, fmt.Sprintf("line %d: MJML dropped the Liquid %s; put Liquid that sits between MJML elements inside <mj-raw>", t.SourceLoc.LineNo, t.Source))
+	}
+	return dropped
+}
+
+// liquidKey identifies a tag or output by what it says, not how it is
+// spaced (MJML may reformat around it).
+func liquidKey(t parser.Token) (string, bool) {
+	switch t.Type {
+	case parser.TagTokenType:
+		return "tag " + t.Name + " " + strings.Join(strings.Fields(t.Args), " "), true
+	case parser.ObjTokenType:
+		return "output " + strings.Join(strings.Fields(t.Args), " "), true
+	}
+	return "", false
+}

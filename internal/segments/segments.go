@@ -1,0 +1,282 @@
+// Package segments keeps rule-based groups of contacts: rule validation with
+// reference bookkeeping (dependsOn, cycles), and set-based compute, where
+// the rule tree becomes one SQL predicate over the tenant's contacts and
+// membership is rewritten in one transaction.
+package segments
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"tidings/internal/apperr"
+	"tidings/internal/ids"
+	"tidings/internal/rules"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// NotFound is the segment 404.
+func NotFound() error { return apperr.NotFound("SEGMENT_NOT_FOUND", "segment") }
+
+// Store keeps segments.
+type Store struct {
+	DB *store.DB
+}
+
+// Input is a create or PATCH body; nil fields were not sent.
+type Input struct {
+	Name        *string
+	Description *string
+	SetDesc     bool // description sent (null clears it)
+	Rules       json.RawMessage
+	Enabled     *bool
+}
+
+// graph is a tenant's segments: raw rules and stored references.
+type graph map[string]queries.SegmentAllRow
+
+func (s *Store) graph(ctx context.Context, q *queries.Queries, tenantID string) (graph, error) {
+	rows, err := q.SegmentAll(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	g := graph{}
+	for _, r := range rows {
+		g[r.ID] = r
+	}
+	return g, nil
+}
+
+// resolver parses referenced segments' current rules on demand.
+func (g graph) resolver() rules.Resolver {
+	cache := map[string]*rules.Node{}
+	return func(id string) (*rules.Node, bool) {
+		if n, ok := cache[id]; ok {
+			return n, n != nil
+		}
+		row, ok := g[id]
+		if !ok {
+			cache[id] = nil
+			return nil, false
+		}
+		n, err := rules.Parse(json.RawMessage(row.Rules), rules.Options{})
+		if err != nil {
+			cache[id] = nil
+			return nil, false
+		}
+		cache[id] = n
+		return n, true
+	}
+}
+
+// parseRules validates a rule tree and its references for segment self.
+func parseRules(raw json.RawMessage, self string, g graph) (*rules.Node, []string, error) {
+	n, err := rules.Parse(raw, rules.Options{Root: "rules"})
+	var ve *rules.ValidationError
+	if errors.As(err, &ve) {
+		f := apperr.Fields{}
+		for path, msgs := range ve.ByPath() {
+			for _, m := range msgs {
+				f.Add(path, m)
+			}
+		}
+		return nil, nil, f.Err()
+	}
+	if err != nil {
+		return nil, nil, apperr.Invalid("rules", err.Error())
+	}
+	refs := n.SegmentRefs()
+	err = rules.CheckCycles(self, func(id string) ([]string, bool) {
+		if id == self {
+			return refs, true
+		}
+		row, ok := g[id]
+		return row.DependsOn, ok
+	})
+	var ue *rules.UnknownSegmentError
+	var ce *rules.CycleError
+	switch {
+	case errors.As(err, &ue):
+		return nil, nil, unknownSegmentFields(n, ue.IDs)
+	case errors.As(err, &ce):
+		e := apperr.New(422, "CIRCULAR_DEPENDENCY", "%s", ce.Error())
+		e.Details = map[string]any{"cycle": ce.Cycle}
+		return nil, nil, e
+	case err != nil:
+		return nil, nil, err
+	}
+	if refs == nil {
+		refs = []string{}
+	}
+	return n, refs, nil
+}
+
+// Create adds a segment.
+func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.Segment, error) {
+	var seg queries.Segment
+	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
+			return err
+		}
+		g, err := s.graph(ctx, q, tenantID)
+		if err != nil {
+			return err
+		}
+		id := ids.New(ids.Segment)
+		_, refs, err := parseRules(in.Rules, id, g)
+		if err != nil {
+			return err
+		}
+		enabled := true
+		if in.Enabled != nil {
+			enabled = *in.Enabled
+		}
+		seg, err = q.SegmentInsert(ctx, queries.SegmentInsertParams{TenantID: tenantID, ID: id, Name: *in.Name,
+			Description: in.Description, Rules: compact(in.Rules), Enabled: enabled, DependsOn: refs})
+		return err
+	})
+	return seg, err
+}
+
+// Update applies a PATCH; changing rules bumps the version and does not
+// recompute membership.
+func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (queries.Segment, error) {
+	var seg queries.Segment
+	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
+			return err
+		}
+		cur, err := q.SegmentGetForUpdate(ctx, queries.SegmentGetForUpdateParams{TenantID: tenantID, ID: id})
+		if store.IsNoRows(err) {
+			return NotFound()
+		}
+		if err != nil {
+			return err
+		}
+		next := queries.SegmentUpdateParams{TenantID: tenantID, ID: id, Name: cur.Name, Description: cur.Description,
+			Rules: cur.Rules, Enabled: cur.Enabled, Version: cur.Version, DependsOn: cur.DependsOn}
+		if in.Name != nil {
+			next.Name = *in.Name
+		}
+		if in.SetDesc {
+			next.Description = in.Description
+		}
+		if in.Enabled != nil {
+			next.Enabled = *in.Enabled
+		}
+		if in.Rules != nil {
+			g, err := s.graph(ctx, q, tenantID)
+			if err != nil {
+				return err
+			}
+			n, refs, err := parseRules(in.Rules, id, g)
+			if err != nil {
+				return err
+			}
+			old, _ := g.resolver()(id)
+			if !sameRules(old, n) {
+				next.Rules, next.DependsOn, next.Version = compact(in.Rules), refs, cur.Version+1
+			}
+		}
+		seg, err = q.SegmentUpdate(ctx, next)
+		return err
+	})
+	return seg, err
+}
+
+func sameRules(a, b *rules.Node) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+func compact(raw json.RawMessage) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// Delete removes a segment unless another one references it. Campaigns
+// that name it keep the id; it simply resolves no members.
+func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
+	return s.DB.Tx(ctx, func(q *queries.Queries) error {
+		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
+			return err
+		}
+		by, err := q.SegmentDependedBy(ctx, queries.SegmentDependedByParams{TenantID: tenantID, ID: id})
+		if err != nil {
+			return err
+		}
+		if len(by) > 0 {
+			e := apperr.Conflict("SEGMENT_REFERENCED", "segment is referenced by other segments")
+			e.Details = map[string]any{"dependedBy": by}
+			return e
+		}
+		n, err := q.SegmentDelete(ctx, queries.SegmentDeleteParams{TenantID: tenantID, ID: id})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return NotFound()
+		}
+		return nil
+	})
+}
+
+// Get returns a segment with the ids of the segments that reference it.
+func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Segment, []string, error) {
+	seg, err := s.DB.SegmentGet(ctx, queries.SegmentGetParams{TenantID: tenantID, ID: id})
+	if store.IsNoRows(err) {
+		return seg, nil, NotFound()
+	}
+	if err != nil {
+		return seg, nil, err
+	}
+	by, err := s.DependedBy(ctx, tenantID, id)
+	return seg, by[id], err
+}
+
+// DependedBy maps each of ids to the segments that reference it, sorted, in
+// one query however many ids (a page of a list).
+func (s *Store) DependedBy(ctx context.Context, tenantID string, ids ...string) (map[string][]string, error) {
+	rows, err := s.DB.SegmentDependedByMany(ctx, queries.SegmentDependedByManyParams{TenantID: tenantID, Ids: ids})
+	if err != nil {
+		return nil, err
+	}
+	by := make(map[string][]string, len(ids))
+	for _, r := range rows {
+		by[r.SegmentID] = append(by[r.SegmentID], r.DependedBy)
+	}
+	return by, nil
+}
+
+// Version renders the integer version as the API's string.
+func Version(v int32) string { return strconv.Itoa(int(v)) }
+
+// unknownSegmentFields names each leaf that refers to a missing segment by
+// its path, as every other rule error does.
+func unknownSegmentFields(n *rules.Node, ids []string) error {
+	missing := map[string]bool{}
+	for _, id := range ids {
+		missing[id] = true
+	}
+	f := apperr.Fields{}
+	n.Walk("rules", func(path string, m *rules.Node) {
+		if m.Type == rules.TypeSegment && missing[m.SegmentID] {
+			f.Add(path+".segmentId", "unknown segment "+m.SegmentID)
+		}
+	})
+	if err := f.Err(); err != nil {
+		return err
+	}
+	return apperr.Invalid("rules", fmt.Sprintf("unknown segment: %v", ids))
+}

@@ -1,0 +1,87 @@
+// Package store owns the PostgreSQL connection: the pool, migrations, the
+// transaction helper and the translation of driver errors into apperr codes.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"tidings/internal/apperr"
+	"tidings/queries"
+)
+
+// DB is the pool plus the generated queries bound to it.
+type DB struct {
+	Pool *pgxpool.Pool
+	*queries.Queries
+}
+
+// Open connects to url and verifies the connection.
+func Open(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	return New(pool), nil
+}
+
+// New wraps an existing pool.
+func New(pool *pgxpool.Pool) *DB { return &DB{Pool: pool, Queries: queries.New(pool)} }
+
+// Close closes the pool.
+func (db *DB) Close() { db.Pool.Close() }
+
+// Tx runs fn in a transaction. The deferred rollback is a no-op after a
+// commit and guarantees that a panic or early return never leaks an open
+// transaction.
+func (db *DB) Tx(ctx context.Context, fn func(q *queries.Queries) error) error {
+	return db.TxRaw(ctx, func(_ pgx.Tx, q *queries.Queries) error { return fn(q) })
+}
+
+// TxRaw is Tx for the rare statement built at run time (segment compute),
+// which needs the transaction itself beside the generated queries.
+func (db *DB) TxRaw(ctx context.Context, fn func(tx pgx.Tx, q *queries.Queries) error) error {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx, db.Queries.WithTx(tx)); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// IsNoRows reports whether err means the query matched no row.
+func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// IsUniqueViolation reports whether err is SQLSTATE 23505, optionally on a
+// specific constraint.
+func IsUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return false
+	}
+	return constraint == "" || pgErr.ConstraintName == constraint
+}
+
+// NotFound maps pgx.ErrNoRows to the given 404 and passes anything else on.
+func NotFound(err error, code, what string) error {
+	if IsNoRows(err) {
+		return apperr.NotFound(code, what)
+	}
+	return err
+}

@@ -1,0 +1,65 @@
+package templates
+
+import (
+	"context"
+	"fmt"
+
+	"tidings/internal/apperr"
+	"tidings/internal/render"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// Renderer renders stored template versions; one per process, shared by
+// preview and sends, so each version is parsed once.
+type Renderer struct {
+	DB *store.DB
+	R  *render.Renderer
+}
+
+func cacheKey(tenantID, templateID string) string { return tenantID + "\x00" + templateID }
+
+// Preview renders the current version with the preview bindings
+// (variables.contact and variables.event used as given), through the same
+// renderer a send uses.
+func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables map[string]any) (render.Message, int32, error) {
+	t, err := r.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: id})
+	if store.IsNoRows(err) {
+		return render.Message{}, 0, NotFound()
+	}
+	if err != nil {
+		return render.Message{}, 0, err
+	}
+	m, err := r.R.Render(cacheKey(tenantID, id), int(t.CurrentVersion), t.Subject, t.CompiledHtml, render.BindingsForPreview(variables))
+	if err != nil {
+		return m, 0, apperr.InvalidRequest("template does not render: %v", err)
+	}
+	return m, t.CurrentVersion, nil
+}
+
+// Render renders one version of a template for a recipient: the call the
+// delivery and sequence capabilities make. version 0 means the current one.
+func (r *Renderer) Render(ctx context.Context, tenantID, id string, version int32, rc render.Context) (render.Message, int32, error) {
+	if version == 0 {
+		t, err := r.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: id})
+		if store.IsNoRows(err) {
+			return render.Message{}, 0, NotFound()
+		}
+		if err != nil {
+			return render.Message{}, 0, err
+		}
+		version = t.CurrentVersion
+	}
+	v, err := r.DB.TemplateVersionGet(ctx, queries.TemplateVersionGetParams{TenantID: tenantID, TemplateID: id, Version: version})
+	if store.IsNoRows(err) {
+		return render.Message{}, 0, NotFound()
+	}
+	if err != nil {
+		return render.Message{}, 0, err
+	}
+	m, err := r.R.Render(cacheKey(tenantID, id), int(version), v.Subject, v.CompiledHtml, rc.Bindings())
+	if err != nil {
+		return m, 0, fmt.Errorf("render template %s v%d: %w", id, version, err)
+	}
+	return m, version, nil
+}

@@ -1,0 +1,295 @@
+// Package templates stores email templates and their versions: the PUT
+// rules (create, update, idempotent no-op, plan limit), compiling once per
+// version through a Compiler, and rendering a stored version for preview
+// and sends.
+package templates
+
+import (
+	"context"
+	"errors"
+	"unicode/utf8"
+
+	"tidings/internal/apperr"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// Compiled is a template source made ready to store: sanitised content,
+// compiled HTML and the variables it reads.
+type Compiled struct {
+	Content           string
+	HTML              string
+	RequiredVariables []string
+}
+
+// Compiler turns subject and content into what is stored for a version; it
+// is where MJML compilation, sanitising and Liquid parsing happen.
+type Compiler interface {
+	Compile(ctx context.Context, subject, content string) (Compiled, error)
+}
+
+// Put is a validated PUT body; nil fields were not sent.
+type Put struct {
+	Name, Subject, Content *string
+	Enabled                *bool
+	DisableReason          *string
+}
+
+// Validate checks the fields a create needs, or that an update has one.
+func (p Put) Validate(create bool) error {
+	var f apperr.Fields
+	if create {
+		f.Check(p.Name != nil, "name", "is required")
+		f.Check(p.Subject != nil, "subject", "is required")
+		f.Check(p.Content != nil, "content", "is required")
+	} else if p.Name == nil && p.Subject == nil && p.Content == nil && p.Enabled == nil && p.DisableReason == nil {
+		return apperr.InvalidRequest("at least one of name, subject, content, enabled, disableReason is required")
+	}
+	if p.Name != nil {
+		n := utf8.RuneCountInString(*p.Name)
+		f.Check(n >= 1 && n <= 256, "name", "must be 1-256 characters")
+	}
+	if p.Subject != nil {
+		n := utf8.RuneCountInString(*p.Subject)
+		f.Check(n >= 1 && n <= 998, "subject", "must be 1-998 characters")
+	}
+	if p.Content != nil {
+		f.Check(len(*p.Content) > 0, "content", "must not be empty")
+	}
+	if p.DisableReason != nil {
+		f.Check(utf8.RuneCountInString(*p.DisableReason) <= 1000, "disableReason", "must be at most 1000 characters")
+	}
+	return f.Err()
+}
+
+// Store keeps templates.
+type Store struct {
+	DB        *store.DB
+	Compiler  Compiler
+	FreeLimit int // PLAN_FREE_TEMPLATES
+}
+
+// NotFound is the template 404.
+func NotFound() error { return apperr.NotFound("TEMPLATE_NOT_FOUND", "template") }
+
+// Put creates or updates template id. A body that changes nothing makes no
+// new version; name, subject or content changes make one; enabled and
+// disableReason are state and change in place.
+func (s *Store) Put(ctx context.Context, tenantID, id string, p Put) (t queries.Template, created bool, err error) {
+	for attempt := 0; ; attempt++ {
+		t, created, err = s.put(ctx, tenantID, id, p)
+		// A concurrent PUT created the template first: this one is an update.
+		if errors.Is(err, errRaced) && attempt == 0 {
+			continue
+		}
+		return t, created, err
+	}
+}
+
+var errRaced = errors.New("template created concurrently")
+
+func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (t queries.Template, created bool, err error) {
+	// Compile before the transaction: MJML runs on a node process for tens
+	// of milliseconds and must not do so while the template's or the
+	// tenant's row is locked. Inside, the compile is reused when the stored
+	// template is still what it was compiled against (the usual case), and
+	// done again otherwise.
+	compiler := &compileOnce{c: s.Compiler}
+	if err := s.precompile(ctx, compiler, tenantID, id, p); err != nil {
+		return t, false, err
+	}
+	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
+		cur, err := q.TemplateGetForUpdate(ctx, queries.TemplateGetForUpdateParams{TenantID: tenantID, ID: id})
+		if store.IsNoRows(err) {
+			created = true
+			t, err = s.create(ctx, q, compiler, tenantID, id, p)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		t, err = s.update(ctx, q, compiler, cur, p)
+		return err
+	})
+	return t, created, err
+}
+
+// precompile compiles what a PUT would compile, judged from the template as
+// it stands now; invalid bodies are left for the transaction to report.
+func (s *Store) precompile(ctx context.Context, c Compiler, tenantID, id string, p Put) error {
+	cur, err := s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: id})
+	create := store.IsNoRows(err)
+	if err != nil && !create {
+		return err
+	}
+	if p.Validate(create) != nil {
+		return nil
+	}
+	subject, content := cur.Subject, cur.Content
+	if p.Subject != nil {
+		subject = *p.Subject
+	}
+	if p.Content != nil {
+		content = *p.Content
+	}
+	if !create && subject == cur.Subject && content == cur.Content {
+		return nil
+	}
+	if _, err = c.Compile(ctx, subject, content); isInvalid(err) {
+		return nil // invalid content: the transaction reports it, with the rest
+	}
+	return err
+}
+
+// compileOnce remembers the last compile, so the one done before the
+// transaction is not done again inside it.
+type compileOnce struct {
+	c                Compiler
+	subject, content string
+	res              Compiled
+	err              error
+	done             bool
+}
+
+func (o *compileOnce) Compile(ctx context.Context, subject, content string) (Compiled, error) {
+	if !o.done || subject != o.subject || content != o.content {
+		o.res, o.err = o.c.Compile(ctx, subject, content)
+		o.subject, o.content, o.done = subject, content, o.err == nil || isInvalid(o.err)
+	}
+	return o.res, o.err
+}
+
+func isInvalid(err error) bool {
+	var e *apperr.Error
+	return errors.As(err, &e)
+}
+
+func (s *Store) create(ctx context.Context, q *queries.Queries, compiler Compiler, tenantID, id string, p Put) (queries.Template, error) {
+	if err := p.Validate(true); err != nil {
+		return queries.Template{}, err
+	}
+	var f apperr.Fields
+	if p.Enabled != nil {
+		f.Add("enabled", "can only be set on update")
+	}
+	if p.DisableReason != nil {
+		f.Add("disableReason", "can only be set on update")
+	}
+	if err := f.Err(); err != nil {
+		return queries.Template{}, err
+	}
+	// Lock the tenant row so concurrent creates cannot both take the last slot.
+	if _, err := q.TenantGetForUpdate(ctx, tenantID); err != nil {
+		return queries.Template{}, err
+	}
+	n, err := q.TemplateCount(ctx, tenantID)
+	if err != nil {
+		return queries.Template{}, err
+	}
+	if n >= int64(s.FreeLimit) {
+		t, err := q.TenantGet(ctx, tenantID)
+		if err != nil {
+			return queries.Template{}, err
+		}
+		if t.Plan == "free" {
+			return queries.Template{}, apperr.PlanLimit("templates", s.FreeLimit)
+		}
+	}
+	c, err := compiler.Compile(ctx, *p.Subject, *p.Content)
+	if err != nil {
+		return queries.Template{}, err
+	}
+	t, err := q.TemplateInsert(ctx, queries.TemplateInsertParams{TenantID: tenantID, ID: id, Name: *p.Name,
+		Subject: *p.Subject, Content: c.Content, CompiledHtml: c.HTML, RequiredVariables: nonNil(c.RequiredVariables)})
+	if store.IsNoRows(err) {
+		return t, errRaced
+	}
+	if err != nil {
+		return t, err
+	}
+	return t, q.TemplateVersionInsert(ctx, queries.TemplateVersionInsertParams{TenantID: tenantID, TemplateID: id,
+		Version: 1, Name: t.Name, Subject: t.Subject, Content: t.Content, CompiledHtml: t.CompiledHtml})
+}
+
+func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compiler, cur queries.Template, p Put) (queries.Template, error) {
+	if err := p.Validate(false); err != nil {
+		return cur, err
+	}
+	next := queries.TemplateUpdateParams{TenantID: cur.TenantID, ID: cur.ID, Name: cur.Name, Subject: cur.Subject,
+		Content: cur.Content, CompiledHtml: cur.CompiledHtml, RequiredVariables: cur.RequiredVariables,
+		CurrentVersion: cur.CurrentVersion, Enabled: cur.Enabled, DisableReason: cur.DisableReason}
+	if p.Name != nil {
+		next.Name = *p.Name
+	}
+	if p.Subject != nil || p.Content != nil {
+		subject, content := cur.Subject, cur.Content
+		if p.Subject != nil {
+			subject = *p.Subject
+		}
+		if p.Content != nil {
+			content = *p.Content
+		}
+		if subject != cur.Subject || content != cur.Content {
+			c, err := compiler.Compile(ctx, subject, content)
+			if err != nil {
+				return cur, err
+			}
+			next.Subject, next.Content, next.CompiledHtml, next.RequiredVariables = subject, c.Content, c.HTML, nonNil(c.RequiredVariables)
+		}
+	}
+	if p.Enabled != nil {
+		next.Enabled = *p.Enabled
+	}
+	if p.DisableReason != nil {
+		next.DisableReason = p.DisableReason
+	}
+	if next.Enabled {
+		// A reason is recorded when disabling; an enabled template has none.
+		next.DisableReason = nil
+	}
+	contentChanged := next.Name != cur.Name || next.Subject != cur.Subject || next.Content != cur.Content
+	stateChanged := next.Enabled != cur.Enabled || !equalPtr(next.DisableReason, cur.DisableReason)
+	if !contentChanged && !stateChanged {
+		return cur, nil
+	}
+	if contentChanged {
+		next.CurrentVersion = cur.CurrentVersion + 1
+		if err := q.TemplateVersionInsert(ctx, queries.TemplateVersionInsertParams{TenantID: cur.TenantID, TemplateID: cur.ID,
+			Version: next.CurrentVersion, Name: next.Name, Subject: next.Subject, Content: next.Content, CompiledHtml: next.CompiledHtml}); err != nil {
+			return cur, err
+		}
+	}
+	return q.TemplateUpdate(ctx, next)
+}
+
+// Get returns a template or TEMPLATE_NOT_FOUND.
+func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Template, error) {
+	t, err := s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: id})
+	if store.IsNoRows(err) {
+		return t, NotFound()
+	}
+	return t, err
+}
+
+// Delete removes a template and its versions.
+func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
+	n, err := s.DB.TemplateDelete(ctx, queries.TemplateDeleteParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return NotFound()
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func equalPtr(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
