@@ -7,7 +7,18 @@ cd "$(dirname "$0")/.."
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export DASHBOARD_JWT_SECRET=${DASHBOARD_JWT_SECRET:-dev-dashboard-secret}
-export TRACKING_SECRET=${TRACKING_SECRET:-dev-tracking-secret}
+# Tracking links must verify in both processes and across restarts, so the
+# development stack keeps one random secret in var/ rather than letting each
+# process pick its own (the default of an unset TRACKING_SECRET).
+if [ -z "${TRACKING_SECRET:-}" ]; then
+  mkdir -p var
+  if ! [ -s var/tracking-secret ]; then
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > var/tracking-secret
+    echo "generated a development TRACKING_SECRET in var/tracking-secret"
+  fi
+  TRACKING_SECRET=$(cat var/tracking-secret)
+fi
+export TRACKING_SECRET
 export EMAIL_PROVIDER=${EMAIL_PROVIDER:-outbox}
 export OUTBOX_DIR=${OUTBOX_DIR:-./var/outbox}
 export LOG_FORMAT=${LOG_FORMAT:-text}
