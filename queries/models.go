@@ -75,6 +75,23 @@ type Event struct {
 	CreatedAt          time.Time
 }
 
+type IdempotencyKey struct {
+	TenantID       string
+	Scope          string
+	Key            string
+	RequestHash    []byte
+	ResponseStatus *int32
+	ResponseBody   []byte
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+}
+
+type ProviderEvent struct {
+	Provider   string
+	EventID    string
+	ReceivedAt time.Time
+}
+
 type Segment struct {
 	TenantID        string
 	ID              string
@@ -95,6 +112,32 @@ type SegmentMember struct {
 	TenantID  string
 	SegmentID string
 	ContactID string
+}
+
+type Send struct {
+	TenantID        string
+	ID              string
+	MessageID       string
+	ContactID       string
+	TemplateID      string
+	TemplateVersion int32
+	SequenceID      *string
+	StepID          *string
+	ScheduledSendID *string
+	FromAddress     string
+	ToAddress       string
+	Subject         string
+	DeliveryStatus  string
+	BounceType      *string
+	SentAt          time.Time
+	DeliveredAt     *time.Time
+	OpenedAt        *time.Time
+	ClickedAt       *time.Time
+	BouncedAt       *time.Time
+	ComplainedAt    *time.Time
+	RejectedAt      *time.Time
+	OpenCount       int32
+	ClickCount      int32
 }
 
 type Sequence struct {
@@ -161,4 +204,15 @@ type TimelineEntry struct {
 	Type       string
 	OccurredAt time.Time
 	Data       json.RawMessage
+}
+
+type WebhookBatch struct {
+	ID         int64
+	Provider   string
+	Body       []byte
+	ReceivedAt time.Time
+	AppliedAt  *time.Time
+	Applied    int32
+	Duplicates int32
+	Dropped    int32
 }
