@@ -1,0 +1,104 @@
+package delivery
+
+import (
+	"context"
+	"time"
+
+	"tidings/internal/apperr"
+	"tidings/internal/contacts"
+	"tidings/internal/page"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// Delivery statuses of a send record (API.md section 3).
+const (
+	StatusSent       = "sent"
+	StatusDelivered  = "delivered"
+	StatusBounced    = "bounced"
+	StatusComplained = "complained"
+	StatusRejected   = "rejected"
+)
+
+// ValidStatus reports whether s is a status the send list may filter by.
+func ValidStatus(s string) bool {
+	switch s {
+	case StatusSent, StatusDelivered, StatusBounced, StatusComplained, StatusRejected:
+		return true
+	}
+	return false
+}
+
+// SendNotFound is the send 404.
+func SendNotFound() error { return apperr.NotFound("SEND_NOT_FOUND", "send") }
+
+// Filter narrows the send history; zero values mean "any".
+type Filter struct {
+	Status, ContactID, TemplateID, SequenceID string
+	// From and To bound sentAt, inclusive; zero means unbounded.
+	From, To time.Time
+}
+
+// Sends reads the send history.
+type Sends struct {
+	DB *store.DB
+}
+
+// Get returns one send of the tenant.
+func (s *Sends) Get(ctx context.Context, tenantID, id string) (queries.Send, error) {
+	r, err := s.DB.SendGet(ctx, queries.SendGetParams{TenantID: tenantID, ID: id})
+	return r, store.NotFound(err, "SEND_NOT_FOUND", "send")
+}
+
+// List returns a page of the tenant's sends, newest first. A contactId
+// filter names a contact that must exist (CONTACT_NOT_FOUND otherwise).
+func (s *Sends) List(ctx context.Context, tenantID string, f Filter, p page.Params) ([]queries.Send, *string, error) {
+	if f.ContactID != "" {
+		if _, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: f.ContactID}); err != nil {
+			if store.IsNoRows(err) {
+				return nil, nil, contacts.NotFound()
+			}
+			return nil, nil, err
+		}
+	}
+	to := page.Far
+	if !f.To.IsZero() {
+		to = f.To
+	}
+	beforeT, beforeID := page.Before(p.After, to)
+	from := f.From // the zero time is before every row
+	lim := int32(p.Limit + 1)
+	var rows []queries.Send
+	var err error
+	switch {
+	case f.ContactID != "":
+		rows, err = s.DB.SendListByContact(ctx, queries.SendListByContactParams{TenantID: tenantID, ContactID: f.ContactID,
+			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from,
+			SequenceID: opt(f.SequenceID), TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: lim})
+	case f.SequenceID != "":
+		rows, err = s.DB.SendListBySequence(ctx, queries.SendListBySequenceParams{TenantID: tenantID, SequenceID: &f.SequenceID,
+			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from,
+			TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: lim})
+	case f.TemplateID != "":
+		rows, err = s.DB.SendListByTemplate(ctx, queries.SendListByTemplateParams{TenantID: tenantID, TemplateID: f.TemplateID,
+			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from, Status: opt(f.Status), Lim: lim})
+	case f.Status != "":
+		rows, err = s.DB.SendListByStatus(ctx, queries.SendListByStatusParams{TenantID: tenantID, Status: f.Status,
+			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from, Lim: lim})
+	default:
+		rows, err = s.DB.SendList(ctx, queries.SendListParams{TenantID: tenantID,
+			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from, Lim: lim})
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	items, next := page.Trim(rows, p.Limit, func(r queries.Send) page.Cursor { return page.Cursor{Time: r.SentAt, ID: r.ID} })
+	return items, next, nil
+}
+
+func opt(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

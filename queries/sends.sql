@@ -1,0 +1,67 @@
+-- name: SendInsert :one
+INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
+                   sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at)
+VALUES (@tenant_id, @id, @message_id, @contact_id, @template_id, @template_version,
+        @sequence_id, @step_id, @scheduled_send_id, @from_address, @to_address, @subject, @sent_at)
+RETURNING *;
+
+-- name: SendGet :one
+SELECT * FROM sends WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: SendGetForUpdate :one
+-- Locks the send while an outcome is applied, so two webhook events of one
+-- send (or a webhook and a tracking hit) apply one after the other.
+SELECT * FROM sends WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: SendUpdateOutcome :exec
+UPDATE sends SET delivery_status = @delivery_status, bounce_type = @bounce_type,
+    delivered_at = @delivered_at, opened_at = @opened_at, clicked_at = @clicked_at,
+    bounced_at = @bounced_at, complained_at = @complained_at, rejected_at = @rejected_at,
+    open_count = @open_count, click_count = @click_count
+WHERE tenant_id = @tenant_id AND id = @id;
+
+-- Lists: each query is driven by one index range (the first filter present
+-- in the order contact, sequence, template, status, none); the remaining
+-- filters are checked on the rows of that range. Bounds: (sent_at, id) below
+-- the cursor or the inclusive `to`, sent_at at or after `from`.
+
+-- name: SendList :many
+SELECT * FROM sends
+WHERE tenant_id = @tenant_id
+  AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
+ORDER BY sent_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SendListByContact :many
+SELECT * FROM sends
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id
+  AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
+  AND (sqlc.narg(sequence_id)::text IS NULL OR sequence_id = sqlc.narg(sequence_id))
+  AND (sqlc.narg(template_id)::text IS NULL OR template_id = sqlc.narg(template_id))
+  AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
+ORDER BY sent_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SendListBySequence :many
+SELECT * FROM sends
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id
+  AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
+  AND (sqlc.narg(template_id)::text IS NULL OR template_id = sqlc.narg(template_id))
+  AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
+ORDER BY sent_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SendListByTemplate :many
+SELECT * FROM sends
+WHERE tenant_id = @tenant_id AND template_id = @template_id
+  AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
+  AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
+ORDER BY sent_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SendListByStatus :many
+SELECT * FROM sends
+WHERE tenant_id = @tenant_id AND delivery_status = @status
+  AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
+ORDER BY sent_at DESC, id DESC
+LIMIT @lim;
