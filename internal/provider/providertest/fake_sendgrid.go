@@ -149,8 +149,21 @@ func (f *SendGrid) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.requests.Add(1)
+	// Read the body first: only then does net/http notice a client that
+	// hangs up, which ends the latency wait below.
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 30<<20))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "could not read the request body", "")
+		return
+	}
 	if d := time.Duration(f.latency.Load()); d > 0 {
-		time.Sleep(d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done(): // the client gave up; so do we
+			t.Stop()
+			return
+		}
 	}
 	auth := r.Header.Get("Authorization")
 	if !strings.HasPrefix(auth, "Bearer ") || len(auth) == len("Bearer ") {
@@ -169,11 +182,6 @@ func (f *SendGrid) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 30<<20))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "could not read the request body", "")
-		return
-	}
 	var m sgmail.SGMailV3
 	if err := json.Unmarshal(raw, &m); err != nil {
 		writeError(w, http.StatusBadRequest, "Bad Request", "")
