@@ -31,7 +31,7 @@ import (
 type smtpServer struct {
 	addr   string
 	scheme string
-	pool *x509.CertPool
+	pool   *x509.CertPool
 
 	mu       sync.Mutex
 	received []smtpReceived
