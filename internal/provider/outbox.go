@@ -35,8 +35,9 @@ func newOutbox(dir string, o options) (*outbox, error) {
 func (p *outbox) Name() string { return NameOutbox }
 
 // Send writes msg to a temporary file and renames it into place, so a
-// reader polling the directory never sees a half-written message. It
-// returns the Message-ID (without angle brackets).
+// reader polling the directory never sees a half-written message. Files
+// are private to the user (0600, os.CreateTemp's mode): they hold other
+// people's mail. It returns the Message-ID (without angle brackets).
 func (p *outbox) Send(ctx context.Context, msg Message) (string, error) {
 	msg, err := validate(msg)
 	if err != nil {

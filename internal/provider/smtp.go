@@ -25,8 +25,11 @@ type smtpProvider struct {
 	now    func() time.Time
 }
 
-// smtpTimeout bounds connecting and each command of an SMTP exchange.
-const smtpTimeout = 15 * time.Second
+// smtpTimeout is go-mail's connection deadline, set when it dials. go-mail
+// only hands the context to the dial; once connected, this deadline (not
+// the caller's context) bounds the exchange, so it matches the sendgrid
+// provider's request timeout.
+const smtpTimeout = 10 * time.Second
 
 // newSMTP reads SMTP_URL: smtp://user:pass@host:port (STARTTLS required,
 // default port 587) or smtps://... (implicit TLS, default port 465). The
