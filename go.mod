@@ -21,6 +21,7 @@ require (
 )
 
 require (
+	github.com/miekg/dns v1.1.73 // indirect
 	github.com/osteele/tuesday v1.1.1 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
