@@ -12,6 +12,7 @@ require (
 	github.com/hibiken/asynqmon v0.7.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/k3a/html2text v1.5.0
+	github.com/miekg/dns v1.1.73
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/osteele/liquid v1.9.2
 	github.com/pressly/goose/v3 v3.29.0
@@ -21,7 +22,6 @@ require (
 )
 
 require (
-	github.com/miekg/dns v1.1.73 // indirect
 	github.com/osteele/tuesday v1.1.1 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
