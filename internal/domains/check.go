@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"tidings/internal/apperr"
 	"tidings/internal/store"
@@ -77,6 +78,11 @@ func (s *Store) DueForCheck(ctx context.Context, limit int) ([]queries.DomainDue
 	return s.DB.DomainDue(ctx, queries.DomainDueParams{Now: s.now(), Lim: int32(limit)})
 }
 
+// sweepReserve is the time a sweep keeps before its context's deadline: it
+// takes no further domain once less is left, so a run ends cleanly and the
+// rest stay due for the next one.
+const sweepReserve = 2 * DefaultTimeout
+
 // Sweep checks up to limit due domains one after the other and returns how
 // many it checked. A check that learns nothing (ErrLookupFailed) postpones
 // that domain by its usual interval and ends the run: the resolver is
@@ -88,8 +94,8 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	}
 	checked := 0
 	for _, d := range due {
-		if ctx.Err() != nil {
-			return checked, ctx.Err()
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < sweepReserve {
+			return checked, nil
 		}
 		_, err := s.Check(ctx, d.TenantID, d.Domain)
 		switch {
