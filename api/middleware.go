@@ -46,6 +46,12 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	if p := principal(c); p != nil {
 		attrs = append(attrs, "tenant", p.TenantID)
 	}
+	if code, ok := c.Locals(errorCodeKey).(string); ok {
+		attrs = append(attrs, "code", code)
+	}
+	if fields, ok := c.Locals(errorFieldsKey).([]string); ok {
+		attrs = append(attrs, "fields", strings.Join(fields, ","))
+	}
 	s.log.Info("request", attrs...)
 	return nil
 }
@@ -104,7 +110,7 @@ func (s *Server) rateLimit(c *fiber.Ctx) error {
 func (s *Server) requireTenant(c *fiber.Ctx) error {
 	p := principal(c)
 	if p.Session {
-		ok, err := s.db.TenantExists(c.UserContext(), p.TenantID)
+		ok, err := s.tenants.Exists(c.UserContext(), p.TenantID)
 		if err != nil {
 			return err
 		}
