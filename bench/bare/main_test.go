@@ -19,8 +19,6 @@ import (
 	"tidings/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // The benchmark baseline must do the same work as the real route: same
 // query, same rendering, byte for byte.
 func TestBareServesTheSameAPIKeyList(t *testing.T) {

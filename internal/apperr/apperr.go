@@ -75,8 +75,7 @@ func IsCode(err error, code string) bool {
 	return ok && e.Code == code
 }
 
-// KindOf is err's kind: KindInternal for nil-free errors that are not
-// *Error.
+// KindOf is err's kind; an error that is not an *Error is KindInternal.
 func KindOf(err error) Kind {
 	if e, ok := As(err); ok {
 		return e.Kind
