@@ -37,7 +37,8 @@ type Deps struct {
 	Redis    redis.UniversalClient
 	Limiter  *ratelimit.Limiter
 	Sessions *auth.SessionVerifier
-	// Keys resolves API keys (see KeyLoader); it caches while its Run runs.
+	// Keys resolves API keys (through apikeys.Loader); it caches while its
+	// Run runs.
 	Keys *keycache.Cache
 	Log  *slog.Logger
 	// RedisPrefix namespaces the API's own Redis keys (tests give each

@@ -9,7 +9,6 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/auth"
-	"tidings/internal/store"
 )
 
 // Principal is who made a request: a tenant, through either an API key or
@@ -79,7 +78,7 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	}
 	k, err := s.keys.Lookup(c.UserContext(), auth.HashKey(tok))
 	if err != nil {
-		if store.IsNoRows(err) {
+		if apperr.IsKind(err, apperr.KindNotFound) {
 			return apperr.Unauthorized("invalid API key")
 		}
 		return err
