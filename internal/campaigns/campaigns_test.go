@@ -207,21 +207,10 @@ func TestListAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	p := page.Params{Limit: 2}
-	for {
-		rows, next, err := b.store.List(b.ctx, "ten_a", "", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			got = append(got, r.ID)
-		}
-		if next == nil {
-			break
-		}
-		if p.After, err = page.Decode(*next); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range testenv.Pages(t, 2, func(p page.Params) ([]queries.Campaign, *string, error) {
+		return b.store.List(b.ctx, "ten_a", "", p)
+	}) {
+		got = append(got, r.ID)
 	}
 	slices.Reverse(got) // newest first
 	if !slices.Equal(got, ids) {

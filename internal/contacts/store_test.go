@@ -10,6 +10,7 @@ import (
 	"tidings/internal/contacts"
 	"tidings/internal/page"
 	"tidings/internal/testenv"
+	"tidings/queries"
 )
 
 func TestListAndGetByEmail(t *testing.T) {
@@ -33,21 +34,10 @@ func TestListAndGetByEmail(t *testing.T) {
 	}
 	for _, limit := range []int{1, 2, 5, 6} {
 		var got []string
-		p := page.Params{Limit: limit}
-		for {
-			rows, next, err := s.List(ctx, "ten_a", p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range rows {
-				got = append(got, r.ID)
-			}
-			if next == nil {
-				break
-			}
-			if p.After, err = page.Decode(*next); err != nil {
-				t.Fatal(err)
-			}
+		for _, r := range testenv.Pages(t, limit, func(p page.Params) ([]queries.Contact, *string, error) {
+			return s.List(ctx, "ten_a", p)
+		}) {
+			got = append(got, r.ID)
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("limit %d: %v, want %v", limit, got, want)
