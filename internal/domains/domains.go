@@ -6,7 +6,6 @@ package domains
 
 import (
 	"context"
-	"net/http"
 	"net/mail"
 	"strings"
 	"time"
@@ -23,15 +22,13 @@ func NotFound() error { return apperr.NotFound("DOMAIN_NOT_FOUND", "domain") }
 // NotVerified is the 422 for enabling, or sending from, a domain that is not
 // verified.
 func NotVerified() error {
-	return &apperr.Error{Status: http.StatusUnprocessableEntity, Code: "DOMAIN_NOT_VERIFIED",
-		Message: "sending domain not verified"}
+	return apperr.Unprocessable("DOMAIN_NOT_VERIFIED", "sending domain not verified")
 }
 
 // SendingDisabled is the 403 for sending from a verified domain whose
 // sendingEnabled is false (ADDENDUM section 8).
 func SendingDisabled() error {
-	return &apperr.Error{Status: http.StatusForbidden, Code: "FORBIDDEN",
-		Message: "sending is not enabled for this domain"}
+	return apperr.Forbidden("sending is not enabled for this domain")
 }
 
 // RecheckVerified is how often the sweep re-checks verified and failed

@@ -117,8 +117,11 @@ func wantErr(t *testing.T, err error, status int, code string) *apperr.Error {
 	if !ok {
 		t.Fatalf("want %d %s, got %v", status, code, err)
 	}
-	if e.Status != status || e.Code != code {
-		t.Fatalf("want %d %s, got %d %s (%s)", status, code, e.Status, e.Code, e.Message)
+	// The kind each status of API.md section 7 is mapped from (api/errors.go).
+	kinds := map[int]apperr.Kind{400: apperr.KindInvalid, 403: apperr.KindForbidden,
+		404: apperr.KindNotFound, 409: apperr.KindConflict, 422: apperr.KindUnprocessable}
+	if e.Kind != kinds[status] || e.Code != code {
+		t.Fatalf("want %d %s, got %v %s (%s)", status, code, e.Kind, e.Code, e.Message)
 	}
 	return e
 }
