@@ -1,22 +1,14 @@
 package api
 
 import (
-	"context"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
+	"tidings/internal/apikeys"
 	"tidings/internal/apperr"
-	"tidings/internal/auth"
-	"tidings/internal/ids"
-	"tidings/internal/keycache"
-	"tidings/internal/store"
 	"tidings/queries"
 )
-
-const maxActiveKeys = 10
 
 type apiKeyCreatedJSON struct {
 	KeyID     string `json:"keyId"`
@@ -50,55 +42,31 @@ func (s *Server) apiKeyCreate(c *fiber.Ctx) error {
 	if req.Name == nil {
 		return apperr.Invalid("name", "is required")
 	}
-	name := strings.TrimSpace(*req.Name)
-	if n := utf8.RuneCountInString(name); n < 1 || n > 64 {
-		return apperr.Invalid("name", "must be 1-64 characters")
-	}
-	ctx, tid := c.UserContext(), tenantID(c)
-	key := auth.GenerateKey()
-	var row queries.ApiKey
-	err := s.db.Tx(ctx, func(q *queries.Queries) error {
-		// The tenant row lock serialises key creation per tenant, so two
-		// concurrent requests cannot both take the tenth slot.
-		if _, err := q.TenantGetForUpdate(ctx, tid); err != nil {
-			return store.NotFound(err, "NOT_FOUND", "tenant")
-		}
-		n, err := q.APIKeyCountActive(ctx, tid)
-		if err != nil {
-			return err
-		}
-		if n >= maxActiveKeys {
-			e := apperr.InvalidRequest("a tenant may hold at most %d active API keys; revoke one first", maxActiveKeys)
-			e.Details = map[string]any{"fields": map[string]any{"name": []string{"no more than 10 active API keys per tenant"}}}
-			return e
-		}
-		row, err = q.APIKeyInsert(ctx, queries.APIKeyInsertParams{
-			TenantID: tid, ID: ids.New(ids.APIKey), Name: name, KeyPrefix: key.Prefix, KeyHash: key.Hash})
-		return err
-	})
+	k, err := s.apiKeys.Create(c.UserContext(), tenantID(c), *req.Name)
 	if err != nil {
 		return err
 	}
 	return c.Status(http.StatusCreated).JSON(apiKeyCreatedJSON{
-		KeyID: row.ID, Name: row.Name, KeyPrefix: row.KeyPrefix, RawKey: key.Raw, CreatedAt: formatTime(row.CreatedAt)})
+		KeyID: k.ID, Name: k.Name, KeyPrefix: k.KeyPrefix, RawKey: k.Raw, CreatedAt: formatTime(k.CreatedAt)})
 }
 
 func (s *Server) apiKeyList(c *fiber.Ctx) error {
-	return s.listAPIKeys(c, tenantID(c))
-}
-
-// listAPIKeys is the work of GET /api/api-keys once the tenant is known;
-// NewBare serves it without middleware as the benchmark baseline.
-func (s *Server) listAPIKeys(c *fiber.Ctx, tenant string) error {
-	rows, err := s.db.APIKeyList(c.UserContext(), tenant)
+	rows, err := s.apiKeys.List(c.UserContext(), tenantID(c))
 	if err != nil {
 		return err
 	}
+	return RenderAPIKeys(c, rows)
+}
+
+// RenderAPIKeys answers the list of GET /api/api-keys. It is exported for
+// the HTTP benchmark's baseline (bench/bare), which must answer byte for
+// byte what this route answers.
+func RenderAPIKeys(c *fiber.Ctx, rows []queries.ApiKey) error {
 	items := make([]apiKeyJSON, len(rows))
 	for i, k := range rows {
-		status := "active"
-		if k.RevokedAt != nil {
-			status = "revoked"
+		status := "revoked"
+		if apikeys.Active(k) {
+			status = "active"
 		}
 		items[i] = apiKeyJSON{KeyID: k.ID, TenantID: k.TenantID, Name: k.Name, KeyPrefix: k.KeyPrefix,
 			Status: status, CreatedAt: formatTime(k.CreatedAt)}
@@ -114,26 +82,8 @@ func (s *Server) apiKeyRevoke(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.db.APIKeyRevoke(c.UserContext(), queries.APIKeyRevokeParams{TenantID: tenantID(c), ID: id})
-	if err != nil {
-		return store.NotFound(err, "NOT_FOUND", "API key")
-	}
-	// The revocation is committed whatever happens next: a failed publish
-	// only leaves the other instances to drop the key when their entry
-	// expires (the cache TTL), so it is logged rather than failed.
-	if err := s.keys.Evict(c.UserContext(), row.KeyHash); err != nil {
-		s.log.Error("API key revoked but the eviction was not published", "key_id", row.ID, "err", err)
+	if err := s.apiKeys.Revoke(c.UserContext(), tenantID(c), id); err != nil {
+		return err
 	}
 	return c.SendStatus(http.StatusNoContent)
-}
-
-// KeyLoader reads API keys by hash from the database for the key cache.
-func KeyLoader(db *store.DB) keycache.Loader {
-	return func(ctx context.Context, hash []byte) (keycache.Key, error) {
-		row, err := db.APIKeyByHash(ctx, hash)
-		if err != nil {
-			return keycache.Key{}, err
-		}
-		return keycache.Key{TenantID: row.TenantID, ID: row.ID, Revoked: row.RevokedAt != nil}, nil
-	}
 }

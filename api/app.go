@@ -13,7 +13,9 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/redis/go-redis/v9"
 
+	"tidings/internal/apikeys"
 	"tidings/internal/auth"
+	"tidings/internal/campaigns"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
 	"tidings/internal/events"
@@ -23,6 +25,7 @@ import (
 	"tidings/internal/segments"
 	"tidings/internal/store"
 	"tidings/internal/templates"
+	"tidings/internal/tenants"
 )
 
 const bodyLimit = 1 << 20
@@ -34,7 +37,8 @@ type Deps struct {
 	Redis    redis.UniversalClient
 	Limiter  *ratelimit.Limiter
 	Sessions *auth.SessionVerifier
-	// Keys resolves API keys (see KeyLoader); it caches while its Run runs.
+	// Keys resolves API keys (through apikeys.Loader); it caches while its
+	// Run runs.
 	Keys *keycache.Cache
 	Log  *slog.Logger
 	// RedisPrefix namespaces the API's own Redis keys (tests give each
@@ -56,12 +60,15 @@ type Server struct {
 	sessions  *auth.SessionVerifier
 	log       *slog.Logger
 	keys      *keycache.Cache
+	tenants   *tenants.Store
+	apiKeys   *apikeys.Store
 	contacts  *contacts.Store
 	events    *events.Recorder
+	feed      *events.Feed
 	segments  *segments.Store
+	campaigns *campaigns.Store
 	templates *templates.Store
 	renderer  *templates.Renderer
-	prefix    string
 }
 
 // New builds the fiber app with the whole route table.
@@ -73,20 +80,24 @@ func New(d Deps) *fiber.App {
 	}
 	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
 		log: d.Log, keys: d.Keys,
+		tenants:  &tenants.Store{DB: d.DB, ProviderConnected: d.Config.ProviderConnected()},
+		apiKeys:  &apikeys.Store{DB: d.DB, Cache: d.Keys, Log: d.Log},
 		contacts: &contacts.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeContacts},
 		events:   &events.Recorder{DB: d.DB},
-		segments: &segments.Store{DB: d.DB},
+		feed:     &events.Feed{DB: d.DB},
+		segments: &segments.Store{DB: d.DB, Throttle: &segments.Throttle{Redis: d.Redis, Prefix: d.RedisPrefix,
+			Every: d.Config.SegmentComputeEvery, Log: d.Log}},
+		campaigns: &campaigns.Store{DB: d.DB},
 		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
 			FreeLimit: d.Config.PlanFreeTemplates},
-		renderer: &templates.Renderer{DB: d.DB, R: d.Renderer},
-		prefix:   d.RedisPrefix}
-	app := fiber.New(s.fiberConfig())
+		renderer: &templates.Renderer{DB: d.DB, R: d.Renderer}}
+	app := fiber.New(FiberConfig(s.errorHandler))
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: logPanic(s.log)}))
 	app.Use(withTimeout(30 * time.Second))
 
-	app.Get("/healthz", s.healthz)
+	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
 
 	// Authentication runs per route rather than as prefix middleware, so an
@@ -142,25 +153,26 @@ func New(d Deps) *fiber.App {
 	r.get("/campaigns/:campaignId", s.campaignGet)
 	r.patch("/campaigns/:campaignId", s.campaignUpdate)
 	r.delete("/campaigns/:campaignId", s.campaignDelete)
-	r.post("/campaigns/:campaignId/sequences/:ref", s.campaignAssoc("sequence", true))
-	r.delete("/campaigns/:campaignId/sequences/:ref", s.campaignAssoc("sequence", false))
-	r.post("/campaigns/:campaignId/templates/:ref", s.campaignAssoc("template", true))
-	r.delete("/campaigns/:campaignId/templates/:ref", s.campaignAssoc("template", false))
+	r.post("/campaigns/:campaignId/sequences/:ref", campaignAssoc(s.campaigns.AddSequence))
+	r.delete("/campaigns/:campaignId/sequences/:ref", campaignAssoc(s.campaigns.RemoveSequence))
+	r.post("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.AddTemplate))
+	r.delete("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.RemoveTemplate))
 
 	return app
 }
 
-// fiberConfig is the app configuration, shared with NewBare so the baseline
-// differs from the real app only by its middleware.
-func (s *Server) fiberConfig() fiber.Config {
+// FiberConfig is the app's configuration around its error handler. It is
+// exported for the HTTP benchmark's baseline (bench/bare), which must differ
+// from the app only by its middleware.
+func FiberConfig(onError fiber.ErrorHandler) fiber.Config {
 	return fiber.Config{
-		ErrorHandler:          s.errorHandler,
+		ErrorHandler:          onError,
 		BodyLimit:             bodyLimit,
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           120 * time.Second,
-		JSONEncoder:           json.Marshal,
+		JSONEncoder:           encodeJSON,
 		JSONDecoder:           json.Unmarshal,
 	}
 }
@@ -196,7 +208,9 @@ func withTimeout(d time.Duration) fiber.Handler {
 	}
 }
 
-func (s *Server) healthz(c *fiber.Ctx) error {
+// Healthz answers that the process is alive. It is exported for the HTTP
+// benchmark's baseline (bench/bare).
+func Healthz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ok"})
 }
 

@@ -13,7 +13,6 @@ import (
 	"tidings/internal/contacts"
 	"tidings/internal/page"
 	"tidings/internal/rules"
-	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -144,15 +143,10 @@ func (s *Server) contactUpsert(c *fiber.Ctx) error {
 }
 
 func (s *Server) contactList(c *fiber.Ctx) error {
-	ctx, tid := c.UserContext(), tenantID(c)
-	if raw := emailQuery(c); raw != "" {
-		email, ok := contacts.NormalizeEmail(raw)
-		if !ok {
-			return apperr.Invalid("email", "must be a valid email address")
-		}
-		ct, err := s.db.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tid, Email: email})
+	if email := emailQuery(c); email != "" {
+		ct, err := s.contacts.GetByEmail(c.UserContext(), tenantID(c), email)
 		if err != nil {
-			return store.NotFound(err, "CONTACT_NOT_FOUND", "contact")
+			return err
 		}
 		return c.JSON(contactView(ct, true))
 	}
@@ -160,13 +154,10 @@ func (s *Server) contactList(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	arg := queries.ContactListParams{TenantID: tid, Lim: int32(p.Limit + 1)}
-	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
-	rows, err := s.db.ContactList(ctx, arg)
+	rows, next, err := s.contacts.List(c.UserContext(), tenantID(c), p)
 	if err != nil {
 		return err
 	}
-	rows, next := page.Trim(rows, p.Limit, func(r queries.Contact) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
 	items := make([]contactJSON, len(rows))
 	for i, r := range rows {
 		items[i] = contactView(r, false)
@@ -175,7 +166,7 @@ func (s *Server) contactList(c *fiber.Ctx) error {
 }
 
 func (s *Server) contactStats(c *fiber.Ctx) error {
-	st, err := s.db.ContactStats(c.UserContext(), tenantID(c))
+	st, err := s.contacts.Stats(c.UserContext(), tenantID(c))
 	if err != nil {
 		return err
 	}
@@ -209,7 +200,7 @@ func (s *Server) contactUpdate(c *fiber.Ctx) error {
 		f.Add("email", "cannot be changed")
 	}
 	if !req.UserID.Set && !req.Properties.Set && !req.Subscribed.Set && !req.Email.Set {
-		return apperr.InvalidRequest("at least one of userId, properties, subscribed is required")
+		return apperr.AtLeastOne("userId", "properties", "subscribed")
 	}
 	if v, ok := req.UserID.Value(); ok {
 		f.Check(contacts.ValidUserID(v), "userId", "must be at most 256 characters")

@@ -2,8 +2,11 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,11 +25,39 @@ type errorPayload struct {
 	Details map[string]any `json:"details"`
 }
 
+// statusOf is the one mapping from error kinds to HTTP status codes; a
+// kind it lacks is a 500.
+var statusOf = map[apperr.Kind]int{
+	apperr.KindInvalid:       http.StatusBadRequest,
+	apperr.KindUnauthorized:  http.StatusUnauthorized,
+	apperr.KindPlanLimit:     http.StatusPaymentRequired,
+	apperr.KindForbidden:     http.StatusForbidden,
+	apperr.KindNotFound:      http.StatusNotFound,
+	apperr.KindConflict:      http.StatusConflict,
+	apperr.KindUnprocessable: http.StatusUnprocessableEntity,
+	apperr.KindRateLimited:   http.StatusTooManyRequests,
+}
+
+// failure is an error as the client sees it.
+type failure struct {
+	status     int
+	code, msg  string
+	details    map[string]any
+	retryAfter int
+}
+
+// Locals under which the error handler leaves the error code and the
+// invalid fields for the request log.
+const (
+	errorCodeKey   = "error_code"
+	errorFieldsKey = "error_fields"
+)
+
 // errorHandler is the one place where errors become HTTP: every failure,
 // from handlers, middleware, the router (404/405) and fasthttp (413), leaves
 // in the envelope of API.md section 7.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
-	e := s.toAppError(c, err)
+	f := s.failure(c, err)
 	// Every /api answer carries the limit headers (ADDENDUM 2), also those
 	// decided before the limiter ran (unknown route, wrong method, body too
 	// large, failed authentication): such requests spend nothing, so the
@@ -35,43 +66,48 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		c.Set("X-RateLimit-Limit", strconv.Itoa(s.limiter.Limit()))
 		c.Set("X-RateLimit-Remaining", strconv.Itoa(s.limiter.Limit()))
 	}
-	if e.RetryAfter > 0 {
+	if f.retryAfter > 0 {
 		// Only Retry-After: the request budget's headers are the limiter's
 		// (a segment compute's 429 leaves the budget as it is).
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(f.retryAfter))
 	}
-	details := e.Details
-	if details == nil || e.Status >= 500 {
-		details = map[string]any{}
+	if f.details == nil || f.status >= 500 {
+		f.details = map[string]any{}
 	}
-	return c.Status(e.Status).JSON(errorBody{Error: errorPayload{Code: e.Code, Message: e.Message, Details: details}})
+	c.Locals(errorCodeKey, f.code)
+	if fields, ok := f.details["fields"].(map[string]any); ok {
+		c.Locals(errorFieldsKey, slices.Sorted(maps.Keys(fields)))
+	}
+	return c.Status(f.status).JSON(errorBody{Error: errorPayload{Code: f.code, Message: f.msg, Details: f.details}})
 }
 
-func (s *Server) toAppError(c *fiber.Ctx, err error) *apperr.Error {
-	if e, ok := apperr.As(err); ok {
-		return e
+func (s *Server) failure(c *fiber.Ctx, err error) failure {
+	if e, ok := apperr.As(err); ok && statusOf[e.Kind] != 0 {
+		return failure{status: statusOf[e.Kind], code: e.Code, msg: e.Message, details: e.Details, retryAfter: e.RetryAfter}
 	}
 	var fe *fiber.Error
 	if errors.As(err, &fe) {
 		switch fe.Code {
 		case http.StatusNotFound:
-			return apperr.New(fe.Code, "NOT_FOUND", "no route for %s %s", c.Method(), c.Path())
+			return failure{status: fe.Code, code: "NOT_FOUND", msg: fmt.Sprintf("no route for %s %s", c.Method(), c.Path())}
 		case http.StatusMethodNotAllowed:
-			return apperr.New(fe.Code, "METHOD_NOT_ALLOWED", "method %s is not allowed on %s", c.Method(), c.Path())
+			return failure{status: fe.Code, code: "METHOD_NOT_ALLOWED",
+				msg: fmt.Sprintf("method %s is not allowed on %s", c.Method(), c.Path())}
 		case http.StatusRequestEntityTooLarge:
-			return apperr.New(fe.Code, "PAYLOAD_TOO_LARGE", "request body exceeds %d bytes", bodyLimit)
+			return failure{status: fe.Code, code: "PAYLOAD_TOO_LARGE", msg: fmt.Sprintf("request body exceeds %d bytes", bodyLimit)}
 		case http.StatusBadRequest, http.StatusUnprocessableEntity:
-			return apperr.InvalidRequest("invalid request: %s", fe.Message)
+			return s.failure(c, apperr.InvalidRequest("invalid request: %s", fe.Message))
 		case http.StatusRequestHeaderFieldsTooLarge, http.StatusRequestTimeout:
-			return apperr.New(fe.Code, http.StatusText(fe.Code), "%s", fe.Message)
+			return failure{status: fe.Code, code: http.StatusText(fe.Code), msg: fe.Message}
 		}
 		if fe.Code < 500 {
-			return apperr.New(fe.Code, "ERROR", "%s", fe.Message)
+			return failure{status: fe.Code, code: "ERROR", msg: fe.Message}
 		}
 	}
 	s.log.Error("request failed", "err", err, "method", c.Method(), "path", c.Path(),
 		"request_id", requestID(c))
-	return apperr.Internal()
+	e := apperr.Internal()
+	return failure{status: http.StatusInternalServerError, code: e.Code, msg: e.Message}
 }
 
 func requestID(c *fiber.Ctx) string {

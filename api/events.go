@@ -90,32 +90,8 @@ func eventView(e queries.Event) eventJSON {
 		Timestamp: formatTime(e.OccurredAt), ProcessedSequences: e.ProcessedSequences}
 }
 
-func eventPage(rows []queries.Event, limit int) fiber.Map {
-	rows, next := page.Trim(rows, limit, func(e queries.Event) page.Cursor { return page.Cursor{Time: e.OccurredAt, ID: e.ID} })
-	items := make([]eventJSON, len(rows))
-	for i, e := range rows {
-		items[i] = eventView(e)
-	}
-	return fiber.Map{"items": items, "nextCursor": next}
-}
-
 func (s *Server) eventList(c *fiber.Ctx) error {
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
-	if err != nil {
-		return err
-	}
-	ctx, tid, name, lim := c.UserContext(), tenantID(c), c.Query("name"), int32(p.Limit+1)
-	before, beforeID := page.Before(p.After, page.Far)
-	var rows []queries.Event
-	if name == "" {
-		rows, err = s.db.EventList(ctx, queries.EventListParams{TenantID: tid, BeforeTime: before, BeforeID: beforeID, Lim: lim})
-	} else {
-		rows, err = s.db.EventListByName(ctx, queries.EventListByNameParams{TenantID: tid, Name: name, BeforeTime: before, BeforeID: beforeID, Lim: lim})
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(eventPage(rows, p.Limit))
+	return s.listEvents(c, "")
 }
 
 func (s *Server) eventListByContact(c *fiber.Ctx) error {
@@ -123,22 +99,26 @@ func (s *Server) eventListByContact(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	return s.listEvents(c, id)
+}
+
+// listEvents answers a page of events, of one contact when contactID is
+// not "", filtered by ?name=.
+func (s *Server) listEvents(c *fiber.Ctx, contactID string) error {
 	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
-	ctx, tid, name, lim := c.UserContext(), tenantID(c), c.Query("name"), int32(p.Limit+1)
-	before, beforeID := page.Before(p.After, page.Far)
-	var rows []queries.Event
-	if name == "" {
-		rows, err = s.db.EventListByContact(ctx, queries.EventListByContactParams{TenantID: tid, ContactID: id, BeforeTime: before, BeforeID: beforeID, Lim: lim})
-	} else {
-		rows, err = s.db.EventListByContactAndName(ctx, queries.EventListByContactAndNameParams{TenantID: tid, ContactID: id, Name: name, BeforeTime: before, BeforeID: beforeID, Lim: lim})
-	}
+	by := events.Filter{ContactID: contactID, Name: c.Query("name")}
+	rows, next, err := s.feed.List(c.UserContext(), tenantID(c), by, p)
 	if err != nil {
 		return err
 	}
-	return c.JSON(eventPage(rows, p.Limit))
+	items := make([]eventJSON, len(rows))
+	for i, e := range rows {
+		items[i] = eventView(e)
+	}
+	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
 }
 
 type timelineJSON struct {
@@ -182,13 +162,11 @@ func (s *Server) contactTimeline(c *fiber.Ctx) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	arg := queries.TimelineParams{TenantID: tenantID(c), ContactID: id, FromTime: from, Lim: int32(p.Limit + 1)}
-	arg.BeforeTime, arg.BeforeID = page.Before(p.After, to)
-	rows, err := s.db.Timeline(c.UserContext(), arg)
+	p.Until = to
+	rows, next, err := s.feed.Timeline(c.UserContext(), tenantID(c), id, from, p)
 	if err != nil {
 		return err
 	}
-	rows, next := page.Trim(rows, p.Limit, func(r queries.TimelineRow) page.Cursor { return page.Cursor{Time: r.OccurredAt, ID: r.ID} })
 	items := make([]timelineJSON, len(rows))
 	for i, r := range rows {
 		items[i] = timelineView(r)

@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
+	"tidings/internal/apikeys"
 	"tidings/internal/auth"
 	"tidings/internal/config"
 	"tidings/internal/keycache"
@@ -97,7 +98,7 @@ func (b *bundle) instance(prefix string, keyTTL time.Duration) *bundle {
 // cache as production does.
 func runKeyCache(t *testing.T, db *store.DB, rdb redis.UniversalClient, prefix string, ttl time.Duration) *keycache.Cache {
 	t.Helper()
-	keys := keycache.New(KeyLoader(db), rdb, prefix+"apikeys:evict", ttl, slog.New(slog.DiscardHandler))
+	keys := keycache.New(apikeys.Loader(db), rdb, prefix+"apikeys:evict", ttl, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); keys.Run(ctx) }()

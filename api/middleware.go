@@ -9,7 +9,6 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/auth"
-	"tidings/internal/store"
 )
 
 // Principal is who made a request: a tenant, through either an API key or
@@ -46,6 +45,12 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	if p := principal(c); p != nil {
 		attrs = append(attrs, "tenant", p.TenantID)
 	}
+	if code, ok := c.Locals(errorCodeKey).(string); ok {
+		attrs = append(attrs, "code", code)
+	}
+	if fields, ok := c.Locals(errorFieldsKey).([]string); ok {
+		attrs = append(attrs, "fields", strings.Join(fields, ","))
+	}
 	s.log.Info("request", attrs...)
 	return nil
 }
@@ -73,7 +78,7 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	}
 	k, err := s.keys.Lookup(c.UserContext(), auth.HashKey(tok))
 	if err != nil {
-		if store.IsNoRows(err) {
+		if apperr.IsKind(err, apperr.KindNotFound) {
 			return apperr.Unauthorized("invalid API key")
 		}
 		return err
@@ -104,7 +109,7 @@ func (s *Server) rateLimit(c *fiber.Ctx) error {
 func (s *Server) requireTenant(c *fiber.Ctx) error {
 	p := principal(c)
 	if p.Session {
-		ok, err := s.db.TenantExists(c.UserContext(), p.TenantID)
+		ok, err := s.tenants.Exists(c.UserContext(), p.TenantID)
 		if err != nil {
 			return err
 		}

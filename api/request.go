@@ -143,6 +143,16 @@ func (o Opt[T]) Ptr() *T {
 	return nil
 }
 
+// Sent is the value when the field was sent, null as the zero value: for
+// fields the domain validates, so that a null is judged like an empty value.
+func (o Opt[T]) Sent() *T {
+	if !o.Set {
+		return nil
+	}
+	v := o.V
+	return &v
+}
+
 // pathParam returns a percent-decoded path parameter; "+" stays a plus
 // (RFC 3986), unlike query-string decoding.
 func pathParam(c *fiber.Ctx, name string) (string, error) {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"math"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -105,25 +104,13 @@ func (s *Server) segmentList(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx, tid := c.UserContext(), tenantID(c)
-	arg := queries.SegmentListParams{TenantID: tid, Lim: int32(p.Limit + 1)}
-	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
-	rows, err := s.db.SegmentList(ctx, arg)
-	if err != nil {
-		return err
-	}
-	rows, next := page.Trim(rows, p.Limit, func(r queries.Segment) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
-	ids := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	by, err := s.segments.DependedBy(ctx, tid, ids...)
+	rows, next, err := s.segments.List(c.UserContext(), tenantID(c), p)
 	if err != nil {
 		return err
 	}
 	items := make([]segmentJSON, len(rows))
 	for i, r := range rows {
-		items[i] = segmentView(r, by[r.ID])
+		items[i] = segmentView(r.Segment, r.DependedBy)
 	}
 	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
 }
@@ -150,22 +137,17 @@ func (s *Server) segmentUpdate(c *fiber.Ctx) error {
 		return err
 	}
 	if !req.Name.Set && !req.Description.Set && !req.Rules.Set && !req.Enabled.Set {
-		return apperr.InvalidRequest("at least one of name, description, rules, enabled is required")
+		return apperr.AtLeastOne("name", "description", "rules", "enabled")
 	}
 	in, err := req.input(false)
 	if err != nil {
 		return err
 	}
-	ctx, tid := c.UserContext(), tenantID(c)
-	seg, err := s.segments.Update(ctx, tid, id, in)
+	seg, by, err := s.segments.Update(c.UserContext(), tenantID(c), id, in)
 	if err != nil {
 		return err
 	}
-	by, err := s.segments.DependedBy(ctx, tid, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(segmentView(seg, by[id]))
+	return c.JSON(segmentView(seg, by))
 }
 
 func (s *Server) segmentDelete(c *fiber.Ctx) error {
@@ -188,53 +170,32 @@ func (s *Server) segmentMembers(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	after := ""
-	if p.After != nil {
-		after = p.After.ID
-	}
-	seg, members, err := s.segments.Members(c.UserContext(), tenantID(c), id, after, p.Limit+1)
+	m, err := s.segments.Members(c.UserContext(), tenantID(c), id, p)
 	if err != nil {
 		return err
 	}
-	members, next := page.Trim(members, p.Limit, func(m string) page.Cursor { return page.Cursor{ID: m} })
+	seg := m.Segment
 	computedAt := formatTimePtr(seg.LastComputedAt)
 	version := segments.Version(seg.Version)
 	if seg.ComputedVersion != nil {
 		version = segments.Version(*seg.ComputedVersion)
 	}
-	items := make([]fiber.Map, len(members))
-	for i, m := range members {
-		items[i] = fiber.Map{"contactId": m, "isMember": true, "computedAt": computedAt, "version": version}
+	items := make([]fiber.Map, len(m.ContactIDs))
+	for i, id := range m.ContactIDs {
+		items[i] = fiber.Map{"contactId": id, "isMember": true, "computedAt": computedAt, "version": version}
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": m.Next})
 }
 
 // segmentCompute runs a compute at most once per SEGMENT_COMPUTE_INTERVAL
-// per segment; the slot is claimed in Redis so every API instance agrees.
+// per segment (segments.Throttle).
 func (s *Server) segmentCompute(c *fiber.Ctx) error {
 	id, err := pathParam(c, "id")
 	if err != nil {
 		return err
 	}
-	// Compute itself answers an unknown segment (404) and a disabled one
-	// (VALIDATION_ERROR); such a compute gives its slot back below.
-	ctx, tid := c.UserContext(), tenantID(c)
-	key := s.prefix + "segcompute:" + tid + ":" + id
-	ok, err := s.rdb.SetNX(ctx, key, "1", s.cfg.SegmentComputeEvery).Result()
+	res, err := s.segments.ComputeThrottled(c.UserContext(), tenantID(c), id)
 	if err != nil {
-		return err
-	}
-	if !ok {
-		ttl, err := s.rdb.PTTL(ctx, key).Result()
-		if err != nil {
-			return err
-		}
-		return apperr.RateLimited(int(math.Ceil(ttl.Seconds())))
-	}
-	res, err := s.segments.Compute(ctx, tid, id)
-	if err != nil {
-		// A compute that did not happen does not use up the interval.
-		s.rdb.Del(c.UserContext(), key)
 		return err
 	}
 	return c.JSON(fiber.Map{"segmentId": id, "processed": res.Processed, "changed": res.Changed})
@@ -245,7 +206,7 @@ func (s *Server) contactSegments(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.db.SegmentsOfContact(c.UserContext(), queries.SegmentsOfContactParams{TenantID: tenantID(c), ContactID: id})
+	rows, err := s.segments.OfContact(c.UserContext(), tenantID(c), id)
 	if err != nil {
 		return err
 	}

@@ -120,13 +120,10 @@ func (s *Server) templateList(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	arg := queries.TemplateListParams{TenantID: tenantID(c), Lim: int32(p.Limit + 1)}
-	arg.BeforeTime, arg.BeforeID = page.Before(p.After, page.Far)
-	rows, err := s.db.TemplateList(c.UserContext(), arg)
+	rows, next, err := s.templates.List(c.UserContext(), tenantID(c), p)
 	if err != nil {
 		return err
 	}
-	rows, next := page.Trim(rows, p.Limit, func(r queries.TemplateListRow) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
 	items := make([]templateJSON, len(rows))
 	for i, r := range rows {
 		items[i] = templateView(queries.Template{TenantID: r.TenantID, ID: r.ID, Name: r.Name, Subject: r.Subject,
@@ -152,15 +149,9 @@ func (s *Server) templateVersions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx, tid := c.UserContext(), tenantID(c)
-	// A template always has version 1 (versions go with it), so no versions
-	// means no template.
-	rows, err := s.db.TemplateVersionList(ctx, queries.TemplateVersionListParams{TenantID: tid, TemplateID: id})
+	rows, err := s.templates.Versions(c.UserContext(), tenantID(c), id)
 	if err != nil {
 		return err
-	}
-	if len(rows) == 0 {
-		return templates.NotFound()
 	}
 	items := make([]fiber.Map, len(rows))
 	for i, v := range rows {

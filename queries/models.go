@@ -62,6 +62,8 @@ type Domain struct {
 	LastCheckedAt     *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	MissingRecords    []string
+	NextCheckAt       time.Time
 }
 
 type Event struct {

@@ -45,11 +45,12 @@ func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq
 func NewMux(d Deps) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	mux.Use(logTasks(d.Log))
+	mux.Handle(TypeDomainSweep, handleDomainSweep(d))
 	return mux
 }
 
 // PeriodicTasks lists the tasks the scheduler enqueues; task families add
 // theirs here.
 func PeriodicTasks(d Deps) []Periodic {
-	return nil
+	return []Periodic{domainSweepPeriodic()}
 }

@@ -1,6 +1,8 @@
-// Command bare serves the baseline of the HTTP benchmark: api.NewBare, the
-// API's own GET /api/api-keys and GET /healthz handlers without middleware,
-// for one fixed tenant. It is built by bench/run-auth.sh only, never shipped.
+// Command bare serves the baseline of the HTTP benchmark (docs/benchmarks.md):
+// the API's fiber configuration, domain call and rendering for GET
+// /api/api-keys and GET /healthz, without any middleware (no request id,
+// request log, recover, deadline, authentication or rate limit), for one
+// fixed tenant. It is built by bench/run-auth.sh only, never shipped.
 package main
 
 import (
@@ -12,7 +14,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/gofiber/fiber/v2"
+
 	"tidings/api"
+	"tidings/internal/apikeys"
 	"tidings/internal/config"
 	"tidings/internal/store"
 )
@@ -47,7 +52,7 @@ func run(log *slog.Logger, addr, tenant string) error {
 		return err
 	}
 	defer db.Close()
-	app := api.NewBare(db, tenant, log)
+	app := newApp(&apikeys.Store{DB: db}, tenant)
 	errc := make(chan error, 1)
 	go func() { errc <- app.Listen(addr) }()
 	select {
@@ -56,4 +61,20 @@ func run(log *slog.Logger, addr, tenant string) error {
 	case <-ctx.Done():
 		return app.Shutdown()
 	}
+}
+
+// newApp answers as the API does: GET /api/api-keys lists the keys of the
+// fixed tenant through the same domain call and rendering as the real
+// route, and GET /healthz is the API's own handler.
+func newApp(keys *apikeys.Store, tenant string) *fiber.App {
+	app := fiber.New(api.FiberConfig(nil))
+	app.Get("/healthz", api.Healthz)
+	app.Get("/api/api-keys", func(c *fiber.Ctx) error {
+		rows, err := keys.List(c.UserContext(), tenant)
+		if err != nil {
+			return err
+		}
+		return api.RenderAPIKeys(c, rows)
+	})
+	return app
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tidings/api"
+	"tidings/internal/apikeys"
 	"tidings/internal/auth"
 	"tidings/internal/config"
 	"tidings/internal/keycache"
@@ -68,7 +69,7 @@ func run(log *slog.Logger) error {
 	}
 	defer pool.Close()
 
-	keys := keycache.New(api.KeyLoader(db), rdb, "tidings:apikeys:evict", cfg.APIKeyCacheTTL, log)
+	keys := keycache.New(apikeys.Loader(db), rdb, "tidings:apikeys:evict", cfg.APIKeyCacheTTL, log)
 	go keys.Run(ctx)
 
 	app := api.New(api.Deps{

@@ -1,30 +1,65 @@
 // Package apperr is the one error type of Tidings. Domain and store code
-// return *Error values with a code from API.md section 7; only the HTTP
-// layer turns them into status codes and the error envelope.
+// return *Error values: a Kind that says what went wrong (not found,
+// invalid, conflict...) and a code from API.md section 7 that clients read.
+// Nothing here knows about HTTP: api/errors.go alone turns a kind into a
+// status code and the error into the envelope.
 package apperr
 
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
+	"strings"
 )
+
+// Kind classifies an error by what the caller can do about it.
+type Kind int
+
+// The kinds. The zero value is Internal, so an Error built without a kind
+// is never mistaken for the client's fault.
+const (
+	KindInternal      Kind = iota // a fault of the service; details are hidden
+	KindInvalid                   // the request is malformed or breaks a rule
+	KindUnauthorized              // no valid credential
+	KindForbidden                 // the credential may not do this
+	KindNotFound                  // the thing named does not exist in the tenant
+	KindConflict                  // the request clashes with the current state
+	KindPlanLimit                 // the tenant's plan allows no more
+	KindUnprocessable             // well-formed, but its meaning cannot be applied (a cycle)
+	KindRateLimited               // too many requests; RetryAfter says when to come back
+)
+
+var kindNames = [...]string{"internal", "invalid", "unauthorized", "forbidden", "not found",
+	"conflict", "plan limit", "unprocessable", "rate limited"}
+
+func (k Kind) String() string {
+	if k < 0 || int(k) >= len(kindNames) {
+		return fmt.Sprintf("kind(%d)", int(k))
+	}
+	return kindNames[k]
+}
 
 // Error is a failure that a client may see.
 type Error struct {
-	Status  int
+	Kind    Kind
 	Code    string
 	Message string
 	Details map[string]any
 	// RetryAfter is set on RATE_LIMITED errors (whole seconds, at least 1).
 	RetryAfter int
+	// Err is the cause, when the error translates a lower-level one (a
+	// driver error at the store boundary); errors.Is and As see it.
+	Err error
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// New builds an error with the given status, code and message.
-func New(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// newError builds an error of kind k.
+func newError(k Kind, code, format string, args ...any) *Error {
+	return &Error{Kind: k, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // As extracts an *Error from err.
@@ -40,7 +75,37 @@ func IsCode(err error, code string) bool {
 	return ok && e.Code == code
 }
 
+// KindOf is err's kind; an error that is not an *Error is KindInternal.
+func KindOf(err error) Kind {
+	if e, ok := As(err); ok {
+		return e.Kind
+	}
+	return KindInternal
+}
+
+// IsKind reports whether err is an *Error of kind k.
+func IsKind(err error, k Kind) bool {
+	e, ok := As(err)
+	return ok && e.Kind == k
+}
+
+// Specific replaces an error of kind k (typically the store's generic
+// NotFound or Conflict) by the caller's specific one, such as
+// CONTACT_NOT_FOUND, keeping the original as its cause. Other errors,
+// and nil, pass unchanged.
+func Specific(err error, k Kind, specific *Error) error {
+	if err == nil || !IsKind(err, k) {
+		return err
+	}
+	out := *specific
+	out.Err = err
+	return &out
+}
+
 // Fields collects per-field validation messages; the zero value is ready.
+// Messages complete a sentence that starts with the field's name ("email"
+// + "must be a valid email address"), so every validation error reads the
+// same way.
 type Fields map[string][]string
 
 // Add records a message for field.
@@ -66,24 +131,29 @@ func (f Fields) Err() error {
 	return Validation(f)
 }
 
-// Validation builds a VALIDATION_ERROR with details.fields; its message
-// names the first field so that a human reading only the message learns
-// what to fix.
-func Validation(f Fields) *Error {
+// Names returns the fields' names, sorted.
+func (f Fields) Names() []string {
 	names := make([]string, 0, len(f))
 	for k := range f {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// Validation builds a VALIDATION_ERROR with details.fields; its message
+// names the first field so that a human reading only the message learns
+// what to fix.
+func Validation(f Fields) *Error {
 	msg := "invalid request"
-	if len(names) > 0 {
+	if names := f.Names(); len(names) > 0 {
 		msg = fmt.Sprintf("invalid request: %s %s", names[0], f[names[0]][0])
 	}
 	fields := make(map[string]any, len(f))
 	for k, v := range f {
 		fields[k] = v
 	}
-	return &Error{Status: http.StatusBadRequest, Code: "VALIDATION_ERROR", Message: msg,
+	return &Error{Kind: KindInvalid, Code: "VALIDATION_ERROR", Message: msg,
 		Details: map[string]any{"fields": fields}}
 }
 
@@ -94,47 +164,56 @@ func Invalid(field, msg string) *Error {
 	return Validation(f)
 }
 
+// AtLeastOne is the VALIDATION_ERROR of an update that sets nothing: the
+// body must carry at least one of the names.
+func AtLeastOne(names ...string) *Error {
+	return Invalid("body", "must contain at least one of "+strings.Join(names, ", "))
+}
+
 // InvalidRequest is a VALIDATION_ERROR that is not about one field.
 func InvalidRequest(format string, args ...any) *Error {
-	return New(http.StatusBadRequest, "VALIDATION_ERROR", format, args...)
+	return newError(KindInvalid, "VALIDATION_ERROR", format, args...)
 }
 
-// NotFound builds a 404 with a specific code such as CONTACT_NOT_FOUND.
+// NotFound builds a not-found error with a specific code such as
+// CONTACT_NOT_FOUND.
 func NotFound(code, what string) *Error {
-	return New(http.StatusNotFound, code, "%s not found", what)
+	return newError(KindNotFound, code, "%s not found", what)
 }
 
-// Unauthorized is the 401 for a missing, invalid or revoked credential.
+// Unauthorized is the error for a missing, invalid or revoked credential.
 func Unauthorized(msg string) *Error {
-	return New(http.StatusUnauthorized, "UNAUTHORIZED", "%s", msg)
+	return newError(KindUnauthorized, "UNAUTHORIZED", "%s", msg)
 }
 
-// Forbidden is the 403 for operations the credential may not perform.
-func Forbidden(msg string) *Error { return New(http.StatusForbidden, "FORBIDDEN", "%s", msg) }
+// Forbidden is the error for operations the credential may not perform.
+func Forbidden(msg string) *Error { return newError(KindForbidden, "FORBIDDEN", "%s", msg) }
 
-// Conflict builds a 409 with the given code.
-func Conflict(code, msg string) *Error { return New(http.StatusConflict, code, "%s", msg) }
+// Conflict builds a conflict with the given code.
+func Conflict(code, msg string) *Error { return newError(KindConflict, code, "%s", msg) }
 
-// PlanLimit is the 402 raised when a plan's count limit is reached.
+// Unprocessable builds an error for a well-formed request whose meaning
+// cannot be applied, such as a segment cycle.
+func Unprocessable(code, msg string) *Error { return newError(KindUnprocessable, code, "%s", msg) }
+
+// PlanLimit is raised when a plan's count limit is reached.
 func PlanLimit(what string, limit int) *Error {
-	return New(http.StatusPaymentRequired, "PLAN_LIMIT_EXCEEDED",
-		"plan limit reached: at most %d %s", limit, what)
+	return newError(KindPlanLimit, "PLAN_LIMIT_EXCEEDED", "plan limit reached: at most %d %s", limit, what)
 }
 
-// RateLimited is the 429 with the seconds to wait.
+// RateLimited says how many seconds to wait.
 func RateLimited(retryAfter int) *Error {
 	if retryAfter < 1 {
 		retryAfter = 1
 	}
-	e := New(http.StatusTooManyRequests, "RATE_LIMITED",
-		"too many requests: retry after %d seconds", retryAfter)
+	e := newError(KindRateLimited, "RATE_LIMITED", "too many requests: retry after %d seconds", retryAfter)
 	e.RetryAfter = retryAfter
 	return e
 }
 
-// Internal hides err from clients; the HTTP layer logs it.
+// Internal hides a fault from clients; the HTTP layer logs the cause.
 func Internal() *Error {
-	return New(http.StatusInternalServerError, "INTERNAL_ERROR", "internal server error")
+	return newError(KindInternal, "INTERNAL_ERROR", "internal server error")
 }
 
 // Unprocessable builds a 422 with the given code.

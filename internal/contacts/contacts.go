@@ -5,6 +5,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/ids"
+	"tidings/internal/page"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -29,7 +30,9 @@ func errExists() error {
 }
 
 // NotFound is the contact 404.
-func NotFound() error { return apperr.NotFound("CONTACT_NOT_FOUND", "contact") }
+func NotFound() *apperr.Error { return apperr.NotFound("CONTACT_NOT_FOUND", "contact") }
+
+func notFound(err error) error { return apperr.Specific(err, apperr.KindNotFound, NotFound()) }
 
 // Create adds a new contact; CONTACT_EXISTS when the email is taken.
 func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.Contact, error) {
@@ -89,10 +92,7 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, setUserID bool,
 		TenantID: tenantID, ID: id, SetUserID: setUserID, UserID: userID,
 		SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: subscribed,
 	})
-	if store.IsNoRows(err) {
-		return c, NotFound()
-	}
-	return c, err
+	return c, notFound(err)
 }
 
 // Delete removes a contact with its events and timeline; later
@@ -113,10 +113,30 @@ func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
 // Get returns one contact or CONTACT_NOT_FOUND.
 func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Contact, error) {
 	c, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: id})
-	if store.IsNoRows(err) {
-		return c, NotFound()
+	return c, notFound(err)
+}
+
+// GetByEmail returns the contact with this email (normalised here) or
+// CONTACT_NOT_FOUND.
+func (s *Store) GetByEmail(ctx context.Context, tenantID, email string) (queries.Contact, error) {
+	email, ok := NormalizeEmail(email)
+	if !ok {
+		return queries.Contact{}, apperr.Invalid("email", "must be a valid email address")
 	}
-	return c, err
+	c, err := s.DB.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tenantID, Email: email})
+	return c, notFound(err)
+}
+
+// List returns a page of contacts, newest first.
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.Contact, *string, error) {
+	return page.List(p, func(q page.Query) ([]queries.Contact, error) {
+		return s.DB.ContactList(ctx, queries.ContactListParams{TenantID: tenantID, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
+	}, func(c queries.Contact) page.Cursor { return page.Cursor{Time: c.CreatedAt, ID: c.ID} })
+}
+
+// Stats counts the tenant's audience.
+func (s *Store) Stats(ctx context.Context, tenantID string) (queries.ContactStatsRow, error) {
+	return s.DB.ContactStats(ctx, tenantID)
 }
 
 // MustExist answers CONTACT_NOT_FOUND for an unknown id; sub-resources of a

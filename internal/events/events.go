@@ -58,7 +58,7 @@ func ValidateName(name string) error {
 	case utf8.RuneCountInString(name) > maxName:
 		return apperr.Invalid("name", "must be at most 256 characters")
 	case IsSystem(name):
-		return apperr.Invalid("name", "names starting with \"email.\" are reserved for system events")
+		return apperr.Invalid("name", "must not start with \"email.\" (reserved for system events)")
 	}
 	return nil
 }
@@ -119,6 +119,11 @@ type Recorded struct {
 	Contact            queries.Contact
 }
 
+// contactNotFound names the missing row: events never create contacts.
+func contactNotFound(err error) error {
+	return apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("CONTACT_NOT_FOUND", "contact"))
+}
+
 // Hook reacts to an event inside the transaction that records it, e.g. to
 // enrol the contact in sequences; it reports the sequences it processed and
 // newly enrolled.
@@ -154,11 +159,8 @@ func (r *Recorder) recordCustom(ctx context.Context, q *queries.Queries, in Cust
 		TenantID: in.TenantID, Email: in.Email, OccurredAt: in.Timestamp, UpdateContact: in.UpdateContact,
 		ID: ids.New(ids.Event), Name: in.Name, Properties: in.Properties,
 	})
-	if store.IsNoRows(err) {
-		return nil, apperr.NotFound("CONTACT_NOT_FOUND", "contact")
-	}
 	if err != nil {
-		return nil, err
+		return nil, contactNotFound(err)
 	}
 	var last *time.Time
 	if t, ok := row.LastEventAt.(time.Time); ok {
@@ -197,11 +199,8 @@ func (r *Recorder) RecordSystem(ctx context.Context, q *queries.Queries, in Syst
 	}
 	c, err := q.ContactTouchDerived(ctx, queries.ContactTouchDerivedParams{TenantID: in.TenantID, ID: in.ContactID,
 		OccurredAt: in.Timestamp, Sends: in.Sends, Opens: in.Opens, Clicks: in.Clicks})
-	if store.IsNoRows(err) {
-		return nil, apperr.NotFound("CONTACT_NOT_FOUND", "contact")
-	}
 	if err != nil {
-		return nil, err
+		return nil, contactNotFound(err)
 	}
 	ev, err := q.EventInsert(ctx, queries.EventInsertParams{TenantID: in.TenantID, ID: ids.New(ids.Event),
 		ContactID: in.ContactID, Name: in.Name, Properties: props, OccurredAt: in.Timestamp})

@@ -1,5 +1,6 @@
-// Package page implements keyset pagination: opaque cursors and limit
-// parsing shared by every list endpoint.
+// Package page implements keyset pagination for every list: opaque
+// cursors, limit parsing, and List, the one pipeline (bound, read one row
+// more than the page, trim, next cursor) that every store's List runs.
 package page
 
 import (
@@ -85,6 +86,9 @@ func Limit(s string, def, max int) (int, error) {
 type Params struct {
 	After *Cursor
 	Limit int
+	// Until is an inclusive upper time limit of a newest-first list (the
+	// timeline's "to"); zero means none.
+	Until time.Time
 }
 
 // Parse reads cursor and limit together.
@@ -102,6 +106,40 @@ func Parse(cursor, limit string, def, max int) (Params, error) {
 		return Params{}, err
 	}
 	return Params{After: c, Limit: n}, nil
+}
+
+// Query is what a store's list statement is given for one page.
+type Query struct {
+	// BeforeTime and BeforeID are the exclusive upper bound of a
+	// newest-first list: "(t, id) < (BeforeTime, BeforeID)".
+	BeforeTime time.Time
+	BeforeID   string
+	// AfterID is the exclusive lower bound of a list ordered by id alone
+	// (segment members); "" on the first page.
+	AfterID string
+	// Limit is one more row than the page holds, so a full page knows
+	// whether another follows.
+	Limit int32
+}
+
+// List reads one page through fetch and returns its items with the cursor
+// of the next page (nil on the last). key gives an item's position.
+func List[T any](p Params, fetch func(Query) ([]T, error), key func(T) Cursor) ([]T, *string, error) {
+	q := Query{Limit: int32(p.Limit + 1)}
+	until := p.Until
+	if until.IsZero() {
+		until = Far
+	}
+	q.BeforeTime, q.BeforeID = Before(p.After, until)
+	if p.After != nil {
+		q.AfterID = p.After.ID
+	}
+	items, err := fetch(q)
+	if err != nil {
+		return nil, nil, err
+	}
+	items, next := Trim(items, p.Limit, key)
+	return items, next, nil
 }
 
 // Trim cuts a page fetched with Limit+1 rows back to Limit and returns the

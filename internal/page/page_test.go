@@ -106,3 +106,69 @@ func TestDecodeRejectsForgedCursors(t *testing.T) {
 		}
 	}
 }
+
+func TestList(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rows := make([]Cursor, 5) // newest first
+	for i := range rows {
+		rows[i] = Cursor{Time: base.Add(-time.Duration(i) * time.Second), ID: string(rune('e' - i))}
+	}
+	// fetch stands for a newest-first keyset query over rows.
+	fetch := func(seen *Query) func(Query) ([]Cursor, error) {
+		return func(q Query) ([]Cursor, error) {
+			*seen = q
+			var out []Cursor
+			for _, r := range rows {
+				if (r.Time.Before(q.BeforeTime) || r.Time.Equal(q.BeforeTime) && r.ID < q.BeforeID) && len(out) < int(q.Limit) {
+					out = append(out, r)
+				}
+			}
+			return out, nil
+		}
+	}
+	key := func(c Cursor) Cursor { return c }
+	tests := []struct {
+		desc      string
+		p         Params
+		wantIDs   string
+		wantNext  bool
+		wantLimit int32
+	}{
+		{desc: "first page", p: Params{Limit: 2}, wantIDs: "ed", wantNext: true, wantLimit: 3},
+		{desc: "after a cursor", p: Params{Limit: 2, After: &rows[1]}, wantIDs: "cb", wantNext: true, wantLimit: 3},
+		{desc: "last page", p: Params{Limit: 2, After: &rows[2]}, wantIDs: "ba", wantLimit: 3},
+		{desc: "page exactly full", p: Params{Limit: 5}, wantIDs: "edcba", wantLimit: 6},
+		{desc: "until", p: Params{Limit: 10, Until: rows[3].Time}, wantIDs: "ba", wantLimit: 11},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			var q Query
+			items, next, err := List(tt.p, fetch(&q), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := ""
+			for _, it := range items {
+				ids += it.ID
+			}
+			if ids != tt.wantIDs || (next != nil) != tt.wantNext || q.Limit != tt.wantLimit {
+				t.Fatalf("got %q next=%v limit=%d", ids, next != nil, q.Limit)
+			}
+			if next != nil {
+				c, err := Decode(*next)
+				if err != nil || c.ID != items[len(items)-1].ID {
+					t.Fatalf("next cursor %v %v", c, err)
+				}
+			}
+		})
+	}
+	t.Run("fetch error", func(t *testing.T) {
+		t.Parallel()
+		boom := apperr.Internal()
+		if _, _, err := List(Params{Limit: 1}, func(Query) ([]int, error) { return nil, boom }, func(int) Cursor { return Cursor{} }); err != boom {
+			t.Fatalf("got %v", err)
+		}
+	})
+}

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"tidings/internal/apperr"
+	"tidings/internal/page"
 	"tidings/internal/rules"
-	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -42,11 +42,8 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 	err := s.DB.TxRaw(ctx, func(tx pgx.Tx, q *queries.Queries) error {
 		// The row lock serialises computes of one segment.
 		seg, err := q.SegmentGetForUpdate(ctx, queries.SegmentGetForUpdateParams{TenantID: tenantID, ID: id})
-		if store.IsNoRows(err) {
-			return NotFound()
-		}
 		if err != nil {
-			return err
+			return notFound(err)
 		}
 		if !seg.Enabled {
 			return apperr.InvalidRequest("segment is disabled; enable it before computing")
@@ -98,15 +95,34 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 // segment_members' statistics.
 const analyzeAfterChanged = 10_000
 
-// Members returns up to limit member contact ids after the given one.
-func (s *Store) Members(ctx context.Context, tenantID, id, after string, limit int) (queries.Segment, []string, error) {
+// MemberPage is a page of a segment's members, ordered by contact id.
+type MemberPage struct {
+	Segment    queries.Segment
+	ContactIDs []string
+	Next       *string
+}
+
+// Members returns a page of the segment's current members.
+func (s *Store) Members(ctx context.Context, tenantID, id string, p page.Params) (MemberPage, error) {
 	seg, err := s.DB.SegmentGet(ctx, queries.SegmentGetParams{TenantID: tenantID, ID: id})
-	if store.IsNoRows(err) {
-		return seg, nil, NotFound()
-	}
 	if err != nil {
-		return seg, nil, err
+		return MemberPage{}, notFound(err)
 	}
-	rows, err := s.DB.SegmentMembers(ctx, queries.SegmentMembersParams{TenantID: tenantID, SegmentID: id, After: after, Lim: int32(limit)})
-	return seg, rows, err
+	rows, next, err := page.List(p, func(q page.Query) ([]string, error) {
+		return s.DB.SegmentMembers(ctx, queries.SegmentMembersParams{TenantID: tenantID, SegmentID: id, After: q.AfterID, Lim: q.Limit})
+	}, func(m string) page.Cursor { return page.Cursor{ID: m} })
+	return MemberPage{Segment: seg, ContactIDs: rows, Next: next}, err
+}
+
+// ComputeThrottled is Compute at most once per interval per segment: the
+// entry point of the API and the worker alike. A compute that fails (an
+// unknown or disabled segment, a timeout) leaves the slot free.
+func (s *Store) ComputeThrottled(ctx context.Context, tenantID, id string) (Result, error) {
+	var res Result
+	err := s.Throttle.Do(ctx, tenantID, id, func(ctx context.Context) error {
+		var err error
+		res, err = s.Compute(ctx, tenantID, id)
+		return err
+	})
+	return res, err
 }

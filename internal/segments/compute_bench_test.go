@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tidings/internal/page"
 	"tidings/internal/segments"
 	"tidings/internal/testenv"
 )
@@ -108,11 +109,11 @@ func BenchmarkCompute(b *testing.B) {
 			if _, err := st.Compute(ctx, "t", all.ID); err != nil {
 				b.Fatal(err)
 			}
-			for name, after := range map[string]string{"members-first-page": "", "members-page-at-90%": fmt.Sprintf("cnt_%08d", n*9/10)} {
+			for name, after := range map[string]*page.Cursor{"members-first-page": nil, "members-page-at-90%": {ID: fmt.Sprintf("cnt_%08d", n*9/10)}} {
 				b.Run(name, func(b *testing.B) {
 					for b.Loop() {
-						if _, rows, err := st.Members(ctx, "t", all.ID, after, 1001); err != nil || len(rows) != 1001 {
-							b.Fatal(err, len(rows))
+						if m, err := st.Members(ctx, "t", all.ID, page.Params{After: after, Limit: 1000}); err != nil || len(m.ContactIDs) != 1000 {
+							b.Fatal(err, len(m.ContactIDs))
 						}
 					}
 				})

@@ -9,6 +9,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
+	"tidings/internal/page"
 	"tidings/internal/segments"
 	"tidings/internal/store"
 	"tidings/internal/testenv"
@@ -119,11 +120,11 @@ func (b *bundle) compute(t *testing.T, tenant, id string) segments.Result {
 // members lists every member of a segment in one page.
 func (b *bundle) members(t *testing.T, tenant, id string) []string {
 	t.Helper()
-	_, m, err := b.segs.Members(b.ctx, tenant, id, "", 1000)
+	m, err := b.segs.Members(b.ctx, tenant, id, page.Params{Limit: 1000})
 	if err != nil {
 		t.Fatalf("members of %s: %v", id, err)
 	}
-	return m
+	return m.ContactIDs
 }
 
 // sorted returns a sorted copy, for comparing with member lists, which are
@@ -137,15 +138,15 @@ func sorted(ids ...string) []string {
 	return out
 }
 
-// wantErr checks that err is an *apperr.Error with the status and code.
-func wantErr(t *testing.T, err error, status int, code string) *apperr.Error {
+// wantErr checks that err is an *apperr.Error with the kind and code.
+func wantErr(t *testing.T, err error, kind apperr.Kind, code string) *apperr.Error {
 	t.Helper()
 	e, ok := apperr.As(err)
 	if !ok {
-		t.Fatalf("want %d %s, got %v", status, code, err)
+		t.Fatalf("want %s %s, got %v", kind, code, err)
 	}
-	if e.Status != status || e.Code != code {
-		t.Fatalf("want %d %s, got %d %s (%s)", status, code, e.Status, e.Code, e.Message)
+	if e.Kind != kind || e.Code != code {
+		t.Fatalf("want %s %s, got %s %s (%s)", kind, code, e.Kind, e.Code, e.Message)
 	}
 	return e
 }

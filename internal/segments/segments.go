@@ -14,17 +14,22 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/ids"
+	"tidings/internal/page"
 	"tidings/internal/rules"
 	"tidings/internal/store"
 	"tidings/queries"
 )
 
 // NotFound is the segment 404.
-func NotFound() error { return apperr.NotFound("SEGMENT_NOT_FOUND", "segment") }
+func NotFound() *apperr.Error { return apperr.NotFound("SEGMENT_NOT_FOUND", "segment") }
+
+func notFound(err error) error { return apperr.Specific(err, apperr.KindNotFound, NotFound()) }
 
 // Store keeps segments.
 type Store struct {
 	DB *store.DB
+	// Throttle spaces computes (ComputeThrottled); Compute ignores it.
+	Throttle *Throttle
 }
 
 // Input is a create or PATCH body; nil fields were not sent.
@@ -103,7 +108,7 @@ func parseRules(raw json.RawMessage, self string, g graph) (*rules.Node, []strin
 	case errors.As(err, &ue):
 		return nil, nil, unknownSegmentFields(n, ue.IDs)
 	case errors.As(err, &ce):
-		e := apperr.New(422, "CIRCULAR_DEPENDENCY", "%s", ce.Error())
+		e := apperr.Unprocessable("CIRCULAR_DEPENDENCY", ce.Error())
 		e.Details = map[string]any{"cycle": ce.Cycle}
 		return nil, nil, e
 	case err != nil:
@@ -143,19 +148,18 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 }
 
 // Update applies a PATCH; changing rules bumps the version and does not
-// recompute membership.
-func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (queries.Segment, error) {
+// recompute membership. It returns the segment as Get does, with the ids of
+// the segments that reference it.
+func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (queries.Segment, []string, error) {
 	var seg queries.Segment
+	var by []string
 	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
 		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
 			return err
 		}
 		cur, err := q.SegmentGetForUpdate(ctx, queries.SegmentGetForUpdateParams{TenantID: tenantID, ID: id})
-		if store.IsNoRows(err) {
-			return NotFound()
-		}
 		if err != nil {
-			return err
+			return notFound(err)
 		}
 		next := queries.SegmentUpdateParams{TenantID: tenantID, ID: id, Name: cur.Name, Description: cur.Description,
 			Rules: cur.Rules, Enabled: cur.Enabled, Version: cur.Version, DependsOn: cur.DependsOn}
@@ -182,10 +186,13 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 				next.Rules, next.DependsOn, next.Version = compact(in.Rules), refs, cur.Version+1
 			}
 		}
-		seg, err = q.SegmentUpdate(ctx, next)
+		if seg, err = q.SegmentUpdate(ctx, next); err != nil {
+			return err
+		}
+		by, err = q.SegmentDependedBy(ctx, queries.SegmentDependedByParams{TenantID: tenantID, ID: id})
 		return err
 	})
-	return seg, err
+	return seg, by, err
 }
 
 func sameRules(a, b *rules.Node) bool {
@@ -235,14 +242,43 @@ func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
 // Get returns a segment with the ids of the segments that reference it.
 func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Segment, []string, error) {
 	seg, err := s.DB.SegmentGet(ctx, queries.SegmentGetParams{TenantID: tenantID, ID: id})
-	if store.IsNoRows(err) {
-		return seg, nil, NotFound()
-	}
 	if err != nil {
-		return seg, nil, err
+		return seg, nil, notFound(err)
 	}
 	by, err := s.DependedBy(ctx, tenantID, id)
 	return seg, by[id], err
+}
+
+// Listed is a segment of a list page with the segments that reference it.
+type Listed struct {
+	queries.Segment
+	DependedBy []string
+}
+
+// List returns a page of segments, newest first, each with its dependedBy
+// (one query for the whole page).
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]Listed, *string, error) {
+	rows, next, err := page.List(p, func(q page.Query) ([]queries.Segment, error) {
+		return s.DB.SegmentList(ctx, queries.SegmentListParams{TenantID: tenantID, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
+	}, func(r queries.Segment) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	by, err := s.DependedBy(ctx, tenantID, ids...)
+	items := make([]Listed, len(rows))
+	for i, r := range rows {
+		items[i] = Listed{Segment: r, DependedBy: by[r.ID]}
+	}
+	return items, next, err
+}
+
+// OfContact returns the segments the contact is a member of.
+func (s *Store) OfContact(ctx context.Context, tenantID, contactID string) ([]queries.SegmentsOfContactRow, error) {
+	return s.DB.SegmentsOfContact(ctx, queries.SegmentsOfContactParams{TenantID: tenantID, ContactID: contactID})
 }
 
 // DependedBy maps each of ids to the segments that reference it, sorted, in

@@ -3,11 +3,12 @@ package segments_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
 
+	"tidings/internal/apperr"
+	"tidings/internal/page"
 	"tidings/internal/segments"
 )
 
@@ -34,7 +35,7 @@ func TestReferencesBookkeeping(t *testing.T) {
 	}
 
 	// PATCH re-pointing x from a to c releases a.
-	x2, err := b.segs.Update(b.ctx, tenantA, x.ID, segments.Input{Rules: refRules(c.ID)})
+	x2, _, err := b.segs.Update(b.ctx, tenantA, x.ID, segments.Input{Rules: refRules(c.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestReferencesBookkeeping(t *testing.T) {
 	}
 
 	// PATCH without rules keeps the references.
-	x3, err := b.segs.Update(b.ctx, tenantA, x.ID, segments.Input{Name: ptr("x renamed")})
+	x3, _, err := b.segs.Update(b.ctx, tenantA, x.ID, segments.Input{Name: ptr("x renamed")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +81,9 @@ func TestReferencesBookkeeping(t *testing.T) {
 		t.Fatalf("c dependedBy = %v after y was deleted", by)
 	}
 	_, _, err = b.segs.Get(b.ctx, tenantA, y.ID)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
 	err = b.segs.Delete(b.ctx, tenantA, y.ID)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
 
 	// a is free again after the re-pointing.
 	if err := b.segs.Delete(b.ctx, tenantA, a.ID); err != nil {
@@ -100,7 +101,7 @@ func TestDeleteReferencedRefused(t *testing.T) {
 	before := snapshot(b.get(t, tenantA, inner.ID))
 
 	err := b.segs.Delete(b.ctx, tenantA, inner.ID)
-	e := wantErr(t, err, http.StatusConflict, "SEGMENT_REFERENCED")
+	e := wantErr(t, err, apperr.KindConflict, "SEGMENT_REFERENCED")
 	if by, _ := e.Details["dependedBy"].([]string); !slices.Equal(by, []string{outer.ID}) {
 		t.Fatalf("details.dependedBy = %#v, want [%s]", e.Details["dependedBy"], outer.ID)
 	}
@@ -119,7 +120,7 @@ func TestDeleteReferencedRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = b.segs.Get(b.ctx, tenantA, inner.ID)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
 }
 
 func TestVersionChangesOnlyWithRules(t *testing.T) {
@@ -153,7 +154,7 @@ func TestVersionChangesOnlyWithRules(t *testing.T) {
 		{desc: "same value spelled out", in: segments.Input{Rules: propRules("score", "greaterThan", json.Number("100.0"))}},
 	}
 	for _, st := range steps {
-		got, err := b.segs.Update(b.ctx, tenantA, s.ID, st.in)
+		got, _, err := b.segs.Update(b.ctx, tenantA, s.ID, st.in)
 		if err != nil {
 			t.Fatalf("%s: %v", st.desc, err)
 		}
@@ -207,8 +208,8 @@ func TestCyclesRejected(t *testing.T) {
 				map[string]any{"type": "property", "field": "plan", "operator": "exists"},
 				map[string]any{"operator": "or", "conditions": []any{
 					map[string]any{"type": "segment", "segmentId": ids[len(ids)-1], "operator": "notMemberOf"}}}}})
-			_, err := b.segs.Update(b.ctx, tenantA, ids[0], segments.Input{Name: ptr("renamed"), Rules: closing})
-			e := wantErr(t, err, http.StatusUnprocessableEntity, "CIRCULAR_DEPENDENCY")
+			_, _, err := b.segs.Update(b.ctx, tenantA, ids[0], segments.Input{Name: ptr("renamed"), Rules: closing})
+			e := wantErr(t, err, apperr.KindUnprocessable, "CIRCULAR_DEPENDENCY")
 			if cycle, _ := e.Details["cycle"].([]string); !slices.Equal(cycle, tt.want(ids)) {
 				t.Fatalf("details.cycle = %#v, want %v", e.Details["cycle"], tt.want(ids))
 			}
@@ -228,7 +229,7 @@ func TestUnknownReferenceRejected(t *testing.T) {
 		_, err := b.segs.Create(b.ctx, tenantA, segments.Input{Name: ptr("x"), Rules: refRules("seg_missing")})
 		return err
 	}()
-	e := wantErr(t, err, http.StatusBadRequest, "VALIDATION_ERROR")
+	e := wantErr(t, err, apperr.KindInvalid, "VALIDATION_ERROR")
 	fields, _ := e.Details["fields"].(map[string]any)
 	if _, ok := fields["rules.conditions[0].segmentId"]; !ok {
 		t.Fatalf("details.fields = %v, want rules.conditions[0].segmentId", fields)
@@ -241,8 +242,8 @@ func TestUnknownReferenceRejected(t *testing.T) {
 	a := b.create(t, tenantA, "a", propRules("plan", "equals", "pro"))
 	s := b.create(t, tenantA, "s", refRules(a.ID))
 	before := snapshot(b.get(t, tenantA, s.ID))
-	_, err = b.segs.Update(b.ctx, tenantA, s.ID, segments.Input{Rules: refRules(a.ID, "seg_missing")})
-	e = wantErr(t, err, http.StatusBadRequest, "VALIDATION_ERROR")
+	_, _, err = b.segs.Update(b.ctx, tenantA, s.ID, segments.Input{Rules: refRules(a.ID, "seg_missing")})
+	e = wantErr(t, err, apperr.KindInvalid, "VALIDATION_ERROR")
 	fields, _ = e.Details["fields"].(map[string]any)
 	if _, ok := fields["rules.conditions[1].segmentId"]; !ok || len(fields) != 1 {
 		t.Fatalf("details.fields = %v, want only rules.conditions[1].segmentId", fields)
@@ -313,7 +314,7 @@ func TestCompute(t *testing.T) {
 	}
 
 	// A rules change makes everyone else join and the old members leave.
-	if _, err := b.segs.Update(b.ctx, tenantA, s.ID, segments.Input{Rules: propRules("plan", "notEquals", "pro")}); err != nil {
+	if _, _, err := b.segs.Update(b.ctx, tenantA, s.ID, segments.Input{Rules: propRules("plan", "notEquals", "pro")}); err != nil {
 		t.Fatal(err)
 	}
 	if m := b.members(t, tenantA, s.ID); !slices.Equal(m, sorted(c2, c3)) {
@@ -335,7 +336,7 @@ func TestComputeDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = b.segs.Compute(b.ctx, tenantA, off.ID)
-	wantErr(t, err, http.StatusBadRequest, "VALIDATION_ERROR")
+	wantErr(t, err, apperr.KindInvalid, "VALIDATION_ERROR")
 	if s, _ := b.get(t, tenantA, off.ID); s.LastComputedAt != nil || s.MemberCount != 0 || len(b.members(t, tenantA, off.ID)) != 0 {
 		t.Fatalf("refused compute left traces: %s", snapshot(s, nil))
 	}
@@ -343,13 +344,13 @@ func TestComputeDisabled(t *testing.T) {
 	// Disabled after a compute: the members stay as they were.
 	on := b.create(t, tenantA, "on", allRules)
 	b.compute(t, tenantA, on.ID)
-	if _, err := b.segs.Update(b.ctx, tenantA, on.ID, segments.Input{Enabled: new(false)}); err != nil {
+	if _, _, err := b.segs.Update(b.ctx, tenantA, on.ID, segments.Input{Enabled: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	b.contact(t, tenantA, "d@example.com", nil)
 	before := snapshot(b.get(t, tenantA, on.ID))
 	_, err = b.segs.Compute(b.ctx, tenantA, on.ID)
-	wantErr(t, err, http.StatusBadRequest, "VALIDATION_ERROR")
+	wantErr(t, err, apperr.KindInvalid, "VALIDATION_ERROR")
 	if after := snapshot(b.get(t, tenantA, on.ID)); after != before {
 		t.Fatalf("refused compute changed the segment:\nbefore %s\nafter  %s", before, after)
 	}
@@ -382,7 +383,7 @@ func TestComputeNestedUsesCurrentRules(t *testing.T) {
 
 	// inner now means free, but is not recomputed: its stored members are
 	// still the pro contacts.
-	if _, err := b.segs.Update(b.ctx, tenantA, inner.ID, segments.Input{Rules: propRules("plan", "equals", "free")}); err != nil {
+	if _, _, err := b.segs.Update(b.ctx, tenantA, inner.ID, segments.Input{Rules: propRules("plan", "equals", "free")}); err != nil {
 		t.Fatal(err)
 	}
 	res := b.compute(t, tenantA, outer.ID)
@@ -424,26 +425,28 @@ func TestMembersPagination(t *testing.T) {
 	}
 	for _, limit := range []int{1, 2, 3, 7, 8} {
 		var got []string
-		after := ""
+		p := page.Params{Limit: limit}
 		for pages := 0; ; pages++ {
 			if pages > len(want)+1 {
 				t.Fatalf("limit %d: paging does not end", limit)
 			}
-			seg, page, err := b.segs.Members(b.ctx, tenantA, s.ID, after, limit)
+			m, err := b.segs.Members(b.ctx, tenantA, s.ID, p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if seg.ID != s.ID || seg.MemberCount != int64(len(want)) {
-				t.Fatalf("limit %d: Members returned segment %s", limit, snapshot(seg, nil))
+			if m.Segment.ID != s.ID || m.Segment.MemberCount != int64(len(want)) {
+				t.Fatalf("limit %d: Members returned segment %s", limit, snapshot(m.Segment, nil))
 			}
-			if len(page) > limit {
-				t.Fatalf("limit %d: page of %d", limit, len(page))
+			if len(m.ContactIDs) > limit {
+				t.Fatalf("limit %d: page of %d", limit, len(m.ContactIDs))
 			}
-			if len(page) == 0 {
+			got = append(got, m.ContactIDs...)
+			if m.Next == nil {
 				break
 			}
-			got = append(got, page...)
-			after = page[len(page)-1]
+			if p.After, err = page.Decode(*m.Next); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("limit %d: pages gave %v, want %v", limit, got, want)
@@ -451,12 +454,12 @@ func TestMembersPagination(t *testing.T) {
 	}
 
 	// A cursor that is not a member still pages from where it sorts.
-	_, page, err := b.segs.Members(b.ctx, tenantA, s.ID, want[2]+"~", 2)
+	m, err := b.segs.Members(b.ctx, tenantA, s.ID, page.Params{After: &page.Cursor{ID: want[2] + "~"}, Limit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(page, want[3:5]) {
-		t.Fatalf("after a non-member cursor: %v, want %v", page, want[3:5])
+	if !slices.Equal(m.ContactIDs, want[3:5]) {
+		t.Fatalf("after a non-member cursor: %v, want %v", m.ContactIDs, want[3:5])
 	}
 }
 
@@ -474,18 +477,18 @@ func TestTenantIsolation(t *testing.T) {
 	before := snapshot(b.get(t, tenantA, s.ID))
 
 	_, _, err := b.segs.Get(b.ctx, tenantB, s.ID)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
-	_, err = b.segs.Update(b.ctx, tenantB, s.ID, segments.Input{Name: ptr("hijacked"), Rules: allRules, Enabled: new(false)})
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
+	_, _, err = b.segs.Update(b.ctx, tenantB, s.ID, segments.Input{Name: ptr("hijacked"), Rules: allRules, Enabled: new(false)})
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
 	_, err = b.segs.Compute(b.ctx, tenantB, s.ID)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
-	_, _, err = b.segs.Members(b.ctx, tenantB, s.ID, "", 10)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
+	_, err = b.segs.Members(b.ctx, tenantB, s.ID, page.Params{Limit: 10})
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
 	err = b.segs.Delete(b.ctx, tenantB, s.ID)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
 	// Tenant B cannot refer to it either.
 	_, err = b.segs.Create(b.ctx, tenantB, segments.Input{Name: ptr("ref"), Rules: refRules(s.ID)})
-	e := wantErr(t, err, http.StatusBadRequest, "VALIDATION_ERROR")
+	e := wantErr(t, err, apperr.KindInvalid, "VALIDATION_ERROR")
 	if fields, _ := e.Details["fields"].(map[string]any); fields["rules.conditions[0].segmentId"] == nil {
 		t.Fatalf("details.fields = %v", e.Details["fields"])
 	}
@@ -515,5 +518,5 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("tenant A members %v after B's compute", m)
 	}
 	_, err = b.segs.Compute(b.ctx, tenantA, sb.ID)
-	wantErr(t, err, http.StatusNotFound, "SEGMENT_NOT_FOUND")
+	wantErr(t, err, apperr.KindNotFound, "SEGMENT_NOT_FOUND")
 }

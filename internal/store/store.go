@@ -4,18 +4,16 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"tidings/internal/apperr"
 	"tidings/queries"
 )
 
-// DB is the pool plus the generated queries bound to it.
+// DB is the pool plus the generated queries bound to it. Every query's
+// errors pass through Translate.
 type DB struct {
 	Pool *pgxpool.Pool
 	*queries.Queries
@@ -39,7 +37,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 }
 
 // New wraps an existing pool.
-func New(pool *pgxpool.Pool) *DB { return &DB{Pool: pool, Queries: queries.New(pool)} }
+func New(pool *pgxpool.Pool) *DB { return &DB{Pool: pool, Queries: translated(pool)} }
 
 // Close closes the pool.
 func (db *DB) Close() { db.Pool.Close() }
@@ -59,29 +57,9 @@ func (db *DB) TxRaw(ctx context.Context, fn func(tx pgx.Tx, q *queries.Queries) 
 		return err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx, db.Queries.WithTx(tx)); err != nil {
+	if err := fn(tx, translated(tx)); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
-}
-
-// IsNoRows reports whether err means the query matched no row.
-func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
-
-// IsUniqueViolation reports whether err is SQLSTATE 23505, optionally on a
-// specific constraint.
-func IsUniqueViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
-		return false
-	}
-	return constraint == "" || pgErr.ConstraintName == constraint
-}
-
-// NotFound maps pgx.ErrNoRows to the given 404 and passes anything else on.
-func NotFound(err error, code, what string) error {
-	if IsNoRows(err) {
-		return apperr.NotFound(code, what)
-	}
-	return err
+	// A deferred constraint fails at commit.
+	return Translate(tx.Commit(ctx))
 }

@@ -372,8 +372,8 @@ func TestPutPlanLimit(t *testing.T) {
 	b.put(t, b.tenant, "one", body)
 	b.put(t, b.tenant, "two", body)
 	_, _, err := b.store.Put(ctx, b.tenant, "three", body)
-	if e := wantErr(t, err, "PLAN_LIMIT_EXCEEDED"); e.Status != 402 {
-		t.Fatalf("status %d, want 402", e.Status)
+	if e := wantErr(t, err, "PLAN_LIMIT_EXCEEDED"); e.Kind != apperr.KindPlanLimit {
+		t.Fatalf("kind %s, want %s", e.Kind, apperr.KindPlanLimit)
 	}
 	if _, err := b.store.Get(ctx, b.tenant, "three"); !apperr.IsCode(err, "TEMPLATE_NOT_FOUND") {
 		t.Fatalf("refused template was stored: %v", err)

@@ -43,7 +43,7 @@ func (p Put) Validate(create bool) error {
 		f.Check(p.Subject != nil, "subject", "is required")
 		f.Check(p.Content != nil, "content", "is required")
 	} else if p.Name == nil && p.Subject == nil && p.Content == nil && p.Enabled == nil && p.DisableReason == nil {
-		return apperr.InvalidRequest("at least one of name, subject, content, enabled, disableReason is required")
+		return apperr.AtLeastOne("name", "subject", "content", "enabled", "disableReason")
 	}
 	if p.Name != nil {
 		n := utf8.RuneCountInString(*p.Name)

@@ -1,0 +1,154 @@
+// Package tenants keeps the organisations that own everything else:
+// provisioning, settings with the sending-status rule, and the sandbox
+// whitelist with its limit. The HTTP handlers and the worker apply these
+// rules through it alone.
+package tenants
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"tidings/internal/apperr"
+	"tidings/internal/contacts"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// MaxWhitelist is how many addresses the sandbox whitelist holds.
+const MaxWhitelist = 50
+
+// Sending statuses (ADDENDUM section 2).
+const (
+	Sandbox = "sandbox"
+	Enabled = "enabled"
+	Paused  = "paused"
+)
+
+// Store keeps tenants.
+type Store struct {
+	DB *store.DB
+	// ProviderConnected says whether a real delivery provider is configured
+	// (config.Config.ProviderConnected); without one no tenant leaves
+	// sandbox.
+	ProviderConnected bool
+}
+
+// NotFound is the tenant 404: the organisation has not been provisioned.
+func NotFound() *apperr.Error { return apperr.NotFound("NOT_FOUND", "tenant") }
+
+func notFound(err error) error { return apperr.Specific(err, apperr.KindNotFound, NotFound()) }
+
+// validName checks a trimmed tenant name.
+func validName(n string) bool {
+	l := utf8.RuneCountInString(n)
+	return l >= 1 && l <= 128
+}
+
+// Provision creates the tenant of organisation id the first time (created
+// true) and returns the existing one, unchanged, on a repeat.
+func (s *Store) Provision(ctx context.Context, id, name string) (t queries.Tenant, created bool, err error) {
+	name = strings.TrimSpace(name)
+	if !validName(name) {
+		return t, false, apperr.Invalid("name", "is required, 1-128 characters")
+	}
+	t, err = s.DB.TenantInsert(ctx, queries.TenantInsertParams{ID: id, Name: name})
+	if store.IsNoRows(err) { // ON CONFLICT DO NOTHING: provisioned before
+		t, err = s.DB.TenantGet(ctx, id)
+		return t, false, err
+	}
+	return t, err == nil, err
+}
+
+// Get returns the tenant.
+func (s *Store) Get(ctx context.Context, id string) (queries.Tenant, error) {
+	t, err := s.DB.TenantGet(ctx, id)
+	return t, notFound(err)
+}
+
+// Exists reports whether organisation id has been provisioned.
+func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
+	return s.DB.TenantExists(ctx, id)
+}
+
+// MonthlySends is the send counter as shown: it belongs to the month it was
+// counted in, so a new month reads zero until its first send resets it.
+// period is the current month, "2006-01".
+func MonthlySends(t queries.Tenant, now time.Time) (count int64, period string) {
+	period = now.UTC().Format("2006-01")
+	if t.MonthlySendCountPeriod != period {
+		return 0, period
+	}
+	return t.MonthlySendCount, period
+}
+
+// Settings is a PATCH of the tenant; nil fields stay as they are.
+type Settings struct {
+	Name *string
+	// DefaultFromAddress and PreferredRegion are optional settings: with
+	// their Set flag and a nil value they are cleared.
+	DefaultFromAddress *string
+	SetDefaultFrom     bool
+	PreferredRegion    *string
+	SetRegion          bool
+	SendingStatus      *string
+}
+
+// validate checks and normalises the settings.
+func (u *Settings) validate() error {
+	if u.Name == nil && !u.SetDefaultFrom && !u.SetRegion && u.SendingStatus == nil {
+		return apperr.AtLeastOne("name", "defaultFromAddress", "preferredRegion", "sendingStatus")
+	}
+	var f apperr.Fields
+	if u.Name != nil {
+		n := strings.TrimSpace(*u.Name)
+		f.Check(validName(n), "name", "must be 1-128 characters")
+		u.Name = &n
+	}
+	if u.DefaultFromAddress != nil {
+		norm, ok := contacts.NormalizeEmail(*u.DefaultFromAddress)
+		f.Check(ok, "defaultFromAddress", "must be a valid email address")
+		u.DefaultFromAddress = &norm
+	}
+	if r := u.PreferredRegion; r != nil {
+		f.Check(strings.TrimSpace(*r) != "" && len(*r) <= 64, "preferredRegion", "must be 1-64 characters")
+	}
+	if st := u.SendingStatus; st != nil {
+		f.Check(slices.Contains([]string{Sandbox, Enabled, Paused}, *st), "sendingStatus", "must be one of sandbox, enabled, paused")
+	}
+	return f.Err()
+}
+
+// Update applies settings. Sending may be enabled only with a connected
+// delivery provider and at least one verified domain; the other statuses
+// are always allowed.
+func (s *Store) Update(ctx context.Context, id string, u Settings) (queries.Tenant, error) {
+	if err := u.validate(); err != nil {
+		return queries.Tenant{}, err
+	}
+	if u.SendingStatus != nil && *u.SendingStatus == Enabled {
+		if err := s.canEnableSending(ctx, id); err != nil {
+			return queries.Tenant{}, err
+		}
+	}
+	t, err := s.DB.TenantUpdate(ctx, queries.TenantUpdateParams{ID: id, Name: u.Name,
+		SetDefaultFrom: u.SetDefaultFrom, DefaultFromAddress: u.DefaultFromAddress,
+		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus})
+	return t, notFound(err)
+}
+
+func (s *Store) canEnableSending(ctx context.Context, id string) error {
+	if !s.ProviderConnected {
+		return apperr.Invalid("sendingStatus", "enabled requires a connected email provider (sendgrid or smtp)")
+	}
+	n, err := s.DB.DomainCountVerified(ctx, id)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return apperr.Invalid("sendingStatus", "enabled requires at least one verified domain")
+	}
+	return nil
+}
