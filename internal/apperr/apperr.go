@@ -215,8 +215,3 @@ func RateLimited(retryAfter int) *Error {
 func Internal() *Error {
 	return newError(KindInternal, "INTERNAL_ERROR", "internal server error")
 }
-
-// Unprocessable builds a 422 with the given code.
-func Unprocessable(code, msg string) *Error {
-	return New(http.StatusUnprocessableEntity, code, "%s", msg)
-}

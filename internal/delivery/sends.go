@@ -30,7 +30,7 @@ func ValidStatus(s string) bool {
 }
 
 // SendNotFound is the send 404.
-func SendNotFound() error { return apperr.NotFound("SEND_NOT_FOUND", "send") }
+func SendNotFound() *apperr.Error { return apperr.NotFound("SEND_NOT_FOUND", "send") }
 
 // Filter narrows the send history; zero values mean "any".
 type Filter struct {
@@ -47,7 +47,7 @@ type Sends struct {
 // Get returns one send of the tenant.
 func (s *Sends) Get(ctx context.Context, tenantID, id string) (queries.Send, error) {
 	r, err := s.DB.SendGet(ctx, queries.SendGetParams{TenantID: tenantID, ID: id})
-	return r, store.NotFound(err, "SEND_NOT_FOUND", "send")
+	return r, apperr.Specific(err, apperr.KindNotFound, SendNotFound())
 }
 
 // List returns a page of the tenant's sends, newest first. A contactId
@@ -55,45 +55,33 @@ func (s *Sends) Get(ctx context.Context, tenantID, id string) (queries.Send, err
 func (s *Sends) List(ctx context.Context, tenantID string, f Filter, p page.Params) ([]queries.Send, *string, error) {
 	if f.ContactID != "" {
 		if _, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: f.ContactID}); err != nil {
-			if store.IsNoRows(err) {
-				return nil, nil, contacts.NotFound()
-			}
-			return nil, nil, err
+			return nil, nil, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
 		}
 	}
-	to := page.Far
-	if !f.To.IsZero() {
-		to = f.To
-	}
-	beforeT, beforeID := page.Before(p.After, to)
+	p.Until = f.To
 	from := f.From // the zero time is before every row
-	lim := int32(p.Limit + 1)
-	var rows []queries.Send
-	var err error
-	switch {
-	case f.ContactID != "":
-		rows, err = s.DB.SendListByContact(ctx, queries.SendListByContactParams{TenantID: tenantID, ContactID: f.ContactID,
-			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from,
-			SequenceID: opt(f.SequenceID), TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: lim})
-	case f.SequenceID != "":
-		rows, err = s.DB.SendListBySequence(ctx, queries.SendListBySequenceParams{TenantID: tenantID, SequenceID: &f.SequenceID,
-			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from,
-			TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: lim})
-	case f.TemplateID != "":
-		rows, err = s.DB.SendListByTemplate(ctx, queries.SendListByTemplateParams{TenantID: tenantID, TemplateID: f.TemplateID,
-			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from, Status: opt(f.Status), Lim: lim})
-	case f.Status != "":
-		rows, err = s.DB.SendListByStatus(ctx, queries.SendListByStatusParams{TenantID: tenantID, Status: f.Status,
-			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from, Lim: lim})
-	default:
-		rows, err = s.DB.SendList(ctx, queries.SendListParams{TenantID: tenantID,
-			BeforeTime: beforeT, BeforeID: beforeID, FromTime: from, Lim: lim})
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	items, next := page.Trim(rows, p.Limit, func(r queries.Send) page.Cursor { return page.Cursor{Time: r.SentAt, ID: r.ID} })
-	return items, next, nil
+	key := func(r queries.Send) page.Cursor { return page.Cursor{Time: r.SentAt, ID: r.ID} }
+	return page.List(p, func(q page.Query) ([]queries.Send, error) {
+		switch {
+		case f.ContactID != "":
+			return s.DB.SendListByContact(ctx, queries.SendListByContactParams{TenantID: tenantID, ContactID: f.ContactID,
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from,
+				SequenceID: opt(f.SequenceID), TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: q.Limit})
+		case f.SequenceID != "":
+			return s.DB.SendListBySequence(ctx, queries.SendListBySequenceParams{TenantID: tenantID, SequenceID: &f.SequenceID,
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from,
+				TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: q.Limit})
+		case f.TemplateID != "":
+			return s.DB.SendListByTemplate(ctx, queries.SendListByTemplateParams{TenantID: tenantID, TemplateID: f.TemplateID,
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from, Status: opt(f.Status), Lim: q.Limit})
+		case f.Status != "":
+			return s.DB.SendListByStatus(ctx, queries.SendListByStatusParams{TenantID: tenantID, Status: f.Status,
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from, Lim: q.Limit})
+		default:
+			return s.DB.SendList(ctx, queries.SendListParams{TenantID: tenantID,
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from, Lim: q.Limit})
+		}
+	}, key)
 }
 
 func opt(s string) *string {
