@@ -36,6 +36,7 @@ var statusOf = map[apperr.Kind]int{
 	apperr.KindConflict:      http.StatusConflict,
 	apperr.KindUnprocessable: http.StatusUnprocessableEntity,
 	apperr.KindRateLimited:   http.StatusTooManyRequests,
+	apperr.KindUpstream:      http.StatusBadGateway,
 }
 
 // failure is an error as the client sees it.
@@ -83,6 +84,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 
 func (s *Server) failure(c *fiber.Ctx, err error) failure {
 	if e, ok := apperr.As(err); ok && statusOf[e.Kind] != 0 {
+		if e.Kind == apperr.KindUpstream {
+			s.log.Warn("upstream failed", "code", e.Code, "err", e.Err, "method", c.Method(),
+				"path", c.Path(), "request_id", requestID(c))
+		}
 		return failure{status: statusOf[e.Kind], code: e.Code, msg: e.Message, details: e.Details, retryAfter: e.RetryAfter}
 	}
 	var fe *fiber.Error

@@ -27,10 +27,11 @@ const (
 	KindPlanLimit                 // the tenant's plan allows no more
 	KindUnprocessable             // well-formed, but its meaning cannot be applied (a cycle)
 	KindRateLimited               // too many requests; RetryAfter says when to come back
+	KindUpstream                  // a service we depend on (the email provider) failed
 )
 
 var kindNames = [...]string{"internal", "invalid", "unauthorized", "forbidden", "not found",
-	"conflict", "plan limit", "unprocessable", "rate limited"}
+	"conflict", "plan limit", "unprocessable", "rate limited", "upstream"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -214,4 +215,14 @@ func RateLimited(retryAfter int) *Error {
 // Internal hides a fault from clients; the HTTP layer logs the cause.
 func Internal() *Error {
 	return newError(KindInternal, "INTERNAL_ERROR", "internal server error")
+}
+
+// Upstream is the failure of a service we depend on, such as the email
+// provider refusing or not answering (ADDENDUM section 8: 502
+// PROVIDER_ERROR). The message may name the provider's reason; the cause
+// stays in Err for the log.
+func Upstream(code, msg string, cause error) *Error {
+	e := newError(KindUpstream, code, "%s", msg)
+	e.Err = cause
+	return e
 }

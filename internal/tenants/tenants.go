@@ -152,3 +152,19 @@ func (s *Store) canEnableSending(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// MayReceive applies the tenant's own sending gates to one recipient, the
+// same for a transactional send and a sequence step (ADDENDUM sections 2
+// and 6): nothing goes out while sending is paused, and in sandbox only to
+// whitelisted addresses. email is in its stored (normalised) form.
+func MayReceive(t queries.Tenant, email string) error {
+	switch t.SendingStatus {
+	case Paused:
+		return apperr.Forbidden("sending is paused for this tenant")
+	case Sandbox:
+		if !slices.Contains(t.SandboxWhitelist, email) {
+			return apperr.Forbidden("the tenant is in sandbox mode and " + email + " is not on the sandbox whitelist")
+		}
+	}
+	return nil
+}

@@ -235,3 +235,22 @@ func TestMonthlySends(t *testing.T) {
 		}
 	}
 }
+
+func TestMayReceive(t *testing.T) {
+	t.Parallel()
+	wl := []string{"ann@example.com"}
+	for _, tt := range []struct {
+		desc, status, to string
+		ok               bool
+	}{
+		{"enabled sends anywhere", tenants.Enabled, "bob@example.com", true},
+		{"sandbox, whitelisted", tenants.Sandbox, "ann@example.com", true},
+		{"sandbox, not whitelisted", tenants.Sandbox, "bob@example.com", false},
+		{"paused, even whitelisted", tenants.Paused, "ann@example.com", false},
+	} {
+		err := tenants.MayReceive(queries.Tenant{SendingStatus: tt.status, SandboxWhitelist: wl}, tt.to)
+		if (err == nil) != tt.ok || (err != nil && !apperr.IsCode(err, "FORBIDDEN")) {
+			t.Errorf("%s: MayReceive = %v, want ok=%v (else FORBIDDEN)", tt.desc, err, tt.ok)
+		}
+	}
+}
