@@ -247,9 +247,13 @@ func waitForCPU(t *testing.T, pid int, busy time.Duration) {
 
 func TestTimeoutKillsAndReplacesWorker(t *testing.T) {
 	t.Parallel()
-	p := newPool(t, mjml.Options{Size: 1, Timeout: 200 * time.Millisecond})
+	// The timeout leaves a small document's first compile on a cold node
+	// ample room on a loaded machine (a 200 ms one did not), and the big
+	// document takes far longer than it even on an idle one (about 30 ms a
+	// copy), so the test does not depend on the machine's load.
+	p := newPool(t, mjml.Options{Size: 1, Timeout: 3 * time.Second})
 	pid := p.Stats().Processes[0].PID
-	_, err := p.Compile(context.Background(), bigMJML(t, 20))
+	_, err := p.Compile(context.Background(), bigMJML(t, 400))
 	if !errors.Is(err, mjml.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
