@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	htmltemplate "html/template"
+	"math"
 	"net/url"
 	"strings"
 	"syscall"
@@ -38,13 +39,13 @@ func BenchmarkRender(b *testing.B) {
 	r := NewRenderer(RendererOptions{})
 	subject := "{{ issue.title }}, {{ contact.firstName }}"
 	vars := newsletterVars()
-	if _, err := r.Render("ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
+	if _, err := r.Render(b.Context(), "ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	cpu := cpuTime(b)
 	for b.Loop() {
-		if _, err := r.Render("ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
+		if _, err := r.Render(b.Context(), "ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,11 +58,14 @@ func BenchmarkRenderParts(b *testing.B) {
 	p := prepareNewsletter(b)
 	vars := newsletterVars()
 	r := NewRenderer(RendererOptions{})
+	// One budget for all the runs: limits no run reaches.
+	bud := newBudget(b.Context(), Limits{LoopIterations: math.MaxInt, StringBytes: math.MaxInt,
+		OutputBytes: math.MaxInt, RenderTime: time.Hour})
 	parsed, err := r.parsed("ten/nl", 1, "s", p.CompiledHTML)
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := r.renderHTML(parsed, vars)
+	out, err := r.renderHTML(bud, parsed, vars)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,12 +89,12 @@ func BenchmarkRenderParts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	part("liquid-html", func() error { _, err := r.render(full, vars); return err })
-	part("skeleton", func() error { _, err := r.renderHTML(parsed, vars); return err })
+	part("liquid-html", func() error { _, err := r.render(bud, full, false, vars); return err })
+	part("skeleton", func() error { _, err := r.renderHTML(bud, parsed, vars); return err })
 	part("mayNeedSanitize", func() error { mayNeedSanitize(html); return nil })
 	if text, ok := textTemplate(p.CompiledHTML); ok {
 		part("text-template", func() error {
-			out, err := r.render(text, vars)
+			out, err := r.render(bud, text, true, vars)
 			tidyText(out)
 			return err
 		})

@@ -30,7 +30,7 @@ func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables m
 	if err != nil {
 		return render.Message{}, 0, err
 	}
-	m, err := r.R.Render(cacheKey(tenantID, id), int(t.CurrentVersion), t.Subject, t.CompiledHtml, render.BindingsForPreview(variables))
+	m, err := r.R.Render(ctx, cacheKey(tenantID, id), int(t.CurrentVersion), t.Subject, t.CompiledHtml, render.BindingsForPreview(variables))
 	if err != nil {
 		return m, 0, apperr.InvalidRequest("template does not render: %v", err)
 	}
@@ -57,7 +57,7 @@ func (r *Renderer) Render(ctx context.Context, tenantID, id string, version int3
 	if err != nil {
 		return render.Message{}, 0, err
 	}
-	m, err := r.R.Render(cacheKey(tenantID, id), int(version), v.Subject, v.CompiledHtml, rc.Bindings())
+	m, err := r.R.Render(ctx, cacheKey(tenantID, id), int(version), v.Subject, v.CompiledHtml, rc.Bindings())
 	if err != nil {
 		return m, 0, fmt.Errorf("render template %s v%d: %w", id, version, err)
 	}
