@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"errors"
 	htmltemplate "html/template"
 	"math"
 	"net/url"
@@ -256,5 +257,34 @@ func BenchmarkSanitizeHostile(b *testing.B) {
 		if _, changed := Sanitize(in); !changed {
 			b.Fatal("nothing escaped")
 		}
+	}
+}
+
+// BenchmarkRenderHostile renders the two templates of issue 11, which ran
+// for 57 s and built a 256 MiB string before renders had budgets. Each
+// stops at its limit; ms/op is the time to get there, B/op what it
+// allocated, and peak-RSS-MiB the process's peak resident memory so far.
+//
+//	go test -run '^$' -bench RenderHostile -benchmem -cpu 1 ./internal/render/
+func BenchmarkRenderHostile(b *testing.B) {
+	for _, bm := range []struct{ name, subject, html string }{
+		{"nested-loops", nestedLoops, "<p>x</p>"},
+		{"doubling", "s", doubling},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			r := NewRenderer(RendererOptions{})
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.Render(b.Context(), "k", 1, bm.subject, bm.html, nil); !errors.Is(err, ErrBudget) {
+					b.Fatalf("err = %v, want ErrBudget", err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+			var ru syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
+		})
 	}
 }

@@ -148,6 +148,8 @@ type budget struct {
 	// cfg and textCfg are the engine's and textEngine's configurations
 	// with filters that charge this budget.
 	cfg, textCfg lrender.Config
+	// out is the writer of the run under way (one at a time).
+	out outputWriter
 }
 
 var budgets = sync.Pool{New: func() any {
@@ -165,6 +167,7 @@ func newBudget(ctx context.Context, l Limits) *budget {
 	b.ctx, b.done = ctx, ctx.Done()
 	b.deadline = time.Now().Add(l.RenderTime)
 	b.polls, b.err = 0, nil
+	_ = b.check() // a render whose context has ended does not start
 	return b
 }
 
@@ -182,21 +185,28 @@ func (b *budget) fail(limit string, max int64) error {
 	return b.err
 }
 
-// poll checks the context at every call and the clock at every 16th; it is
-// called at every loop iteration, filter, capture and write, so a render
-// notices within one of those that its time is up.
+// poll checks the context and the clock at every 16th call; it is called
+// at every loop iteration, budgeted filter, capture and write, so a render
+// notices within a few of those that its time is up.
 func (b *budget) poll() error {
 	if b.err != nil {
 		return b.err
 	}
+	if b.polls++; b.polls&15 != 0 {
+		return nil
+	}
+	return b.check()
+}
+
+// check ends the render when its context has ended or its time is up.
+func (b *budget) check() error {
 	select {
 	case <-b.done:
 		b.err = fmt.Errorf("render: %w", context.Cause(b.ctx))
 		return b.err
 	default:
 	}
-	b.polls++
-	if b.polls&15 == 0 && time.Now().After(b.deadline) {
+	if time.Now().After(b.deadline) {
 		return b.fail(LimitRenderTime, int64(b.limits.RenderTime))
 	}
 	return nil
@@ -227,6 +237,15 @@ func (b *budget) write(n int) error {
 	}
 	b.output -= n
 	return b.poll()
+}
+
+// made charges a string a filter made and returns it, or "" when that is
+// over budget (b.err says so).
+func (b *budget) made(s string) string {
+	if b.grow(len(s)) != nil {
+		return ""
+	}
+	return s
 }
 
 // budgetOf finds the render's budget in a tag's context; nil outside Render
@@ -361,45 +380,48 @@ func (f budgetFilters) AddFilter(name string, fn any) {
 // budgetedFilters wrap the string filters that can make strings longer
 // than their input. They take strings as any and convert them with str:
 // Liquid would copy each string argument twice on the way in (with
-// fmt.Sprint), which for large strings costs more than the filter.
+// fmt.Sprint), which for large strings costs more than the filter. The
+// string filters return no error, which saves Liquid's reflection an
+// allocation on every call: over budget, they return "" and the budget's
+// error, kept in b.err, ends the render at its next check.
 var budgetedFilters = map[string]func(b *budget, fn any) any{
 	"append": func(b *budget, _ any) any {
-		return func(sv, suffixv any) (string, error) {
+		return func(sv, suffixv any) string {
 			s, suffix := str(sv), str(suffixv)
-			if err := b.grow(len(s) + len(suffix)); err != nil {
-				return "", err
+			if b.grow(len(s)+len(suffix)) != nil {
+				return ""
 			}
-			return s + suffix, nil
+			return s + suffix
 		}
 	},
 	"prepend": func(b *budget, _ any) any {
-		return func(sv, prefixv any) (string, error) {
+		return func(sv, prefixv any) string {
 			s, prefix := str(sv), str(prefixv)
-			if err := b.grow(len(prefix) + len(s)); err != nil {
-				return "", err
+			if b.grow(len(prefix)+len(s)) != nil {
+				return ""
 			}
-			return prefix + s, nil
+			return prefix + s
 		}
 	},
 	"replace": func(b *budget, _ any) any {
-		return func(sv, oldv, newv any) (string, error) {
+		return func(sv, oldv, newv any) string {
 			s, old, new := str(sv), str(oldv), str(newv)
-			if err := b.grow(replacedLen(s, old, new, -1)); err != nil {
-				return "", err
+			if b.grow(replacedLen(s, old, new, -1)) != nil {
+				return ""
 			}
-			return strings.ReplaceAll(s, old, new), nil
+			return strings.ReplaceAll(s, old, new)
 		}
 	},
 	"replace_first": replaceOnce,
 	"replace_last":  replaceOnce,
 	"newline_to_br": func(b *budget, fn any) any {
 		f := fn.(func(string) string)
-		return func(sv any) (string, error) {
+		return func(sv any) string {
 			s := str(sv)
-			if err := b.grow(replacedLen(s, "\n", "<br />", -1)); err != nil {
-				return "", err
+			if b.grow(replacedLen(s, "\n", "<br />", -1)) != nil {
+				return ""
 			}
-			return f(s), nil
+			return f(s)
 		}
 	},
 	"join": func(b *budget, fn any) any {
@@ -437,16 +459,14 @@ var budgetedFilters = map[string]func(b *budget, fn any) any{
 	"capitalize":  stringAfter2,
 	"truncate": func(b *budget, fn any) any {
 		f := fn.(func(string, func(int) int, func(string) string) string)
-		return func(s any, length func(int) int, ellipsis func(string) string) (string, error) {
-			out := f(str(s), length, ellipsis)
-			return out, b.grow(len(out))
+		return func(s any, length func(int) int, ellipsis func(string) string) string {
+			return b.made(f(str(s), length, ellipsis))
 		}
 	},
 	"truncatewords": func(b *budget, fn any) any {
 		f := fn.(func(string, func(int) int, func(string) string) string)
-		return func(s any, length func(int) int, ellipsis func(string) string) (string, error) {
-			out := f(str(s), length, ellipsis)
-			return out, b.grow(len(out))
+		return func(s any, length func(int) int, ellipsis func(string) string) string {
+			return b.made(f(str(s), length, ellipsis))
 		}
 	},
 	"date": func(b *budget, fn any) any {
@@ -485,10 +505,7 @@ var budgetedFilters = map[string]func(b *budget, fn any) any{
 // few times its input's length, charging the result.
 func stringAfter(f func(string) string) func(*budget, any) any {
 	return func(b *budget, _ any) any {
-		return func(s any) (string, error) {
-			out := f(str(s))
-			return out, b.grow(len(out))
-		}
+		return func(s any) string { return b.made(f(str(s))) }
 	}
 }
 
@@ -496,20 +513,17 @@ func stringAfter(f func(string) string) func(*budget, any) any {
 // second string argument.
 func stringAfter2(b *budget, fn any) any {
 	f := fn.(func(string, string) string)
-	return func(s, x any) (string, error) {
-		out := f(str(s), str(x))
-		return out, b.grow(len(out))
-	}
+	return func(s, x any) string { return b.made(f(str(s), str(x))) }
 }
 
 func replaceOnce(b *budget, fn any) any {
 	f := fn.(func(string, string, string) string)
-	return func(sv, oldv, newv any) (string, error) {
+	return func(sv, oldv, newv any) string {
 		s, old, new := str(sv), str(oldv), str(newv)
-		if err := b.grow(replacedLen(s, old, new, 1)); err != nil {
-			return "", err
+		if b.grow(replacedLen(s, old, new, 1)) != nil {
+			return ""
 		}
-		return f(s, old, new), nil
+		return f(s, old, new)
 	}
 }
 

@@ -263,10 +263,13 @@ func (r *Renderer) run(b *budget, t *liquid.Template, text bool, vars map[string
 	if text {
 		cfg = b.textCfg
 	}
-	if err := renderBudgeted(b, t, &outputWriter{buf: buf, b: b}, vars, cfg); err != nil {
-		if b.err != nil {
-			return b.err
-		}
+	b.out = outputWriter{buf: buf, b: b}
+	err := renderBudgeted(b, t, &b.out, vars, cfg)
+	b.out.buf = nil
+	switch {
+	case b.err != nil: // also when a filter's "" let the render end
+		return b.err
+	case err != nil:
 		return err
 	}
 	return use(buf.Bytes())
