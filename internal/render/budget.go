@@ -599,5 +599,8 @@ func charged(b *budget, v any) (int, error) {
 			n = rv.Len()
 		}
 	}
+	if n > b.bytes/arrayElemBytes { // before n*arrayElemBytes can overflow
+		return n, b.grow(b.bytes + 1)
+	}
 	return n, b.grow(max(n, 0) * arrayElemBytes)
 }
