@@ -21,6 +21,10 @@ const nestedLoops = `{% for a in (1..100000) %}{% for b in (1..100000) %}{% for 
 // make 256 MiB, though only its size is printed.
 var doubling = `<p>{% assign s = "ab" %}` + strings.Repeat(`{% assign s = s | append: s %}`, 27) + `{{ s | size }}</p>`
 
+// untimed are the default limits without the time limit, which a loaded
+// machine (or -race) could reach before the limit a test is about.
+var untimed = RendererOptions{MaxRenderTime: time.Hour}
+
 // renderCounted renders a version like Render does, and also returns the
 // budget it used, to see how much work the render did.
 func renderCounted(t *testing.T, ctx context.Context, r *Renderer, subject, html string, vars map[string]any) (*budget, error) {
@@ -36,7 +40,7 @@ func renderCounted(t *testing.T, ctx context.Context, r *Renderer, subject, html
 
 func TestBudgetNestedLoops(t *testing.T) {
 	t.Parallel()
-	r := NewRenderer(RendererOptions{})
+	r := NewRenderer(untimed)
 	b, err := renderCounted(t, t.Context(), r, nestedLoops, "<p>x</p>", nil)
 	var limit *LimitError
 	if !errors.As(err, &limit) || !errors.Is(err, ErrBudget) {
@@ -56,7 +60,7 @@ func TestBudgetNestedLoops(t *testing.T) {
 
 func TestBudgetDoubling(t *testing.T) {
 	// Not parallel: it measures the bytes this render allocates.
-	r := NewRenderer(RendererOptions{})
+	r := NewRenderer(untimed)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b, err := renderCounted(t, t.Context(), r, "s", doubling, nil)
@@ -104,7 +108,7 @@ func TestBudgetLimits(t *testing.T) {
 		{"newline_to_br", `{% assign nl = big | replace: "x", "\n" %}{% for i in (1..3) %}{{ nl | newline_to_br | size }}{% endfor %}`, LimitStringBytes},
 		{"truncate with a big ellipsis", `{% for i in (1..50) %}{% assign s = big | truncate: 5, big %}{% endfor %}`, LimitStringBytes},
 	}
-	r := NewRenderer(RendererOptions{MaxStringBytes: 8 << 20, MaxOutput: 8 << 20})
+	r := NewRenderer(RendererOptions{MaxStringBytes: 8 << 20, MaxOutput: 8 << 20, MaxRenderTime: time.Hour})
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			t.Parallel()
