@@ -54,8 +54,15 @@ import (
 //     small multiple of values already charged).
 //   - Tags find their render's budget in the bindings, under a name no
 //     template can spell.
+//   - Once the budget is spent every check fails, writes included; the
+//     library's tablerow panics on a failed write, and that panic is taken
+//     for the budget's error (renderBudgeted).
 //
-// Budgets and their configurations are pooled: a render allocates none.
+// This leans on exported parts of osteele/liquid that are not promises
+// about its loops (BlockNode.Body, Template.GetRoot, render.Render with a
+// Config); TestBudgetLimits and TestBudgetSameOutput fail if an upgrade
+// changes how they behave. Budgets and their configurations are pooled: a
+// render builds none.
 
 // ErrBudget is what every *LimitError matches with errors.Is: the template
 // needed more than a render may use. It is the template's fault, not the
