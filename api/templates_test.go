@@ -155,6 +155,36 @@ func TestTemplatePreview(t *testing.T) {
 	b.expectError("POST", "/api/templates/nope/preview", tok, nil, 404, "TEMPLATE_NOT_FOUND")
 }
 
+// TestTemplatePreviewOverBudget previews the two templates of issue 11:
+// three nested loops in the subject, and a string doubled by assign in the
+// content. Each is saved, and its preview stops with VALIDATION_ERROR
+// naming the field and the limit (it used to run 57 s, or build 256 MiB).
+func TestTemplatePreviewOverBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.apiKey(b.tenant("org_tplbudget"))
+	loops := `{% for a in (1..100000) %}{% for b in (1..100000) %}{% for c in (1..100000) %}{{ a }}{{ b }}{{ c }}{% endfor %}{% endfor %}{% endfor %}`
+	doubling := `<p>{% assign s = "ab" %}` + strings.Repeat(`{% assign s = s | append: s %}`, 27) + `{{ s | size }}</p>`
+	tests := []struct {
+		desc, subject, content, field, limit string
+	}{
+		{"nested loops", loops, "<p>x</p>", "subject", "loop iterations"},
+		{"doubling", "s", doubling, "content", "bytes of strings"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			id := fmt.Sprintf("hostile%d", i)
+			b.expect("PUT", "/api/templates/"+id, tok, map[string]any{"name": "n", "subject": tt.subject, "content": tt.content}, 201)
+			r := b.expectError("POST", "/api/templates/"+id+"/preview", tok, nil, 400, "VALIDATION_ERROR")
+			fields, _ := r.body["error"].(map[string]any)["details"].(map[string]any)["fields"].(map[string]any)
+			msgs, _ := fields[tt.field].([]any)
+			if len(fields) != 1 || len(msgs) != 1 || !strings.Contains(msgs[0].(string), tt.limit) {
+				t.Fatalf("want %s naming %q: %s", tt.field, tt.limit, r.raw)
+			}
+		})
+	}
+}
+
 func TestTemplatePlanLimitAndConcurrentCreate(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *config.Config) { c.PlanFreeTemplates = 2 })

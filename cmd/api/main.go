@@ -82,7 +82,9 @@ func run(log *slog.Logger) error {
 		Log:         log,
 		RedisPrefix: "tidings:",
 		MJML:        pool,
-		Renderer:    render.NewRenderer(render.RendererOptions{}),
+		Renderer: render.NewRenderer(render.RendererOptions{
+			MaxLoopIterations: cfg.RenderMaxLoopIterations, MaxStringBytes: cfg.RenderMaxStringBytes,
+			MaxOutput: cfg.RenderMaxOutputBytes, MaxRenderTime: cfg.RenderMaxTime}),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

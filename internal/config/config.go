@@ -50,6 +50,14 @@ type Config struct {
 	PlanFreeContacts  int
 	PlanFreeTemplates int
 	PlanFreeSequences int
+
+	// Limits of one template render (render.RendererOptions): a template
+	// that needs more is VALIDATION_ERROR in a preview or send, and fails
+	// a scheduled send.
+	RenderMaxLoopIterations int
+	RenderMaxStringBytes    int
+	RenderMaxOutputBytes    int
+	RenderMaxTime           time.Duration
 }
 
 // ProviderConnected reports whether a real delivery provider is configured;
@@ -98,6 +106,10 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		PlanFreeContacts:         r.positiveInt("PLAN_FREE_CONTACTS", 1000),
 		PlanFreeTemplates:        r.positiveInt("PLAN_FREE_TEMPLATES", 100),
 		PlanFreeSequences:        r.positiveInt("PLAN_FREE_SEQUENCES", 20),
+		RenderMaxLoopIterations:  r.positiveInt("RENDER_MAX_LOOP_ITERATIONS", 100_000),
+		RenderMaxStringBytes:     r.positiveInt("RENDER_MAX_STRING_BYTES", 10<<20),
+		RenderMaxOutputBytes:     r.positiveInt("RENDER_MAX_OUTPUT_BYTES", 10<<20),
+		RenderMaxTime:            r.duration("RENDER_MAX_TIME", 2*time.Second),
 	}
 	if s := r.str("TRACKING_SECRET", ""); s != "" {
 		c.TrackingSecret = []byte(s)

@@ -22,7 +22,8 @@ func TestDefaults(t *testing.T) {
 		c.EmailProvider != "outbox" || c.OutboxDir != "./var/outbox" || c.DKIMCNAMESuffix != "dkim.tidings.email" ||
 		c.SendgridAPIURL != "https://api.sendgrid.com" || !c.Migrate || !c.TrackingSecretGenerated ||
 		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable" || c.RedisURL != "redis://127.0.0.1:6379/0" ||
-		c.APIKeyCacheTTL != 5*time.Second {
+		c.APIKeyCacheTTL != 5*time.Second || c.RenderMaxLoopIterations != 100000 || c.RenderMaxStringBytes != 10<<20 ||
+		c.RenderMaxOutputBytes != 10<<20 || c.RenderMaxTime != 2*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if c.ProviderConnected() {
@@ -37,7 +38,8 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		"EMAIL_PROVIDER": "pigeon", "DATABASE_URL": "mysql://x", "REDIS_URL": "::", "MIGRATE": "perhaps",
 		"SEND_MAX_ATTEMPTS": "0", "DNS_RESOLVER": "nohost", "SMTP_URL": "http://x", "PLAN_FREE_CONTACTS": "many",
 		"SENDGRID_WEBHOOK_PUBLIC_KEY": "%%%", "DOMAIN_CHECK_INTERVAL": "-1m", "PUBLIC_BASE_URL": "ftp://x",
-		"API_KEY_CACHE_TTL": "2h",
+		"API_KEY_CACHE_TTL": "2h", "RENDER_MAX_LOOP_ITERATIONS": "0", "RENDER_MAX_STRING_BYTES": "10MiB",
+		"RENDER_MAX_OUTPUT_BYTES": "-1", "RENDER_MAX_TIME": "0s",
 	} {
 		_, err := FromLookup(env(map[string]string{name: val}))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -50,12 +52,13 @@ func TestOverrides(t *testing.T) {
 	t.Parallel()
 	c, err := FromLookup(env(map[string]string{"RATE_LIMIT_PER_MINUTE": "5000", "EMAIL_PROVIDER": "sendgrid",
 		"SENDGRID_API_KEY": "SG.x", "TRACKING_SECRET": "abc", "PUBLIC_BASE_URL": "https://t.example.com/", "MIGRATE": "false",
-		"API_KEY_CACHE_TTL": "0"}))
+		"API_KEY_CACHE_TTL": "0", "RENDER_MAX_LOOP_ITERATIONS": "5000", "RENDER_MAX_TIME": "500ms"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.RateLimitPerMinute != 5000 || !c.ProviderConnected() || string(c.TrackingSecret) != "abc" ||
-		c.TrackingSecretGenerated || c.PublicBaseURL != "https://t.example.com" || c.Migrate || c.APIKeyCacheTTL != 0 {
+		c.TrackingSecretGenerated || c.PublicBaseURL != "https://t.example.com" || c.Migrate || c.APIKeyCacheTTL != 0 ||
+		c.RenderMaxLoopIterations != 5000 || c.RenderMaxTime != 500*time.Millisecond {
 		t.Fatalf("%+v", c)
 	}
 }

@@ -2,7 +2,9 @@ package render
 
 import (
 	"bytes"
+	"errors"
 	htmltemplate "html/template"
+	"math"
 	"net/url"
 	"strings"
 	"syscall"
@@ -38,13 +40,13 @@ func BenchmarkRender(b *testing.B) {
 	r := NewRenderer(RendererOptions{})
 	subject := "{{ issue.title }}, {{ contact.firstName }}"
 	vars := newsletterVars()
-	if _, err := r.Render("ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
+	if _, err := r.Render(b.Context(), "ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	cpu := cpuTime(b)
 	for b.Loop() {
-		if _, err := r.Render("ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
+		if _, err := r.Render(b.Context(), "ten/nl", 1, subject, p.CompiledHTML, vars); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,11 +59,14 @@ func BenchmarkRenderParts(b *testing.B) {
 	p := prepareNewsletter(b)
 	vars := newsletterVars()
 	r := NewRenderer(RendererOptions{})
+	// One budget for all the runs: limits no run reaches.
+	bud := newBudget(b.Context(), Limits{LoopIterations: math.MaxInt, StringBytes: math.MaxInt,
+		OutputBytes: math.MaxInt, RenderTime: time.Hour})
 	parsed, err := r.parsed("ten/nl", 1, "s", p.CompiledHTML)
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := r.renderHTML(parsed, vars)
+	out, err := r.renderHTML(bud, parsed, vars)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,12 +90,12 @@ func BenchmarkRenderParts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	part("liquid-html", func() error { _, err := r.render(full, vars); return err })
-	part("skeleton", func() error { _, err := r.renderHTML(parsed, vars); return err })
+	part("liquid-html", func() error { _, err := r.render(bud, full, false, vars); return err })
+	part("skeleton", func() error { _, err := r.renderHTML(bud, parsed, vars); return err })
 	part("mayNeedSanitize", func() error { mayNeedSanitize(html); return nil })
 	if text, ok := textTemplate(p.CompiledHTML); ok {
 		part("text-template", func() error {
-			out, err := r.render(text, vars)
+			out, err := r.render(bud, text, true, vars)
 			tidyText(out)
 			return err
 		})
@@ -252,5 +257,37 @@ func BenchmarkSanitizeHostile(b *testing.B) {
 		if _, changed := Sanitize(in); !changed {
 			b.Fatal("nothing escaped")
 		}
+	}
+}
+
+// BenchmarkRenderHostile renders the two templates of issue 11, which ran
+// for 57 s and built a 256 MiB string before renders had budgets. Each
+// stops at its limit; ms/op is the time to get there (cpu-ms/op the CPU
+// time, all threads, the garbage collector's included), B/op what it
+// allocated, and peak-RSS-MiB the process's peak resident memory so far.
+//
+//	go test -run '^$' -bench RenderHostile -benchmem -cpu 1 ./internal/render/
+func BenchmarkRenderHostile(b *testing.B) {
+	for _, bm := range []struct{ name, subject, html string }{
+		{"nested-loops", nestedLoops, "<p>x</p>"},
+		{"doubling", "s", doubling},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			r := NewRenderer(RendererOptions{})
+			b.ReportAllocs()
+			cpu := cpuTime(b)
+			for b.Loop() {
+				if _, err := r.Render(b.Context(), "k", 1, bm.subject, bm.html, nil); !errors.Is(err, ErrBudget) {
+					b.Fatalf("err = %v, want ErrBudget", err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			var ru syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
+		})
 	}
 }

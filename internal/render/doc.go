@@ -16,6 +16,11 @@
 // caught by a cheap check of every rendered message, and only then is the
 // message sanitised. The text part is what HTMLToText makes of the HTML.
 //
+// Templates come from tenants, so a render has a budget of loop iterations,
+// string bytes made by filters and capture, output bytes and time, and
+// stops with a *LimitError (ErrBudget) when a template needs more, or when
+// the caller's context ends (see budget.go).
+//
 // Rendering is built to send thousands of messages a second from one
 // template version: each version is parsed once, its long runs of literal
 // HTML are set aside so that Liquid and the check see only their ends, and

@@ -36,6 +36,7 @@ func parseLiquid(field, src string) (*liquid.Template, error) {
 	if err != nil {
 		return nil, &ValidationError{Field: field, Messages: []string{liquidMessage(err)}}
 	}
+	instrument(t)
 	return t, nil
 }
 

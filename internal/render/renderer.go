@@ -2,14 +2,19 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/osteele/liquid"
+	lrender "github.com/osteele/liquid/render"
 )
 
 // Message is one rendered email.
@@ -25,21 +30,33 @@ type RendererOptions struct {
 	// parsed newsletter of 90 KB of HTML takes about 150 KB, the HTML
 	// included.
 	CacheSize int
-	// MaxOutput bounds the rendered HTML in bytes, against templates whose
-	// loops run away; default 10 MiB.
+	// MaxOutput bounds what Liquid writes for one message (subject, HTML
+	// and text together), and the HTML once put together, in bytes;
+	// default DefaultMaxOutput.
 	MaxOutput int
+	// MaxLoopIterations bounds the iterations of all for and tablerow
+	// loops of one message; default DefaultMaxLoopIterations.
+	MaxLoopIterations int
+	// MaxStringBytes bounds the bytes of the strings and arrays that
+	// filters and capture make for one message; default
+	// DefaultMaxStringBytes.
+	MaxStringBytes int
+	// MaxRenderTime bounds the time one message takes, within the
+	// caller's context; default DefaultMaxRenderTime.
+	MaxRenderTime time.Duration
 }
 
-// ErrTooLarge is returned when a rendered message exceeds MaxOutput.
+// ErrTooLarge is matched by the error of a message that exceeds MaxOutput
+// (a *LimitError).
 var ErrTooLarge = errors.New("render: rendered message too large")
 
 // Renderer renders stored templates for each recipient. Parsed templates are
 // cached by (key, version): a version is parsed once and rendered many
 // times. It is safe for concurrent use.
 type Renderer struct {
-	cache     *lru.Cache[cacheKey, *parsed]
-	maxOutput int
-	buffers   sync.Pool
+	cache   *lru.Cache[cacheKey, *parsed]
+	limits  Limits
+	buffers sync.Pool
 }
 
 type cacheKey struct {
@@ -68,16 +85,26 @@ func NewRenderer(opts RendererOptions) *Renderer {
 		opts.CacheSize = 256
 	}
 	if opts.MaxOutput <= 0 {
-		opts.MaxOutput = 10 << 20
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.MaxLoopIterations <= 0 {
+		opts.MaxLoopIterations = DefaultMaxLoopIterations
+	}
+	if opts.MaxStringBytes <= 0 {
+		opts.MaxStringBytes = DefaultMaxStringBytes
+	}
+	if opts.MaxRenderTime <= 0 {
+		opts.MaxRenderTime = DefaultMaxRenderTime
 	}
 	cache, err := lru.New[cacheKey, *parsed](opts.CacheSize)
 	if err != nil {
 		panic(err) // only for a size <= 0, excluded above
 	}
 	return &Renderer{
-		cache:     cache,
-		maxOutput: opts.MaxOutput,
-		buffers:   sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		cache: cache,
+		limits: Limits{LoopIterations: opts.MaxLoopIterations, StringBytes: opts.MaxStringBytes,
+			OutputBytes: opts.MaxOutput, RenderTime: opts.MaxRenderTime},
+		buffers: sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
 }
 
@@ -87,24 +114,48 @@ func NewRenderer(opts RendererOptions) *Renderer {
 // and Prepared.CompiledHTML, parsed on the version's first render. Variables
 // that are missing render as empty strings.
 //
+// A render has a budget (see RendererOptions and budget.go): a template
+// that needs more loop iterations, string bytes, output or time than that
+// stops with a *LimitError naming the limit and the field, which matches
+// ErrBudget. When ctx ends first, the render stops with ctx's error.
+//
 // The HTML is sanitised again when it could need it (mayNeedSanitize), since
 // values and Liquid logic can produce markup that was not in the template.
 // The text part is what HTMLToText makes of the HTML; to save converting
 // every message, it is converted once per version with placeholders for the
 // Liquid, and each send fills in the values (see skeleton and textTemplate).
-func (r *Renderer) Render(key string, version int, subject, html string, vars map[string]any) (Message, error) {
+func (r *Renderer) Render(ctx context.Context, key string, version int, subject, html string, vars map[string]any) (Message, error) {
 	p, err := r.parsed(key, version, subject, html)
 	if err != nil {
 		return Message{}, err
 	}
-	var m Message
-	if m.Subject, err = r.render(p.subject, vars); err != nil {
-		return Message{}, fmt.Errorf("render subject: %w", err)
+	b := newBudget(ctx, r.limits)
+	defer b.release()
+	return r.renderWith(b, p, bindBudget(vars, b))
+}
+
+// bindBudget returns vars with b added, where tags find it; vars stay as
+// they are.
+func bindBudget(vars map[string]any, b *budget) map[string]any {
+	bound := make(map[string]any, len(vars)+1)
+	maps.Copy(bound, vars)
+	bound[budgetKey] = b
+	return bound
+}
+
+// renderWith renders the message with budget b; vars hold b.
+func (r *Renderer) renderWith(b *budget, p *parsed, vars map[string]any) (Message, error) {
+	var (
+		m   Message
+		err error
+	)
+	if m.Subject, err = r.render(b, p.subject, false, vars); err != nil {
+		return Message{}, fieldError(b, "subject", err)
 	}
 	m.Subject = oneLine(m.Subject)
-	out, err := r.renderHTML(p, vars)
+	out, err := r.renderHTML(b, p, vars)
 	if err != nil {
-		return Message{}, fmt.Errorf("render content: %w", err)
+		return Message{}, fieldError(b, "content", err)
 	}
 	m.HTML = out.html
 	switch {
@@ -114,14 +165,31 @@ func (r *Renderer) Render(key string, version int, subject, html string, vars ma
 	case p.skel != nil && p.skel.text != nil:
 		m.Text = out.text
 	case p.text != nil:
-		if m.Text, err = r.render(p.text, vars); err != nil {
-			return Message{}, fmt.Errorf("render text: %w", err)
+		if m.Text, err = r.render(b, p.text, true, vars); err != nil {
+			return Message{}, fieldError(b, "content", err)
 		}
 		m.Text = tidyText(m.Text)
 	default:
 		m.Text = HTMLToText(m.HTML)
 	}
 	return m, nil
+}
+
+// fieldError is the error of rendering field: the budget's when it ran
+// out (Liquid may have wrapped it beyond errors.As's reach), otherwise
+// err.
+func fieldError(b *budget, field string, err error) error {
+	if b.err != nil {
+		err = b.err
+	}
+	var limit *LimitError
+	if errors.As(err, &limit) {
+		return &LimitError{Field: field, Limit: limit.Limit, Max: limit.Max}
+	}
+	if errors.Is(err, ErrTooLarge) { // the skeleton's HTML, put together
+		return &LimitError{Field: field, Limit: LimitOutputBytes, Max: int64(b.limits.OutputBytes)}
+	}
+	return fmt.Errorf("render %s: %w", field, err)
 }
 
 // parsed returns the parsed template version, parsing it if needed.
@@ -162,56 +230,67 @@ func (p *parsed) parse() {
 }
 
 // renderHTML renders the content, with the skeleton if there is one.
-func (r *Renderer) renderHTML(p *parsed, vars map[string]any) (rendered, error) {
+func (r *Renderer) renderHTML(b *budget, p *parsed, vars map[string]any) (rendered, error) {
 	if p.skel == nil {
-		html, err := r.render(p.html, vars)
+		html, err := r.render(b, p.html, false, vars)
 		return rendered{html: html, sanitize: mayNeedSanitize(html)}, err
 	}
 	var out rendered
-	err := r.run(p.skel.tmpl, vars, func(b []byte) (err error) {
-		out, err = p.skel.expand(b, r.maxOutput, &r.buffers)
+	err := r.run(b, p.skel.tmpl, false, vars, func(buf []byte) (err error) {
+		out, err = p.skel.expand(buf, r.limits.OutputBytes, &r.buffers)
 		return err
 	})
 	return out, err
 }
 
 // render renders t to a string.
-func (r *Renderer) render(t *liquid.Template, vars map[string]any) (string, error) {
+func (r *Renderer) render(b *budget, t *liquid.Template, text bool, vars map[string]any) (string, error) {
 	var s string
-	err := r.run(t, vars, func(b []byte) error {
-		s = string(b)
+	err := r.run(b, t, text, vars, func(buf []byte) error {
+		s = string(buf)
 		return nil
 	})
 	return s, err
 }
 
-// run renders t into a pooled buffer, stopping at maxOutput, and hands the
-// output to use, which must not keep it.
-func (r *Renderer) run(t *liquid.Template, vars map[string]any, use func([]byte) error) error {
+// run renders t with budget b into a pooled buffer and hands the output to
+// use, which must not keep it. text says t is a text template (textEngine's).
+func (r *Renderer) run(b *budget, t *liquid.Template, text bool, vars map[string]any, use func([]byte) error) error {
 	buf := r.buffers.Get().(*bytes.Buffer)
 	defer r.buffers.Put(buf)
 	buf.Reset()
-	if err := t.FRender(&limitWriter{buf: buf, left: r.maxOutput}, vars); err != nil {
-		if errors.Is(err, ErrTooLarge) {
-			return ErrTooLarge
-		}
+	cfg := b.cfg
+	if text {
+		cfg = b.textCfg
+	}
+	b.out = outputWriter{buf: buf, b: b}
+	err := renderBudgeted(b, t, &b.out, vars, cfg)
+	b.out.buf = nil
+	switch {
+	case b.err != nil: // also when a filter's "" let the render end
+		return b.err
+	case err != nil:
 		return err
 	}
 	return use(buf.Bytes())
 }
 
-// limitWriter fails once more than left bytes have been written.
-type limitWriter struct {
-	buf  *bytes.Buffer
-	left int
-}
-
-func (w *limitWriter) Write(p []byte) (int, error) {
-	if len(p) > w.left {
-		return 0, ErrTooLarge
+// renderBudgeted renders t. tablerow panics when a write fails (the
+// library's tableRowDecorator), as writes do once the budget is spent: such
+// a panic is the budget's error. Any other panic is a bug and goes on.
+func renderBudgeted(b *budget, t *liquid.Template, w io.Writer, vars map[string]any, cfg lrender.Config) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if b.err == nil {
+				panic(p)
+			}
+			err = b.err
+		}
+	}()
+	if err := lrender.Render(t.GetRoot(), w, vars, cfg); err != nil {
+		return err
 	}
-	w.left -= len(p)
-	return w.buf.Write(p)
+	return nil
 }
 
 // oneLine makes a rendered subject safe for a header: control characters

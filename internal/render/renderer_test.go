@@ -110,7 +110,7 @@ func TestRender(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			t.Parallel()
-			m, err := r.Render("test", i, tt.subject, tt.html, tt.vars)
+			m, err := r.Render(t.Context(), "test", i, tt.subject, tt.html, tt.vars)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +145,7 @@ func TestRenderNewsletter(t *testing.T) {
 	p := prepareNewsletter(t)
 	r := NewRenderer(RendererOptions{})
 	subject := "{{ issue.title }}, {{ contact.firstName }}"
-	m, err := r.Render("ten_1/newsletter", 1, subject, p.CompiledHTML, newsletterVars())
+	m, err := r.Render(t.Context(), "ten_1/newsletter", 1, subject, p.CompiledHTML, newsletterVars())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestRenderParsesOncePerVersion(t *testing.T) {
 	r := NewRenderer(RendererOptions{})
 	render := func(version int, html string) *parsed {
 		t.Helper()
-		if _, err := r.Render("k", version, "s", html, nil); err != nil {
+		if _, err := r.Render(t.Context(), "k", version, "s", html, nil); err != nil {
 			t.Fatal(err)
 		}
 		p, _ := r.cache.Get(cacheKey{"k", version})
@@ -198,7 +198,7 @@ func TestRenderParsesOncePerVersion(t *testing.T) {
 		t.Error("new version not parsed")
 	}
 	// A version whose sources differ from the cached ones is parsed anew.
-	m, err := r.Render("k", 1, "s", "<p>changed {{ a }}</p>", map[string]any{"a": 1})
+	m, err := r.Render(t.Context(), "k", 1, "s", "<p>changed {{ a }}</p>", map[string]any{"a": 1})
 	if err != nil || m.HTML != "<p>changed 1</p>" {
 		t.Errorf("render with changed source = %q, %v", m.HTML, err)
 	}
@@ -207,15 +207,15 @@ func TestRenderParsesOncePerVersion(t *testing.T) {
 func TestRenderErrors(t *testing.T) {
 	t.Parallel()
 	r := NewRenderer(RendererOptions{MaxOutput: 1000})
-	if _, err := r.Render("big", 1, "s", `{% for i in (1..1000) %}0123456789{% endfor %}`, nil); !errors.Is(err, ErrTooLarge) {
+	if _, err := r.Render(t.Context(), "big", 1, "s", `{% for i in (1..1000) %}0123456789{% endfor %}`, nil); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("runaway loop: err = %v, want ErrTooLarge", err)
 	}
 	var verr *ValidationError
-	if _, err := r.Render("bad", 1, "s", `{% if %}`, nil); !errors.As(err, &verr) {
+	if _, err := r.Render(t.Context(), "bad", 1, "s", `{% if %}`, nil); !errors.As(err, &verr) {
 		t.Errorf("bad template: err = %v, want *ValidationError", err)
 	}
 	// The parse error is cached with the version, like a parsed template.
-	if _, err := r.Render("bad", 1, "s", `{% if %}`, nil); !errors.As(err, &verr) {
+	if _, err := r.Render(t.Context(), "bad", 1, "s", `{% if %}`, nil); !errors.As(err, &verr) {
 		t.Errorf("bad template again: err = %v", err)
 	}
 }
@@ -226,7 +226,7 @@ func TestRenderTextWithoutTemplate(t *testing.T) {
 	// conversion to text, so this version's text is made from each HTML.
 	r := NewRenderer(RendererOptions{})
 	html := `<p class="{% if vip %}vip{% endif %}">Hi {{ name }}</p><p>Bye</p>`
-	m, err := r.Render("t", 1, "s", html, map[string]any{"name": "Ada", "vip": true})
+	m, err := r.Render(t.Context(), "t", 1, "s", html, map[string]any{"name": "Ada", "vip": true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestRenderConcurrent(t *testing.T) {
 				vars := newsletterVars()
 				name := fmt.Sprintf("Reader%d-%d", g, i)
 				vars["contact"].(map[string]any)["firstName"] = name
-				m, err := r.Render("ten/nl", version, "{{ contact.firstName }}", p.CompiledHTML, vars)
+				m, err := r.Render(t.Context(), "ten/nl", version, "{{ contact.firstName }}", p.CompiledHTML, vars)
 				switch {
 				case err != nil:
 					errs <- err
@@ -296,7 +296,7 @@ func TestLiquidSurvivesMJML(t *testing.T) {
 		"resetUrl": "https://x.example/reset", "url": "https://x.example/p", "image": "https://cdn.example/i.png",
 		"rows": []any{map[string]any{"a": "r1"}, map[string]any{"a": "r2"}}, "sections": []any{"one", "two"},
 	}
-	m, err := NewRenderer(RendererOptions{}).Render("t", 1, "{{ subject }}", p.CompiledHTML, vars)
+	m, err := NewRenderer(RendererOptions{}).Render(t.Context(), "t", 1, "{{ subject }}", p.CompiledHTML, vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestRenderTextWithWhitespaceControl(t *testing.T) {
 	r := NewRenderer(RendererOptions{})
 	html := "<h1>Hi {{ name }}</h1>\n{%- for i in items -%}\n<p>{{ i }}</p>\n{%- endfor -%}\n<p>Bye</p>"
 	vars := map[string]any{"name": "Ada", "items": []any{"one", "two"}}
-	m, err := r.Render("t", 1, "s", html, vars)
+	m, err := r.Render(t.Context(), "t", 1, "s", html, vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestRenderTextFromTextTemplate(t *testing.T) {
 	r := NewRenderer(RendererOptions{})
 	html := `<h1>Hi {{ name }}</h1>{% for i in items %}<p>{% cycle "odd", "even" %} {{ i }}</p>{% endfor %}<p>Bye</p>`
 	vars := map[string]any{"name": "Ada", "items": []any{"one", "two"}}
-	m, err := r.Render("t", 1, "s", html, vars)
+	m, err := r.Render(t.Context(), "t", 1, "s", html, vars)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,6 +152,7 @@ func newSkeleton(html string) *skeleton {
 	if err != nil {
 		return nil
 	}
+	instrument(tmpl)
 	s.tmpl = tmpl
 	return s
 }

@@ -29,7 +29,7 @@ func renderBothText(t *testing.T, src string, vars map[string]any, compareText b
 	if p.skel == nil {
 		t.Fatalf("no skeleton for %q", src)
 	}
-	got, err := r.renderHTML(p, vars)
+	got, err := r.renderHTML(newBudget(t.Context(), r.limits), p, vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func renderBothText(t *testing.T, src string, vars map[string]any, compareText b
 		t.Fatal(err)
 	}
 	plain := &parsed{html: full}
-	want, err := r.renderHTML(plain, vars)
+	want, err := r.renderHTML(newBudget(t.Context(), r.limits), plain, vars)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,6 +176,7 @@ func textTemplate(html string) (*liquid.Template, bool) {
 	if err != nil {
 		return nil, false
 	}
+	instrument(t)
 	return t, true
 }
 
