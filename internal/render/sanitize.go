@@ -27,14 +27,17 @@ import (
 // with nothing to strip is returned unchanged, with changed false.
 //
 // Liquid is read the way a browser reads it, as markup, with two
-// allowances. Inside a tag, a browser reads Liquid as attributes ("<td {%
-// if x %}bgcolor=red{% endif %}>" has "{%", "if", "x", "%}bgcolor", ...):
-// names holding "{", "}" or "%" name no attribute of any element and are
-// kept when what they become once Liquid has run is allowed ("%}bgcolor"
-// becomes bgcolor), and so are attributes without a value that lie inside
-// a Liquid tag ("if", "x"). And a "<" inside Liquid that a browser would
-// take for the start of a tag ("{% if a<b %}") gets a space after it,
-// which Liquid ignores.
+// allowances. Inside a tag, a browser reads Liquid tags as attributes ("<td
+// {% if x %}bgcolor=red{% endif %}>" has "{%", "if", "x", "%}bgcolor",
+// ...): names no element gives a meaning (meaninglessName: "{%", "%}x",
+// "?a" in href="{{ u | append: "?a=1" }}") are kept when what they become
+// once Liquid has run is allowed ("%}bgcolor" becomes bgcolor) or means
+// nothing either, and so are attributes without a value that lie inside a
+// Liquid tag ("if", "x"). Liquid outputs between attributes ("<a {{ attrs
+// }}>") get no allowance: they would write attributes of the value's
+// choosing. And a "<" inside Liquid that a browser would take for the
+// start of a tag ("{% if a<b %}") gets a space after it, which Liquid
+// ignores.
 //
 // Elements and attributes are found with golang.org/x/net/html's tokenizer,
 // which follows the HTML5 tokenization rules browsers use; where a
@@ -428,7 +431,7 @@ func (s *sanitizer) tag(z *xhtml.Tokenizer, hasAttr bool, start, end int, name s
 	}
 	var cut []attrSpan
 	for _, a := range attrs {
-		if !s.attrAllowed(name, raw, start, a) {
+		if !s.attrAllowed(name, raw, start, a, attrs) {
 			cut = append(cut, a)
 		}
 	}
@@ -469,7 +472,7 @@ func (s *sanitizer) rebuildTag(raw, name string) string {
 
 // attrAllowed reports whether attribute a of the start tag raw (of element
 // tag, at src[tagStart:]) stays; see Sanitize for the Liquid allowances.
-func (s *sanitizer) attrAllowed(tag, raw string, tagStart int, a attrSpan) bool {
+func (s *sanitizer) attrAllowed(tag, raw string, tagStart int, a attrSpan, attrs []attrSpan) bool {
 	key := lowerASCII(raw[a.keyStart:a.keyEnd])
 	val := xhtml.UnescapeString(raw[a.valStart:a.valEnd])
 	if attrNameAllowed(tag, key, s.inComment) {
@@ -482,7 +485,9 @@ func (s *sanitizer) attrAllowed(tag, raw string, tagStart int, a attrSpan) bool 
 		return false
 	}
 	keyStart, keyEnd := tagStart+a.keyStart, tagStart+a.keyEnd
-	if !s.overlapsLiquid(keyStart, keyEnd) {
+	if !s.overlapsLiquid(keyStart, keyEnd) || s.outputInTag(keyStart, keyEnd, tagStart, attrs) {
+		// An output ({{ }}) between attributes would write attributes of
+		// its value's choosing into every message.
 		return false
 	}
 	if meaninglessName(key) {
@@ -497,6 +502,28 @@ func (s *sanitizer) attrAllowed(tag, raw string, tagStart int, a attrSpan) bool 
 	// A plain name inside Liquid ("if", "x" in "{% if x %}") is kept
 	// without a value only: "{% assign onclick = 'f()' %}" is an onclick.
 	return !a.hasValue && s.insideLiquid(keyStart, keyEnd)
+}
+
+// outputInTag reports whether src[start:end] has a byte in a Liquid output
+// ("{{ ... }}") that begins between the attributes of the tag at tagStart
+// rather than inside an attribute's value (href="{{ u | append: "?a" }}").
+func (s *sanitizer) outputInTag(start, end, tagStart int, attrs []attrSpan) bool {
+	for _, sp := range s.spans {
+		if !(sp[0] < end && start < sp[1]) || s.src[sp[0]+1] != '{' {
+			continue
+		}
+		inValue := false
+		for _, b := range attrs {
+			if rel := sp[0] - tagStart; b.hasValue && b.valStart <= rel && rel < b.valEnd {
+				inValue = true
+				break
+			}
+		}
+		if !inValue {
+			return true
+		}
+	}
+	return false
 }
 
 // overlapsLiquid reports whether src[start:end] has a byte in a Liquid

@@ -270,6 +270,7 @@ var removedEntirely = []struct{ desc, in, want string }{
 	// The cut takes the "%}" with it, so Prepare then rejects the Liquid.
 	{"liquid making a handler in a tag", `<a {% if x %}onclick="alert(1)"{% endif %}>x</a>`, `<a {% if x {% endif %}>x</a>`},
 	{"unknown attribute", `<p folder="javascript:alert(1)" foo="bar">x</p>`, `<p  >x</p>`},
+	{"liquid output between attributes", `<a {{ attrs }} href="{{ u }}">x</a>`, `<a href="{{ u }}">x</a>`},
 	{"ftp link", `<a href="ftp://x/y">x</a><a href="https://x/{{ p }}">y</a><a href="javascript:{{ p }}">z</a>`, `<a >x</a><a href="https://x/{{ p }}">y</a><a >z</a>`},
 	{"meta other than charset and viewport", `<meta charset="utf-8"><meta name="viewport" content="width=device-width"><meta name="referrer" content="no-referrer"><meta http-equiv="set-cookie" content="a=b">`, `<meta charset="utf-8"><meta name="viewport" content="width=device-width">`},
 	{"link other than a style sheet", `<link rel="stylesheet" href="https://x/a.css"><link rel="import" href="https://x/a.html">`, `<link rel="stylesheet" href="https://x/a.css">`},
