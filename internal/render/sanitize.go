@@ -3,6 +3,7 @@ package render
 import (
 	"html"
 	"slices"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -508,8 +509,11 @@ func (s *sanitizer) attrAllowed(tag, raw string, tagStart int, a attrSpan, attrs
 // ("{{ ... }}") that begins between the attributes of the tag at tagStart
 // rather than inside an attribute's value (href="{{ u | append: "?a" }}").
 func (s *sanitizer) outputInTag(start, end, tagStart int, attrs []attrSpan) bool {
-	for _, sp := range s.spans {
-		if !(sp[0] < end && start < sp[1]) || s.src[sp[0]+1] != '{' {
+	for _, sp := range s.spansFrom(start) {
+		if sp[0] >= end {
+			break
+		}
+		if s.src[sp[0]+1] != '{' {
 			continue
 		}
 		inValue := false
@@ -529,12 +533,8 @@ func (s *sanitizer) outputInTag(start, end, tagStart int, attrs []attrSpan) bool
 // overlapsLiquid reports whether src[start:end] has a byte in a Liquid
 // span.
 func (s *sanitizer) overlapsLiquid(start, end int) bool {
-	for _, sp := range s.spans {
-		if sp[0] < end && start < sp[1] {
-			return true
-		}
-	}
-	return false
+	sp := s.spansFrom(start)
+	return len(sp) > 0 && sp[0][0] < end
 }
 
 // outsideLiquid returns the bytes of src[start:end] that lie outside every
@@ -542,9 +542,9 @@ func (s *sanitizer) overlapsLiquid(start, end int) bool {
 func (s *sanitizer) outsideLiquid(start, end int) string {
 	var b strings.Builder
 	pos := start
-	for _, sp := range s.spans {
-		if sp[1] <= pos || sp[0] >= end {
-			continue
+	for _, sp := range s.spansFrom(start) {
+		if sp[0] >= end {
+			break
 		}
 		if sp[0] > pos {
 			b.WriteString(s.src[pos:sp[0]])
@@ -559,12 +559,16 @@ func (s *sanitizer) outsideLiquid(start, end int) string {
 
 // insideLiquid reports whether src[start:end] lies within one Liquid span.
 func (s *sanitizer) insideLiquid(start, end int) bool {
-	for _, sp := range s.spans {
-		if sp[0] <= start && end <= sp[1] {
-			return true
-		}
-	}
-	return false
+	sp := s.spansFrom(start)
+	return len(sp) > 0 && sp[0][0] <= start && end <= sp[0][1]
+}
+
+// spansFrom returns the Liquid spans from the first that ends after pos
+// (they are in order and do not overlap), so that looking one up costs a
+// binary search, not a walk over all of them.
+func (s *sanitizer) spansFrom(pos int) [][3]int {
+	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i][1] > pos })
+	return s.spans[i:]
 }
 
 // sameKeys reports whether the tokenizer's attributes for the current tag
