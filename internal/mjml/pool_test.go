@@ -340,7 +340,7 @@ func TestNewPoolErrors(t *testing.T) {
 		want string
 	}{
 		{"missing node", mjml.Options{NodeBin: "/nonexistent/node", Dir: "node"}, "node executable"},
-		{"missing node_modules", mjml.Options{Dir: bare}, "npm ci --prefix mjml/node"},
+		{"missing node_modules", mjml.Options{Dir: bare}, "make mjml-deps"},
 		{"missing worker", mjml.Options{Dir: t.TempDir()}, "worker.js not found"},
 	}
 	for _, tt := range tests {
