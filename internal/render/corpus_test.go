@@ -130,7 +130,7 @@ func TestXSSCorpus(t *testing.T) {
 					t.Errorf("compiled HTML: %s", d)
 				}
 				checkRendered(t, "compiled HTML", p.CompiledHTML, false)
-				m, err := r.Render(fmt.Sprintf("corpus/%d/%s", i, form), 1, "Hi", p.CompiledHTML, BindingsForPreview(nil))
+				m, err := r.Render(context.Background(), fmt.Sprintf("corpus/%d/%s", i, form), 1, "Hi", p.CompiledHTML, BindingsForPreview(nil))
 				if err != nil {
 					t.Logf("does not render: %v", err)
 					return
@@ -141,7 +141,7 @@ func TestXSSCorpus(t *testing.T) {
 		t.Run(v.name+"/values", func(t *testing.T) {
 			t.Parallel()
 			tmpl := `<p>Hi {{ v }}</p><a href="{{ v }}" title="{{ v }}">x</a><img src="{{ v }}" alt='{{ v }}'><!--[if mso]><p>{{ v }}</p><![endif]-->`
-			m, err := r.Render("corpus/values", 1, "Hi", tmpl, map[string]any{"v": v.vector})
+			m, err := r.Render(context.Background(), "corpus/values", 1, "Hi", tmpl, map[string]any{"v": v.vector})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +205,7 @@ func FuzzSanitizeRender(f *testing.F) {
 		}
 		key := fmt.Sprintf("fuzz/%d", n.Add(1))
 		plain := map[string]any{"v": "Ada", "u": "https://example.com/x", "x": "yes", "a": 1, "b": 2, "items": []any{"one", "two"}}
-		m, err := r.Render(key, 1, "s", stored, plain)
+		m, err := r.Render(context.Background(), key, 1, "s", stored, plain)
 		if err != nil {
 			return // runaway output, a Liquid runtime error
 		}
@@ -214,7 +214,7 @@ func FuzzSanitizeRender(f *testing.F) {
 		for k := range plain {
 			hostile[k] = value
 		}
-		if m, err := r.Render(key, 1, "s", stored, hostile); err == nil {
+		if m, err := r.Render(context.Background(), key, 1, "s", stored, hostile); err == nil {
 			checkRendered(t, "rendered with the fuzzed value", m.HTML, false)
 		}
 	})

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -34,7 +35,7 @@ func TestRenderSanitisesOldVersions(t *testing.T) {
 	t.Parallel()
 	old := `<p>Hi {{ name }}</p><svg><![CDATA[><image xlink:href="]]><img src=x onerror=alert(1)//"></svg><frameset><frame ></frameset><a folder="javascript:alert(1)">x</a>`
 	r := NewRenderer(RendererOptions{})
-	m, err := r.Render("old", 1, "Hi", old, map[string]any{"name": "Ada"})
+	m, err := r.Render(context.Background(), "old", 1, "Hi", old, map[string]any{"name": "Ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
