@@ -179,13 +179,20 @@ func (s *Signer) Parse(kind Kind, token string) (Claims, error) {
 // canonical) and the truncated MAC over all of that, in base64url without
 // padding. h, when not nil, is a reusable MAC (see Rewrite).
 func (s *Signer) sign(h hash.Hash, c Claims) (string, error) {
+	b, err := s.appendToken(nil, h, c)
+	return string(b), err
+}
+
+// appendToken appends the token of c to dst; Rewrite uses it to write
+// tokens straight into the tag it builds.
+func (s *Signer) appendToken(dst []byte, h hash.Hash, c Claims) ([]byte, error) {
 	if !validID(c.TenantID) || !validID(c.SendID) {
-		return "", errors.New("tracking: tenant and send id must be 1-64 bytes")
+		return dst, errors.New("tracking: tenant and send id must be 1-64 bytes")
 	}
 	if c.Kind == KindUnsubscribe && !validID(c.ContactID) {
-		return "", errors.New("tracking: contact id must be 1-64 bytes")
+		return dst, errors.New("tracking: contact id must be 1-64 bytes")
 	}
-	var arr [256]byte
+	var arr [512]byte
 	b := append(arr[:0], version1, byte(c.Kind))
 	b = appendID(b, c.TenantID)
 	b = appendID(b, c.SendID)
@@ -200,7 +207,7 @@ func (s *Signer) sign(h hash.Hash, c Claims) (string, error) {
 	h.Write(b)
 	var sum [sha256.Size]byte
 	b = append(b, h.Sum(sum[:0])[:macLen]...)
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	return base64.RawURLEncoding.AppendEncode(dst, b), nil
 }
 
 // mac returns h reset to the keyed state, or a new keyed MAC if h is nil.
