@@ -16,6 +16,7 @@ require (
 	github.com/osteele/liquid v1.9.2
 	github.com/pressly/goose/v3 v3.29.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sendgrid/sendgrid-go v3.16.1+incompatible
 	github.com/valyala/fasthttp v1.51.0
 	golang.org/x/net v0.61.0
 )
