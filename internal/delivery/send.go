@@ -208,7 +208,7 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	rec := queries.SendInsertParams{TenantID: o.tenant.ID, ID: sendID, MessageID: messageID,
 		ContactID: o.contact.ID, TemplateID: o.tmpl.ID, TemplateVersion: o.tmpl.CurrentVersion,
 		SequenceID: opt(o.sequenceID), StepID: opt(o.stepID), ScheduledSendID: opt(o.scheduledSendID),
-		FromAddress: o.from.String(), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: sentAt}
+		FromAddress: (&mail.Address{Name: o.from.Name, Address: o.from.Address}).String(), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: sentAt}
 	// The message is gone: record it even if the request has been
 	// abandoned meanwhile, or a retry would send it twice.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -70,7 +70,7 @@ type Store struct {
 }
 
 // NotFound is the template 404.
-func NotFound() error { return apperr.NotFound("TEMPLATE_NOT_FOUND", "template") }
+func NotFound() *apperr.Error { return apperr.NotFound("TEMPLATE_NOT_FOUND", "template") }
 
 // Put creates or updates template id. A body that changes nothing makes no
 // new version; name, subject or content changes make one; enabled and
