@@ -245,6 +245,44 @@ func goTemplateFor(b *testing.B, html string) string {
 	}
 }
 
+// BenchmarkSaveSanitize is what a PUT spends on sanitising: the newsletter's
+// MJML source (SanitizeMJML and judge), its compiled HTML (Sanitize and
+// judge), and 1 MiB hostile inputs: hidden script names, CDATA in SVG over
+// and over, and deep nesting.
+//
+//	go test -run '^$' -bench SaveSanitize -benchmem -cpu 1 ./internal/render/
+func BenchmarkSaveSanitize(b *testing.B) {
+	src := newsletterMJML(b)
+	compiled := prepareNewsletter(b).CompiledHTML
+	fill := func(unit string) string {
+		return strings.Repeat(unit, (1<<20)/len(unit))
+	}
+	for _, tt := range []struct {
+		name string
+		in   string
+		mjml bool
+	}{
+		{"newsletter-source", src, true},
+		{"newsletter-compiled", compiled, false},
+		{"hostile-script-names", "<a " + fill("<script "), false},
+		{"hostile-cdata", fill(`<svg><![CDATA[><img title="]]><img src=x onerror=alert(1)>"></svg>`), false},
+		{"hostile-nesting", fill("<div><b>"), false},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tt.in)))
+			b.ReportAllocs()
+			sanitize := Sanitize
+			if tt.mjml {
+				sanitize = SanitizeMJML
+			}
+			for b.Loop() {
+				out, _ := sanitize(tt.in)
+				judge(out, judgeMode{mjml: tt.mjml, liquid: true})
+			}
+		})
+	}
+}
+
 // BenchmarkSanitizeHostile sanitises 1 MiB of "<a " followed by "<script "
 // over and over: every one is a hidden element to escape, so a sanitiser
 // that is not linear in its input shows here.

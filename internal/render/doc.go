@@ -2,10 +2,15 @@
 // messages. Its only I/O is the MJML compiler Prepare is given.
 //
 // Saving a template (PUT /api/templates/{id}) calls Prepare: the content is
-// sanitised (Sanitize) and stored as given otherwise; raw HTML is wrapped in
-// MJML; the MJML is compiled once; the compiled HTML is sanitised too and
-// kept with its Liquid for sending; RequiredVariables lists what subject and
-// content read. Whatever MJML or Liquid rejects is a *ValidationError.
+// sanitised by allowlist (Sanitize, SanitizeMJML; allowlist.go) and stored
+// as given otherwise; raw HTML is wrapped in MJML; the MJML is compiled
+// once; the compiled HTML is sanitised too and kept with its Liquid for
+// sending; RequiredVariables lists what subject and content read. The
+// sanitiser works on tokens, byte for byte; judge then parses the stored
+// content and the compiled HTML the way a browser does (the HTML5 tree
+// builder, foreign content included) and walks the tree, so that a
+// disagreement between tokenizer and browser is refused, not stored.
+// Whatever MJML, Liquid or judge rejects is a *ValidationError.
 //
 // Sending calls Renderer.Render with the bindings of Context.Bindings (or
 // BindingsForPreview for a preview). Liquid is standard, non-strict Liquid
@@ -14,7 +19,10 @@
 // trust. What values or Liquid logic could add that Sanitize would remove
 // (a <script> in a contact property, a javascript: URL in a variable) is
 // caught by a cheap check of every rendered message, and only then is the
-// message sanitised. The text part is what HTMLToText makes of the HTML.
+// message sanitised (and judged, and rebuilt from the browser's tree if
+// need be). A version saved under an older sanitiser is sanitised and
+// judged again when a Renderer first parses it. The text part is what
+// HTMLToText makes of the HTML.
 //
 // Templates come from tenants, so a render has a budget of loop iterations,
 // string bytes made by filters and capture, output bytes and time, and

@@ -8,12 +8,19 @@ import (
 )
 
 // mayNeedSanitize is a fast, conservative check run on every rendered
-// message: false means Sanitize would return s unchanged (the one exception,
-// on* attributes without a value, runs no code). Tokenizing a 90 KB message
-// costs several times what rendering it does, so the tokenizer only runs on
-// output that contains one of the ingredients every removal needs:
+// message: false means the message holds nothing that could run script
+// (FuzzMayNeedSanitize checks this against findScript, which parses like a
+// browser) and no element outside the allowlist. Values that bring
+// attributes or URL schemes outside the allowlist but no script (a
+// title="x" in a value, an ftp: link) are not looked for: the template
+// itself was judged when it was saved. Tokenizing a 90 KB message costs
+// several times what rendering it does, so the tokenizer only runs on
+// output that contains one of these ingredients:
 //
-//   - "<" or "</" followed by script, iframe, object or embed;
+//   - "<" or "</" followed by the name of an element outside the
+//     allowlist (Outlook's, which MJML's conditional comments hold, count
+//     as inside it): every script element, foreign content (where CDATA
+//     lives), frame and plugin has such a name;
 //   - an on* attribute name followed by "=" (dropped attributes have a name
 //     that starts after a space, "/" or a quote);
 //   - a ":" after letters ending in script, data, binding or behavior, and a
@@ -24,10 +31,8 @@ import (
 //   - a CSS comment whose removal could join a letter before it to a
 //     letter, ":" or "(" after it ("da/* */ta:"); comments between rules or
 //     declarations, common in style sheets, cannot.
-//
-// FuzzMayNeedSanitize checks the claim against Sanitize.
 func mayNeedSanitize(s string) bool {
-	return hasDroppedElement(s) || hasOnAttribute(s) || hasSuspectPunctuation(s) ||
+	return hasDisallowedElement(s) || hasOnAttribute(s) || hasSuspectPunctuation(s) ||
 		strings.IndexByte(s, '\\') >= 0 || hasJoiningComment(s) || hasSuspectReference(s)
 }
 
@@ -98,11 +103,12 @@ func isJunkByte(c byte) bool {
 	return c <= 0x20 || c >= 0x7f
 }
 
-// droppedNames are the elements Sanitize removes wherever they appear (the
-// guard looks for them by name; droppedElements is the same set).
-var droppedNames = []string{"script", "iframe", "object", "embed"}
-
-func hasDroppedElement(s string) bool {
+// hasDisallowedElement reports a "<" or "</" followed by the name of an
+// element that is neither in htmlElements nor in msoElements (Outlook's
+// elements appear in MJML's conditional comments; the guard does not tell
+// comments apart). The name ends where the tokenizer ends it.
+func hasDisallowedElement(s string) bool {
+	var buf [24]byte
 	for i := 0; ; {
 		k := strings.IndexByte(s[i:], '<')
 		if k < 0 {
@@ -113,16 +119,23 @@ func hasDroppedElement(s string) bool {
 		if j < len(s) && s[j] == '/' {
 			j++
 		}
-		if j >= len(s) {
-			return false
+		if j >= len(s) || !isASCIILetter(s[j]) {
+			continue
 		}
-		switch s[j] | 0x20 { // the first letters of droppedNames
-		case 's', 'i', 'o', 'e':
-			for _, name := range droppedNames {
-				if hasPrefixFold(s[j:], name) {
-					return true
-				}
+		n := 0
+		for ; j < len(s) && !isHTMLSpace(s[j]) && s[j] != '/' && s[j] != '>'; j++ {
+			if n == len(buf) {
+				return true // longer than any allowed name
 			}
+			c := s[j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			buf[n] = c
+			n++
+		}
+		if name := buf[:n]; !htmlElements[string(name)] && !msoElements[string(name)] {
+			return true
 		}
 	}
 }

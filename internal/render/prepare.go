@@ -70,7 +70,9 @@ var rawEndTag = regexp.MustCompile(`(?i)<(/\s*mj-raw)`)
 // Prepare is what saving a template does: it sanitises the content, checks
 // the Liquid in subject and content, compiles the content once with MJML
 // (wrapping raw HTML first), sanitises the compiled HTML, and finds the
-// required variables. Rejected input returns a *ValidationError; an error of
+// required variables. Both the stored content and the compiled HTML are
+// then parsed as a browser would and judged against the allowlist (judge);
+// content that still fails is rejected. Rejected input returns a *ValidationError; an error of
 // another type means the compiler itself failed.
 func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepared, error) {
 	sanitizeSource := Sanitize
@@ -105,7 +107,15 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 		}
 		return nil, fmt.Errorf("render: compile MJML: %w", err)
 	}
+	// Judged after MJML, so that what MJML rejects (an unknown mj-
+	// element, say) is reported in MJML's words.
+	if d := judge(stored, judgeMode{mjml: IsMJML(stored), liquid: true}); d != "" {
+		return nil, unsafeContent("", d)
+	}
 	compiled, _ := Sanitize(html)
+	if d := judge(compiled, judgeMode{liquid: true}); d != "" {
+		return nil, unsafeContent("in the HTML MJML produced: ", d)
+	}
 
 	if dropped := droppedTags(stored, compiled); len(dropped) > 0 {
 		return nil, &ValidationError{Field: "content", Messages: dropped}
@@ -137,6 +147,15 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 		CompiledHTML:      compiled,
 		RequiredVariables: sortedKeys(vars),
 	}, nil
+}
+
+// unsafeContent is the error for content that judge still objects to
+// after Sanitize: markup a browser would read differently from the way the
+// tokenizer read it.
+func unsafeContent(where, finding string) *ValidationError {
+	return &ValidationError{Field: "content", Messages: []string{
+		where + "a browser would read this content as markup the sanitiser does not allow (" + finding + "); remove it",
+	}}
 }
 
 // droppedTags lists the Liquid tags and outputs of source that are missing

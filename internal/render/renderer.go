@@ -160,7 +160,7 @@ func (r *Renderer) renderWith(b *budget, p *parsed, vars map[string]any) (Messag
 	m.HTML = out.html
 	switch {
 	case out.sanitize:
-		m.HTML, _ = Sanitize(m.HTML)
+		m.HTML = cleanMessage(m.HTML)
 		m.Text = HTMLToText(m.HTML)
 	case p.skel != nil && p.skel.text != nil:
 		m.Text = out.text
@@ -218,14 +218,19 @@ func (p *parsed) parse() {
 	if p.subject, p.err = parseLiquid("subject", p.subjectSrc); p.err != nil {
 		return
 	}
-	if p.html, p.err = parseLiquid("content", p.htmlSrc); p.err != nil {
+	// A version saved under an older sanitiser is sanitised again.
+	src, err := resanitize(p.htmlSrc)
+	if p.err = err; err != nil {
 		return
 	}
-	if p.skel = newSkeleton(p.htmlSrc); p.skel != nil {
+	if p.html, p.err = parseLiquid("content", src); p.err != nil {
+		return
+	}
+	if p.skel = newSkeleton(src); p.skel != nil {
 		p.html = nil // the skeleton renders it from now on
 	}
 	if p.skel == nil || p.skel.text == nil {
-		p.text, _ = textTemplate(p.htmlSrc)
+		p.text, _ = textTemplate(src)
 	}
 }
 

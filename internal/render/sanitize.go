@@ -3,42 +3,75 @@ package render
 import (
 	"html"
 	"slices"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
 	xhtml "golang.org/x/net/html"
 )
 
-// Sanitize removes what could run script when content is shown as HTML:
-// <script>, <iframe>, <object> and <embed> elements (script and iframe with
-// their content), every on* attribute, javascript:, vbscript: and data: URLs in
-// URL-bearing attributes, and style that loads such URLs or runs IE
-// expressions. Case, whitespace, control characters and character references
-// do not hide any of these, and the content of comments (Outlook conditional
-// comments are HTML to Outlook) and of raw-text elements is sanitised too.
+// Sanitize keeps what the allowlist (allowlist.go) allows and removes the
+// rest: elements outside it lose their tags (their text stays), and
+// script, the other raw-text elements, SVG, MathML, frames, plugins,
+// templates and form controls go with their content; attributes outside it
+// are cut out of their tags, and so are URLs whose scheme is not http,
+// https, mailto or tel, style that loads a javascript:, vbscript: or data:
+// URL or runs an IE expression, and <meta>, <link> and <input> other than
+// the harmless kinds. Case, whitespace, control characters and character
+// references do not hide any of this, and the content of comments (Outlook
+// renders <!--[if mso]>...<![endif]-->, so there Outlook's VML and Office
+// elements are allowed too) and of <style> and <title> is sanitised too.
 //
-// Everything else is kept byte for byte: tags are only rewritten to drop an
-// attribute, so Liquid in attribute values (href="{{ url }}"), MJML tags,
-// <style> blocks, tables, inline styles and conditional comments survive.
-// Content with nothing to strip is returned unchanged, with changed false.
+// Everything kept is kept byte for byte: tags are only rewritten to drop an
+// attribute, so Liquid in attribute values (href="{{ url }}"), <style>
+// blocks, tables, inline styles and conditional comments survive. Content
+// with nothing to strip is returned unchanged, with changed false.
+//
+// Liquid is read the way a browser reads it, as markup, with two
+// allowances. Inside a tag, a browser reads Liquid tags as attributes ("<td
+// {% if x %}bgcolor=red{% endif %}>" has "{%", "if", "x", "%}bgcolor",
+// ...): names no element gives a meaning (meaninglessName: "{%", "%}x",
+// "?a" in href="{{ u | append: "?a=1" }}") are kept when what they become
+// once Liquid has run is allowed ("%}bgcolor" becomes bgcolor) or means
+// nothing either, and so are attributes without a value that lie inside a
+// Liquid tag ("if", "x"). Liquid outputs between attributes ("<a {{ attrs
+// }}>") get no allowance: they would write attributes of the value's
+// choosing. And a "<" inside Liquid that a browser would take for the
+// start of a tag ("{% if a<b %}") gets a space after it, which Liquid
+// ignores.
 //
 // Elements and attributes are found with golang.org/x/net/html's tokenizer,
-// which follows the HTML5 tokenization rules browsers use.
+// which follows the HTML5 tokenization rules browsers use; where a
+// browser's tree builder could still read the result differently (foreign
+// content, which is removed), judge, which parses like a browser, has the
+// last word (see Prepare).
 func Sanitize(content string) (out string, changed bool) {
-	return sanitize(content, false)
+	return sanitize(content, false, true)
 }
 
-// SanitizeMJML is Sanitize for MJML source, where some element text is not
-// text: <mj-style> holds a style sheet and <mj-html-attribute name="x"> the
-// value of attribute x on the compiled elements, so both are sanitised as
-// such. In HTML (the compiled or rendered message) those elements mean
-// nothing, which keeps the per-message guard free of them.
+// SanitizeMJML is Sanitize for MJML source: MJML's own elements and
+// attributes are allowed as well, and some element text is not text:
+// <mj-style> holds a style sheet and <mj-html-attribute name="x"> the value
+// of attribute x on the compiled elements, so both are sanitised as such
+// (an attribute outside the allowlist gets no value). In HTML (the compiled
+// or rendered message) MJML elements are not allowed.
 func SanitizeMJML(content string) (out string, changed bool) {
-	return sanitize(content, true)
+	return sanitize(content, true, true)
 }
 
-func sanitize(content string, mjml bool) (out string, changed bool) {
-	out, changed = sanitizePass(content, mjml)
+// sanitizeMessage is Sanitize for a rendered message, which has no Liquid
+// left: Liquid syntax is not given the allowances.
+func sanitizeMessage(content string) (out string, changed bool) {
+	return sanitize(content, false, false)
+}
+
+func sanitize(content string, mjml, liquid bool) (out string, changed bool) {
+	src := content
+	if liquid {
+		src = spaceLiquidTagStarts(content)
+	}
+	out, changed = sanitizePass(src, mjml, liquid)
+	changed = changed || src != content
 	if !changed {
 		return escapeHiddenElements(content)
 	}
@@ -46,7 +79,12 @@ func sanitize(content string, mjml bool) (out string, changed bool) {
 	// ("<scr<script></script>ipt>"); repeat until a pass finds nothing. Each
 	// pass only deletes, so this ends; the cap is for hostile input.
 	for range maxSanitizePasses {
-		next, again := sanitizePass(out, mjml)
+		spaced := out
+		if liquid {
+			spaced = spaceLiquidTagStarts(out)
+		}
+		next, again := sanitizePass(spaced, mjml, liquid)
+		again = again || spaced != out
 		if !again {
 			out, _ = escapeHiddenElements(out)
 			return out, true
@@ -58,6 +96,37 @@ func sanitize(content string, mjml bool) (out string, changed bool) {
 	return html.EscapeString(out), true
 }
 
+// spaceLiquidTagStarts puts a space after each "<" inside Liquid that a
+// browser would read as the start of a tag, an end tag, a comment or a
+// processing instruction: in "{% if a<b %}" a browser sees a <b> element.
+func spaceLiquidTagStarts(s string) string {
+	if !strings.Contains(s, "<") {
+		return s
+	}
+	var b strings.Builder
+	copied := 0
+	for _, sp := range liquidSpans(s) {
+		if sp[2] != 0 {
+			continue // unterminated: Liquid rejects it, with its own message
+		}
+		for i := sp[0]; i < sp[1]-1; i++ {
+			if s[i] != '<' {
+				continue
+			}
+			if c := s[i+1]; isASCIILetter(c) || c == '/' || c == '!' || c == '?' {
+				b.WriteString(s[copied : i+1])
+				b.WriteByte(' ')
+				copied = i + 1
+			}
+		}
+	}
+	if copied == 0 {
+		return s
+	}
+	b.WriteString(s[copied:])
+	return b.String()
+}
+
 const (
 	maxSanitizePasses = 8
 	// maxSanitizeDepth bounds recursion into comments and raw text; deeper
@@ -65,39 +134,24 @@ const (
 	maxSanitizeDepth = 4
 )
 
-// droppedElements are removed wherever they appear. script and iframe are
-// raw-text elements to the tokenizer, so their content goes with them.
-var droppedElements = func() map[string]bool {
-	m := map[string]bool{}
-	for _, n := range droppedNames {
-		m[n] = true
-	}
-	return m
-}()
+// droppedNames are elements whose name, left inside something else (an
+// attribute value, a comment, a longer tag name: "<scr<script>ipt>"), has
+// its "<" escaped, since the bytes would read as that element to a parser
+// other than a browser.
+var droppedNames = []string{"script", "iframe", "object", "embed", "svg", "math"}
 
 // rawTextElements are those whose content the tokenizer returns as one text
-// token (golang.org/x/net/html readStartTag). Their content is sanitised as
-// HTML as well: in SVG or MathML, or in a client without scripting, some of
-// them are parsed as markup.
+// token (golang.org/x/net/html readStartTag). Those that stay (style, title,
+// and noscript inside a comment) have their content sanitised as HTML as
+// well.
 var rawTextElements = map[string]bool{
 	"iframe": true, "noembed": true, "noframes": true, "noscript": true, "plaintext": true,
 	"script": true, "style": true, "textarea": true, "title": true, "xmp": true,
 }
 
-// urlAttributes hold a single URL whose scheme decides whether it runs.
-var urlAttributes = map[string]bool{
-	"href": true, "src": true, "action": true, "formaction": true, "background": true,
-	"xlink:href": true, "lowsrc": true, "dynsrc": true, "poster": true, "cite": true,
-	"longdesc": true, "codebase": true, "data": true, "usemap": true, "profile": true,
-	"ping": true, "manifest": true, "icon": true, "archive": true, "classid": true,
-}
-
-// listURLAttributes hold several URLs or values an SVG animation assigns to
-// an href (<animate attributeName="href" values="javascript:...">); a
-// dangerous scheme anywhere in them counts.
-var listURLAttributes = map[string]bool{"srcset": true, "values": true, "to": true, "from": true, "by": true}
-
-// dangerousSchemes are matched after normalizeURL.
+// dangerousSchemes are the URL schemes that run script or carry a document,
+// matched after normalizeURL: in CSS, in <meta content>, and in MJML
+// attributes that are not URLs but may be copied into one.
 var dangerousSchemes = []string{"javascript:", "vbscript:", "data:"}
 
 // dangerousCSS are matched after normalizeCSS: URLs with those schemes in
@@ -105,8 +159,8 @@ var dangerousSchemes = []string{"javascript:", "vbscript:", "data:"}
 var dangerousCSS = []string{"javascript:", "vbscript:", "data:", "expression(", "behavior:", "-moz-binding:"}
 
 // sanitizePass is one pass of Sanitize.
-func sanitizePass(src string, mjml bool) (string, bool) {
-	s := sanitizer{src: src, mjml: mjml}
+func sanitizePass(src string, mjml, liquid bool) (string, bool) {
+	s := sanitizer{src: src, mjml: mjml, liquid: liquid}
 	s.run()
 	return s.result()
 }
@@ -125,11 +179,14 @@ type sanitizer struct {
 	// probing is set while sanitising a tag that was completed artificially
 	// (leftover); such a probe does not probe again.
 	probing bool
-	// keepValuelessOn keeps on* attributes that have no value. Tests use it
-	// to check mayNeedSanitize, which does not look for them.
-	keepValuelessOn bool
-	// mjml treats the text of mj-style and mj-html-attribute (SanitizeMJML).
+	// mjml allows MJML elements and treats the text of mj-style and
+	// mj-html-attribute (SanitizeMJML).
 	mjml bool
+	// inComment allows Outlook's elements (src is a comment's body).
+	inComment bool
+	// liquid gives Liquid syntax its allowances; spans are src's Liquid.
+	liquid bool
+	spans  [][3]int
 }
 
 func (s *sanitizer) result() (string, bool) {
@@ -158,10 +215,15 @@ func (s *sanitizer) run() {
 	if strings.IndexByte(s.src, '<') < 0 {
 		return
 	}
+	if s.liquid {
+		s.spans = liquidSpans(s.src)
+	}
 	z := xhtml.NewTokenizer(strings.NewReader(s.src))
 	pos := 0
-	rawParent := ""  // raw-text element whose content the next text token is
-	dropRaw := false // that content goes (script, iframe)
+	rawParent := "" // raw-text element whose content the next text token is
+	// dropName is the element being removed with its content, dropDepth
+	// how many of it are open.
+	dropName, dropDepth := "", 0
 	// MJML elements whose text content becomes CSS or an attribute value in
 	// the compiled HTML; the tokenizer sees them as ordinary elements.
 	mjText, mjAttr := "", ""
@@ -172,19 +234,35 @@ func (s *sanitizer) run() {
 		}
 		start := pos
 		pos += len(z.Raw())
+		if dropDepth > 0 {
+			s.replace(start, pos, "")
+			nameBytes, _ := z.TagName()
+			switch {
+			case string(nameBytes) != dropName:
+			case tt == xhtml.StartTagToken:
+				dropDepth++
+			case tt == xhtml.EndTagToken:
+				dropDepth--
+			}
+			continue
+		}
 		switch tt {
 		case xhtml.StartTagToken, xhtml.SelfClosingTagToken:
 			nameBytes, hasAttr := z.TagName()
 			name := string(nameBytes)
-			// The tokenizer switches to raw text after these even when
-			// written self-closing, and so do browsers.
+			if !elementAllowed(name, s.mjml, s.inComment) && !(s.mjml && mjmlLeftToMJML(name, "")) {
+				s.replace(start, pos, "")
+				// A browser honours "/>" on SVG and MathML elements only; the
+				// tokenizer reads raw text after these even when written
+				// self-closing, and so do browsers.
+				foreignEmpty := tt == xhtml.SelfClosingTagToken && (name == "svg" || name == "math")
+				if dropWithContent[name] && !foreignEmpty {
+					dropName, dropDepth = name, 1
+				}
+				continue
+			}
 			if rawTextElements[name] {
 				rawParent = name
-			}
-			if droppedElements[name] {
-				s.replace(start, pos, "")
-				dropRaw = rawTextElements[name]
-				continue
 			}
 			if s.mjml && (name == "mj-style" || name == "mj-html-attribute") {
 				mjText, mjAttr = name, lowerASCII(attrValue(s.src[start:pos], "name"))
@@ -192,10 +270,10 @@ func (s *sanitizer) run() {
 			s.tag(z, hasAttr, start, pos, name)
 		case xhtml.EndTagToken:
 			nameBytes, _ := z.TagName()
-			if droppedElements[string(nameBytes)] {
+			if !elementAllowed(string(nameBytes), s.mjml, s.inComment) && !(s.mjml && mjmlLeftToMJML(string(nameBytes), "")) {
 				s.replace(start, pos, "")
 			}
-			rawParent, dropRaw = "", false
+			rawParent = ""
 			// Only the element's own end tag ends its text: "</b>" inside
 			// <mj-html-attribute> must not let the rest through.
 			if string(nameBytes) == mjText {
@@ -209,12 +287,8 @@ func (s *sanitizer) run() {
 			if rawParent == "" {
 				continue
 			}
-			if dropRaw {
-				s.replace(start, pos, "")
-			} else {
-				s.rawText(start, pos, rawParent)
-			}
-			rawParent, dropRaw = "", false
+			s.rawText(start, pos, rawParent)
+			rawParent = ""
 		case xhtml.CommentToken:
 			s.comment(start, pos)
 		}
@@ -225,14 +299,14 @@ func (s *sanitizer) run() {
 }
 
 // nested sanitises a fragment found inside a comment or raw-text element.
-func (s *sanitizer) nested(fragment string) (string, bool) {
+func (s *sanitizer) nested(fragment string, inComment bool) (string, bool) {
 	if s.depth+1 > maxSanitizeDepth {
-		if mayNeedSanitize(fragment) {
+		if strings.IndexByte(fragment, '<') >= 0 {
 			return "", true
 		}
 		return fragment, false
 	}
-	n := sanitizer{src: fragment, depth: s.depth + 1, keepValuelessOn: s.keepValuelessOn, mjml: s.mjml}
+	n := sanitizer{src: fragment, depth: s.depth + 1, mjml: s.mjml, liquid: s.liquid, inComment: inComment}
 	n.run()
 	return n.result()
 }
@@ -257,23 +331,22 @@ func (s *sanitizer) comment(start, end int) {
 		return
 	}
 	body := raw[bodyStart:bodyEnd]
-	if clean, changed := s.nested(body); changed {
+	if clean, changed := s.nested(body, true); changed {
 		s.replace(start+bodyStart, start+bodyEnd, clean)
 	}
 }
 
 // mjmlText sanitises the text of <mj-style> (a style sheet) and of
 // <mj-html-attribute name="..."> (the value of that attribute on the
-// compiled elements).
+// compiled elements): an attribute outside the allowlist gets no value.
 func (s *sanitizer) mjmlText(start, end int, elem, attr string) {
 	text := s.src[start:end]
-	decoded := xhtml.UnescapeString(text)
 	switch {
 	case elem == "mj-style" || attr == "style":
 		if clean, changed := sanitizeCSS(text); changed {
 			s.replace(start, end, clean)
 		}
-	case strings.HasPrefix(attr, "on"), containsDangerousScheme(decoded):
+	case !attrNameAllowed("", attr, false) || !attrValueAllowed("", attr, xhtml.UnescapeString(text)):
 		s.replace(start, end, "")
 	}
 }
@@ -292,7 +365,7 @@ func attrValue(rawTag, key string) string {
 // rawText sanitises the content of a raw-text element that stays.
 func (s *sanitizer) rawText(start, end int, parent string) {
 	text := s.src[start:end]
-	clean, changed := s.nested(text)
+	clean, changed := s.nested(text, s.inComment)
 	if parent == "style" {
 		var cssChanged bool
 		clean, cssChanged = sanitizeCSS(clean)
@@ -315,7 +388,7 @@ func (s *sanitizer) leftover(pos int) {
 	}
 	rest := s.src[pos:]
 	for _, closer := range []string{">", `">`, `'>`} {
-		probe := sanitizer{src: rest + closer, depth: s.depth, probing: true, keepValuelessOn: s.keepValuelessOn, mjml: s.mjml}
+		probe := sanitizer{src: rest + closer, depth: s.depth, probing: true, mjml: s.mjml, inComment: s.inComment, liquid: s.liquid}
 		probe.run()
 		if !probe.complete {
 			continue
@@ -335,17 +408,31 @@ func (s *sanitizer) leftover(pos int) {
 	s.replace(pos, len(s.src), "")
 }
 
-// tag removes dangerous attributes from the start tag src[start:end] by
-// cutting them out of the raw bytes, so the rest of the tag stays verbatim.
+// tag removes the start tag src[start:end] if its element is allowed only
+// in some forms and this is not one, and otherwise cuts the attributes
+// outside the allowlist out of the raw bytes, so the rest of the tag stays
+// verbatim.
 func (s *sanitizer) tag(z *xhtml.Tokenizer, hasAttr bool, start, end int, name string) {
 	raw := s.src[start:end]
 	attrs := scanAttrs(raw)
+	lookup := func(key string) (string, bool) {
+		for _, a := range attrs {
+			if lowerASCII(raw[a.keyStart:a.keyEnd]) == key {
+				return xhtml.UnescapeString(raw[a.valStart:a.valEnd]), true
+			}
+		}
+		return "", false
+	}
+	if !elementAttrsAllowed(name, lookup) {
+		s.replace(start, end, "")
+		return
+	}
 	if len(attrs) == 0 {
 		return
 	}
 	var cut []attrSpan
 	for _, a := range attrs {
-		if s.dangerousAttr(name, lowerASCII(raw[a.keyStart:a.keyEnd]), raw[a.valStart:a.valEnd], a.hasValue) {
+		if !s.attrAllowed(name, raw, start, a, attrs) {
 			cut = append(cut, a)
 		}
 	}
@@ -368,14 +455,15 @@ func (s *sanitizer) tag(z *xhtml.Tokenizer, hasAttr bool, start, end int, name s
 	s.replace(start, end, b.String())
 }
 
-// rebuildTag re-serialises a start tag without its dangerous attributes.
+// rebuildTag re-serialises a start tag with the attributes the allowlist
+// keeps; Liquid gets no allowances here.
 func (s *sanitizer) rebuildTag(raw, name string) string {
 	z := xhtml.NewTokenizer(strings.NewReader(raw))
 	z.Next()
 	tok := z.Token()
 	kept := tok.Attr[:0]
 	for _, a := range tok.Attr {
-		if !s.dangerousAttr(name, a.Key, html.EscapeString(a.Val), true) {
+		if attrNameAllowed(name, a.Key, s.inComment) && attrValueAllowed(name, a.Key, a.Val) {
 			kept = append(kept, a)
 		}
 	}
@@ -383,27 +471,104 @@ func (s *sanitizer) rebuildTag(raw, name string) string {
 	return tok.String()
 }
 
-// dangerousAttr reports whether attribute key (lower-cased) of element tag,
-// with the raw (still character-reference encoded) value, must go.
-func (s *sanitizer) dangerousAttr(tag, key, rawValue string, hasValue bool) bool {
-	if strings.HasPrefix(key, "on") {
-		return hasValue || !s.keepValuelessOn
+// attrAllowed reports whether attribute a of the start tag raw (of element
+// tag, at src[tagStart:]) stays; see Sanitize for the Liquid allowances.
+func (s *sanitizer) attrAllowed(tag, raw string, tagStart int, a attrSpan, attrs []attrSpan) bool {
+	key := lowerASCII(raw[a.keyStart:a.keyEnd])
+	val := xhtml.UnescapeString(raw[a.valStart:a.valEnd])
+	if attrNameAllowed(tag, key, s.inComment) {
+		return attrValueAllowed(tag, key, val)
 	}
-	switch {
-	case key == "style":
-		return cssDangerous(xhtml.UnescapeString(rawValue))
-	case strings.HasPrefix(tag, "mj-") && urlDangerous(xhtml.UnescapeString(rawValue)):
-		// MJML names its URL attributes freely (background-url,
-		// thumbnails-src, icon-wrapped-url, ...) and the compiler copies them
-		// into href, src and CSS url(): any of them holding a dangerous URL goes.
-		return true
-	case urlAttributes[key] || strings.HasSuffix(key, ":href"):
-		return urlDangerous(xhtml.UnescapeString(rawValue))
-	case listURLAttributes[key] || tag == "meta" && key == "content":
-		// <meta http-equiv=refresh content="0;url=javascript:...">
-		return containsDangerousScheme(xhtml.UnescapeString(rawValue))
+	if s.mjml && mjmlLeftToMJML(tag, key) {
+		return !cssDangerous(val) && !urlDangerous(val)
+	}
+	if !s.liquid {
+		return false
+	}
+	keyStart, keyEnd := tagStart+a.keyStart, tagStart+a.keyEnd
+	if !s.overlapsLiquid(keyStart, keyEnd) || s.outputInTag(keyStart, keyEnd, tagStart, attrs) {
+		// An output ({{ }}) between attributes would write attributes of
+		// its value's choosing into every message.
+		return false
+	}
+	if meaninglessName(key) {
+		// What the name becomes once Liquid has run must be allowed, or
+		// mean nothing either.
+		effective := lowerASCII(s.outsideLiquid(keyStart, keyEnd))
+		if effective == "" || meaninglessName(effective) {
+			return true
+		}
+		return attrNameAllowed(tag, effective, s.inComment) && attrValueAllowed(tag, effective, val)
+	}
+	// A plain name inside Liquid ("if", "x" in "{% if x %}") is kept
+	// without a value only: "{% assign onclick = 'f()' %}" is an onclick.
+	return !a.hasValue && s.insideLiquid(keyStart, keyEnd)
+}
+
+// outputInTag reports whether src[start:end] has a byte in a Liquid output
+// ("{{ ... }}") that begins between the attributes of the tag at tagStart
+// rather than inside an attribute's value (href="{{ u | append: "?a" }}").
+func (s *sanitizer) outputInTag(start, end, tagStart int, attrs []attrSpan) bool {
+	for _, sp := range s.spansFrom(start) {
+		if sp[0] >= end {
+			break
+		}
+		if s.src[sp[0]+1] != '{' {
+			continue
+		}
+		inValue := false
+		for _, b := range attrs {
+			if rel := sp[0] - tagStart; b.hasValue && b.valStart <= rel && rel < b.valEnd {
+				inValue = true
+				break
+			}
+		}
+		if !inValue {
+			return true
+		}
 	}
 	return false
+}
+
+// overlapsLiquid reports whether src[start:end] has a byte in a Liquid
+// span.
+func (s *sanitizer) overlapsLiquid(start, end int) bool {
+	sp := s.spansFrom(start)
+	return len(sp) > 0 && sp[0][0] < end
+}
+
+// outsideLiquid returns the bytes of src[start:end] that lie outside every
+// Liquid span.
+func (s *sanitizer) outsideLiquid(start, end int) string {
+	var b strings.Builder
+	pos := start
+	for _, sp := range s.spansFrom(start) {
+		if sp[0] >= end {
+			break
+		}
+		if sp[0] > pos {
+			b.WriteString(s.src[pos:sp[0]])
+		}
+		pos = max(pos, sp[1])
+	}
+	if pos < end {
+		b.WriteString(s.src[pos:end])
+	}
+	return b.String()
+}
+
+// insideLiquid reports whether src[start:end] lies within one Liquid span.
+func (s *sanitizer) insideLiquid(start, end int) bool {
+	sp := s.spansFrom(start)
+	return len(sp) > 0 && sp[0][0] <= start && end <= sp[0][1]
+}
+
+// spansFrom returns the Liquid spans from the first that ends after pos
+// (they are in order and do not overlap), so that looking one up costs a
+// binary search, not a walk over all of them.
+func (s *sanitizer) spansFrom(pos int) [][3]int {
+	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i][1] > pos })
+	return s.spans[i:]
 }
 
 // sameKeys reports whether the tokenizer's attributes for the current tag

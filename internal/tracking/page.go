@@ -1,0 +1,30 @@
+package tracking
+
+import (
+	_ "embed"
+	"html/template"
+	"io"
+)
+
+//go:embed unsubscribe.html
+var unsubscribeHTML string
+
+var unsubscribePage = template.Must(template.New("unsubscribe").Parse(unsubscribeHTML))
+
+// UnsubscribePage is what the GET /t/u/<token> page shows. Action is the
+// unsubscribe URL itself, so the form's POST is the same request as an
+// RFC 8058 one-click POST (body List-Unsubscribe=One-Click) and one handler
+// serves both.
+type UnsubscribePage struct {
+	Action string
+	// Done shows the confirmation instead of the form (after the POST, or
+	// for a contact that is already unsubscribed).
+	Done bool
+}
+
+// RenderUnsubscribePage writes the page. It loads nothing from elsewhere,
+// so the handler can serve it with a strict Content-Security-Policy
+// (default-src 'none'; style-src 'unsafe-inline'; form-action 'self').
+func RenderUnsubscribePage(w io.Writer, p UnsubscribePage) error {
+	return unsubscribePage.Execute(w, p)
+}
