@@ -18,14 +18,19 @@ import (
 	"tidings/internal/campaigns"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
+	"tidings/internal/delivery"
+	"tidings/internal/domains"
 	"tidings/internal/events"
+	"tidings/internal/idempotency"
 	"tidings/internal/keycache"
+	"tidings/internal/provider"
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
 	"tidings/internal/segments"
 	"tidings/internal/store"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
+	"tidings/internal/tracking"
 )
 
 const bodyLimit = 1 << 20
@@ -49,6 +54,8 @@ type Deps struct {
 	// Renderer renders template versions per recipient; shared so each
 	// version is parsed once per process.
 	Renderer *render.Renderer
+	// Provider hands messages to the email provider (EMAIL_PROVIDER).
+	Provider provider.Provider
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -69,6 +76,10 @@ type Server struct {
 	campaigns *campaigns.Store
 	templates *templates.Store
 	renderer  *templates.Renderer
+	sender    *delivery.Sender
+	sends     *delivery.Sends
+	// idempotency keeps Idempotency-Key records (see idempotent).
+	idempotency *idempotency.Store
 }
 
 // New builds the fiber app with the whole route table.
@@ -90,7 +101,16 @@ func New(d Deps) *fiber.App {
 		campaigns: &campaigns.Store{DB: d.DB},
 		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
 			FreeLimit: d.Config.PlanFreeTemplates},
-		renderer: &templates.Renderer{DB: d.DB, R: d.Renderer}}
+		renderer:    &templates.Renderer{DB: d.DB, R: d.Renderer},
+		sends:       &delivery.Sends{DB: d.DB},
+		idempotency: &idempotency.Store{DB: d.DB}}
+	signer, err := tracking.NewSigner(d.Config.TrackingSecret)
+	if err != nil {
+		panic("api.New: " + err.Error()) // config.Load always sets a secret
+	}
+	s.sender = &delivery.Sender{DB: d.DB, Templates: s.renderer, Domains: &domains.Store{DB: d.DB},
+		Provider: d.Provider, Tracking: signer, BaseURL: d.Config.PublicBaseURL,
+		SandboxFrom: d.Config.SandboxFromAddress, Events: s.events, Log: d.Log}
 	app := fiber.New(FiberConfig(s.errorHandler))
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
@@ -123,11 +143,15 @@ func New(d Deps) *fiber.App {
 	r.get("/contacts/:id", s.contactGet)
 	r.patch("/contacts/:id", s.contactUpdate)
 	r.delete("/contacts/:id", s.contactDelete)
-	r.get("/contacts/:id/sends", s.contactEmptyList("cursor"))
+	r.get("/contacts/:id/sends", s.contactSends)
 	r.get("/contacts/:id/scheduled", s.contactEmptyList("hasMore"))
 	r.get("/contacts/:id/sequences", s.contactEmptyList("items"))
 	r.get("/contacts/:id/segments", s.contactSegments)
 	r.get("/contacts/:id/timeline", s.contactTimeline)
+
+	r.with(s.idempotent("send")).post("/send", s.send)
+	r.get("/sends", s.sendList)
+	r.get("/sends/:sendId", s.sendGet)
 
 	r.post("/events", s.eventCreate)
 	r.get("/events", s.eventList)

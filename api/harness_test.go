@@ -21,6 +21,8 @@ import (
 	"tidings/internal/config"
 	"tidings/internal/keycache"
 	"tidings/internal/mjml"
+	"tidings/internal/provider"
+	"tidings/internal/provider/providertest"
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
 	"tidings/internal/store"
@@ -47,6 +49,9 @@ type bundle struct {
 	cfg    *config.Config
 	rdb    redis.UniversalClient
 	prefix string
+	// sg is the fake SendGrid every send of this test goes to.
+	sg       *providertest.SendGrid
+	provider provider.Provider
 }
 
 type option func(*config.Config)
@@ -64,6 +69,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 	}
 	db := testenv.DB(t)
 	rdb, prefix := testenv.Redis(t)
+	sg, prov := fakeProvider(t, cfg)
 	app := New(Deps{
 		Config: cfg, DB: db, Redis: rdb,
 		Limiter:     ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
@@ -73,8 +79,24 @@ func setup(t *testing.T, opts ...option) *bundle {
 		RedisPrefix: prefix,
 		MJML:        testPool(t),
 		Renderer:    testRenderer,
+		Provider:    prov,
 	})
-	return &bundle{t: t, app: app, db: db, cfg: cfg, rdb: rdb, prefix: prefix}
+	return &bundle{t: t, app: app, db: db, cfg: cfg, rdb: rdb, prefix: prefix, sg: sg, provider: prov}
+}
+
+// fakeProvider points a sendgrid provider at an in-test fake SendGrid. The
+// test's own configuration keeps its EMAIL_PROVIDER, so rules that read
+// whether a real provider is connected see what the test set.
+func fakeProvider(t *testing.T, cfg *config.Config) (*providertest.SendGrid, provider.Provider) {
+	t.Helper()
+	sg := providertest.NewSendGrid(t)
+	pcfg := *cfg
+	sg.Configure(&pcfg)
+	prov, err := provider.New(&pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sg, prov
 }
 
 // instance starts another API instance on the same database and Redis, as
@@ -91,8 +113,9 @@ func (b *bundle) instance(prefix string, keyTTL time.Duration) *bundle {
 		RedisPrefix: prefix,
 		MJML:        testPool(b.t),
 		Renderer:    testRenderer,
+		Provider:    b.provider,
 	})
-	return &bundle{t: b.t, app: app, db: b.db, cfg: b.cfg, rdb: b.rdb, prefix: prefix}
+	return &bundle{t: b.t, app: app, db: b.db, cfg: b.cfg, rdb: b.rdb, prefix: prefix, sg: b.sg, provider: b.provider}
 }
 
 // runKeyCache starts an API key cache on the test's eviction channel and

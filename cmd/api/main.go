@@ -17,6 +17,7 @@ import (
 	"tidings/internal/config"
 	"tidings/internal/keycache"
 	"tidings/internal/mjml"
+	"tidings/internal/provider"
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
 	"tidings/internal/store"
@@ -72,6 +73,15 @@ func run(log *slog.Logger) error {
 	keys := keycache.New(apikeys.Loader(db), rdb, "tidings:apikeys:evict", cfg.APIKeyCacheTTL, log)
 	go keys.Run(ctx)
 
+	// The provider is checked at start (a sendgrid key, a parsable
+	// SMTP_URL, a writable OUTBOX_DIR), so a misconfiguration stops the
+	// process instead of failing the first send.
+	prov, err := provider.New(cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("email provider", "provider", prov.Name(), "connected", cfg.ProviderConnected())
+
 	app := api.New(api.Deps{
 		Config:      cfg,
 		DB:          db,
@@ -85,6 +95,7 @@ func run(log *slog.Logger) error {
 		Renderer: render.NewRenderer(render.RendererOptions{
 			MaxLoopIterations: cfg.RenderMaxLoopIterations, MaxStringBytes: cfg.RenderMaxStringBytes,
 			MaxOutput: cfg.RenderMaxOutputBytes, MaxRenderTime: cfg.RenderMaxTime}),
+		Provider: prov,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/mail"
+	"strings"
 	"time"
 
 	"tidings/internal/apperr"
@@ -188,6 +189,9 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	})
 	if err != nil {
 		return Result{}, err
+	}
+	if strings.TrimSpace(msg.Subject) == "" {
+		return Result{}, apperr.Invalid("subject", "the template's subject renders empty with these variables")
 	}
 	html, err := tracking.Rewrite(msg.HTML, s.BaseURL, s.Tracking, tids)
 	if err != nil {

@@ -108,7 +108,13 @@ func sendgridMail(msg Message) *sgmail.SGMailV3 {
 	p.AddTos(sgmail.NewEmail("", msg.To))
 	m.AddPersonalizations(p)
 	// SendGrid requires text/plain first, then text/html.
-	m.AddContent(sgmail.NewContent("text/plain", msg.Text), sgmail.NewContent("text/html", msg.HTML))
+	// SendGrid refuses an empty content value; a lone space keeps the
+	// text part (and multipart/alternative) for a message without text.
+	text := msg.Text
+	if text == "" {
+		text = " "
+	}
+	m.AddContent(sgmail.NewContent("text/plain", text), sgmail.NewContent("text/html", msg.HTML))
 	m.SetCustomArg("send_id", msg.SendID)
 	m.SetCustomArg("tenant_id", msg.TenantID)
 	for _, h := range msg.Headers {

@@ -52,8 +52,10 @@ func validate(msg Message) (Message, error) {
 	if err := headerText(msg.Subject, maxSubjectBytes); err != nil {
 		return msg, invalid("subject: %v", err)
 	}
-	if msg.Text == "" || msg.HTML == "" {
-		return msg, invalid("both a text and an HTML part are required (multipart/alternative)")
+	// The text part may be empty (an HTML-only design derives no text);
+	// the message is multipart/alternative all the same.
+	if msg.HTML == "" {
+		return msg, invalid("an HTML part is required (multipart/alternative)")
 	}
 	if !utf8.ValidString(msg.Text) || !utf8.ValidString(msg.HTML) {
 		return msg, invalid("body is not valid UTF-8")

@@ -34,7 +34,6 @@ func TestValidate(t *testing.T) {
 		{desc: "to address list", edit: func(m *Message) { m.To = "a@example.com, b@example.com" }, want: "to address: "},
 		{desc: "to address garbage", edit: func(m *Message) { m.To = "not an address" }, want: "to address: does not parse"},
 		{desc: "to address LF", edit: func(m *Message) { m.To = "a@example.com\nBcc: x@evil.com" }, want: "to address: contains a line break"},
-		{desc: "no text part", edit: func(m *Message) { m.Text = "" }, want: "multipart/alternative"},
 		{desc: "no html part", edit: func(m *Message) { m.HTML = "" }, want: "multipart/alternative"},
 		{desc: "header not allowed", edit: func(m *Message) { m.Headers = []Header{{Name: "Bcc", Value: "x@evil.com"}} }, want: `header "Bcc" may not be set`},
 		{desc: "content-type header not allowed", edit: func(m *Message) { m.Headers = []Header{{Name: "Content-Type", Value: "text/plain"}} }, want: "may not be set"},
