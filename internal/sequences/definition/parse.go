@@ -34,6 +34,8 @@ const (
 	// maxYAMLDepth bounds YAML nesting. The deepest valid document, a step
 	// condition nested rules.DefaultMaxDepth groups deep, needs about 40.
 	maxYAMLDepth = 64
+	// maxProblems bounds the fields one error lists.
+	maxProblems = 100
 )
 
 var (
@@ -49,10 +51,10 @@ func Parse(src []byte, opt Options) (*Definition, error) {
 	p := &parser{lines: map[string]int{}}
 	root := p.document(src)
 	if root == nil {
-		return nil, p.fields.Err()
+		return nil, p.err()
 	}
 	d := p.definition(root, opt)
-	if err := p.fields.Err(); err != nil {
+	if err := p.err(); err != nil {
 		return nil, err
 	}
 	d.Warnings = warnings(d)
@@ -63,11 +65,26 @@ type parser struct {
 	fields apperr.Fields
 	// lines maps the YAML paths seen to their line, so that a rule error,
 	// which knows only its path, can name its line.
-	lines map[string]int
+	lines   map[string]int
+	dropped int // problems not reported, beyond maxProblems
 }
 
-// errorf records a problem at path, on the given YAML line.
+// err is the VALIDATION_ERROR of the problems found, or nil.
+func (p *parser) err() error {
+	if p.dropped > 0 {
+		p.fields.Add("content", fmt.Sprintf("has %d more problems than the %d listed", p.dropped, maxProblems))
+	}
+	return p.fields.Err()
+}
+
+// errorf records a problem at path, on the given YAML line. Beyond
+// maxProblems paths it only counts: a document of 30,000 unknown keys
+// should not answer with 30,000 messages.
 func (p *parser) errorf(path string, line int, format string, args ...any) {
+	if _, seen := p.fields[path]; !seen && len(p.fields) >= maxProblems {
+		p.dropped++
+		return
+	}
 	msg := fmt.Sprintf(format, args...)
 	if line > 0 {
 		msg = "line " + strconv.Itoa(line) + ": " + msg

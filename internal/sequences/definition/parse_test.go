@@ -299,6 +299,20 @@ func TestParseErrors(t *testing.T) {
 			"exit.conditions[0].within": "line 3: must be a whole number",
 		}},
 
+		{desc: "problems beyond the limit are counted", src: ok + func() string {
+			var b strings.Builder
+			for i := range maxProblems + 5 {
+				b.WriteString("k" + strconv.Itoa(i) + ": 1\n")
+			}
+			return b.String()
+		}(), want: func() map[string]string {
+			m := map[string]string{"content": "has 5 more problems than the 100 listed"}
+			for i := range maxProblems {
+				m["k"+strconv.Itoa(i)] = "line " + strconv.Itoa(i+3) + ": is not a known key"
+			}
+			return m
+		}()},
+
 		// Several problems at once.
 		{desc: "every problem is reported", src: "name: ''\ntrigger: {}\nsteps: [{send: 'a b'}, {delay: x}]\n", opt: Options{RequireName: true}, want: map[string]string{
 			"name":           "line 1: must not be blank",
