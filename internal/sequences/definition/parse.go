@@ -112,15 +112,23 @@ func (p *parser) document(src []byte) *yaml.Node {
 		}
 		return nil
 	}
-	var more yaml.Node
-	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
-		line := more.Line
+	// Empty documents after the first (a trailing ---) are harmless; a
+	// second document with content would be ignored by a reader that
+	// stops at the first, so it is an error.
+	for {
+		var more yaml.Node
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
 			p.errorf("content", 0, "is not valid YAML after the first document: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-		} else {
-			p.errorf("content", line, "must hold one YAML document, not several")
+			return nil
 		}
-		return nil
+		if len(more.Content) != 1 || !isNull(more.Content[0]) {
+			p.errorf("content", more.Line, "must hold one YAML document, not several")
+			return nil
+		}
 	}
 	if !p.plain(&doc, 0) {
 		return nil

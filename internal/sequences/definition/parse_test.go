@@ -153,6 +153,11 @@ steps: [{send: t}]
 			},
 		},
 		{
+			desc: "document markers and a trailing empty document",
+			src:  "---\ntrigger: {event: e}\nsteps: [{send: t}]\n...\n---\n# nothing more\n",
+			want: &Definition{Trigger: Trigger{Event: "e"}, Steps: []Step{{ID: "step-1", Kind: KindEmail, Template: "t"}}},
+		},
+		{
 			desc: "longest delay, most steps",
 			src:  "trigger: {event: e}\nsteps:\n  - delay: 365d\n" + strings.Repeat("  - send: t\n", MaxSteps-1),
 			want: func() *Definition {
@@ -199,6 +204,7 @@ func TestParseErrors(t *testing.T) {
 		{desc: "NUL", src: "name: a\x00b\n" + ok, want: map[string]string{"content": "without NUL"}},
 		{desc: "invalid UTF-8", src: "name: \xff\n" + ok, want: map[string]string{"content": "valid UTF-8"}},
 		{desc: "two documents", src: ok + "---\n" + ok, want: map[string]string{"content": "line 3: must hold one YAML document"}},
+		{desc: "a second document after an empty one", src: ok + "---\n---\nname: x\n", want: map[string]string{"content": "line 4: must hold one YAML document"}},
 		{desc: "broken second document", src: ok + "---\n[\n", want: map[string]string{"content": "after the first document"}},
 		{desc: "anchor", src: "trigger: &t {event: e}\nsteps: [{send: t}]\n", want: map[string]string{"content": "line 1: uses the YAML anchor &t"}},
 		{desc: "merge key", src: "trigger: {event: e}\nsteps:\n  - {<<: {send: t}}\n", want: map[string]string{"content": "line 3: uses the YAML tag !!merge"}},
