@@ -93,8 +93,11 @@
 // Event leaves. occurred holds when the contact has an event with exactly
 // that name (case-sensitive) at or after now - within when within is given,
 // and at or after Env.Since when that is set (sequences: the enrolment time).
-// Events stamped in the future count. within is a duration as ParseDuration
-// reads it.
+// Since does not reach into referenced segments: a segment leaf in a gate
+// asks whether the contact is a member as segment compute sees it, with all
+// of its events. Events stamped in the future count. within is a duration as
+// ParseDuration reads it. The same leaf serves segments (has the contact ever,
+// or within the duration, had the event) and sequences (since enrolment).
 //
 // Validation. Unknown keys are errors, so that a typo such as "withn" cannot
 // silently drop a condition. exists and notExists take no value (null is

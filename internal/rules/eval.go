@@ -36,7 +36,8 @@ type Env struct {
 	// that evaluation stays deterministic).
 	Now time.Time
 	// Since, when not zero, makes event leaves count only events at or after
-	// it: a sequence passes the contact's enrolment time.
+	// it: a sequence passes the contact's enrolment time. It applies to the
+	// tree's own leaves, not to those of the segments it refers to.
 	Since time.Time
 	// Segment resolves segment leaves. Nil, or an unknown id, means the
 	// referenced segment has no members.
@@ -115,7 +116,10 @@ func (e *evaluator) eval(n *Node, depth int) bool {
 		if n.Within > 0 {
 			after = e.env.Now.Add(-n.Within)
 		}
-		if e.env.Since.After(after) {
+		// Since bounds the tree's own event leaves only: a referenced
+		// segment (depth > 0) has the members segment compute gives it,
+		// whoever asks, so a dry run agrees with the segment's member list.
+		if depth == 0 && e.env.Since.After(after) {
 			after = e.env.Since
 		}
 		has := e.env.HasEvent != nil && e.env.HasEvent(n.Name, after)

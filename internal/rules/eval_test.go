@@ -37,6 +37,13 @@ func TestEvalSince(t *testing.T) {
 		{"no since: old event counts", and(event("purchase", "occurred", "")), Env{Now: evalNow, HasEvent: env.HasEvent}, true},
 		{"notOccurred before enrolment", and(event("purchase", "notOccurred", "")), env, true},
 		{"no HasEvent: no events", and(event("click", "occurred", "")), Env{Now: evalNow}, false},
+		{"since does not reach into a referenced segment", and(seg("buyers", "memberOf")), env, true},
+		{"notMemberOf a segment whose event predates enrolment", and(seg("buyers", "notMemberOf")), env, false},
+		{"segment and own leaf in one tree", and(seg("buyers", "memberOf"), event("purchase", "occurred", "")), env, false},
+	}
+	segments := map[string]*Node{"buyers": mustParse(t, and(event("purchase", "occurred", "")))}
+	for i := range tests {
+		tests[i].env.Segment = func(id string) (*Node, bool) { n, ok := segments[id]; return n, ok }
 	}
 	for _, tc := range tests {
 		if got := Eval(mustParse(t, tc.rule), Subject{}, tc.env); got != tc.want {

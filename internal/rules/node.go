@@ -107,6 +107,21 @@ func (n *Node) SegmentRefs() []string {
 	return refs
 }
 
+// EventNames returns the names the tree's event leaves ask about, each once,
+// in order of appearance (not those of referenced segments). A sequence uses
+// it to tell which incoming events can change its exit condition.
+func (n *Node) EventNames() []string {
+	var names []string
+	seen := map[string]bool{}
+	n.Walk("", func(_ string, m *Node) {
+		if m.Type == TypeEvent && !seen[m.Name] {
+			seen[m.Name] = true
+			names = append(names, m.Name)
+		}
+	})
+	return names
+}
+
 // Walk calls fn for n and every node below it, depth first, with the node's
 // path in the notation of validation errors (root, root.conditions[0], ...).
 func (n *Node) Walk(root string, fn func(path string, n *Node)) {

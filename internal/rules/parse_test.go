@@ -321,6 +321,14 @@ func TestSegmentRefsAndWalk(t *testing.T) {
 	if got := mustParse(t, `{"operator":"and","conditions":[]}`).SegmentRefs(); got != nil {
 		t.Errorf("SegmentRefs of no refs = %q", got)
 	}
+	ev := mustParse(t, `{"operator":"or","conditions":[`+event("b", "occurred", "")+`,`+
+		`{"operator":"not","conditions":[`+event("a", "occurred", "1d")+`]},`+event("b", "notOccurred", "")+`]}`)
+	if got := ev.EventNames(); !reflect.DeepEqual(got, []string{"b", "a"}) {
+		t.Errorf("EventNames = %q", got)
+	}
+	if got := n.EventNames(); got != nil {
+		t.Errorf("EventNames of no event leaves = %q", got)
+	}
 	var paths []string
 	n.Walk("exit", func(path string, m *Node) {
 		if m.Type == TypeSegment {

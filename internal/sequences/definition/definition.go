@@ -1,0 +1,180 @@
+package definition
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"tidings/internal/rules"
+)
+
+// Limits of Parse.
+const (
+	// MaxSourceBytes bounds the YAML. It is stored as the sequence's content
+	// and parsed again on every step, so it stays small.
+	MaxSourceBytes = 256 << 10
+	// MaxSteps bounds the steps of one sequence.
+	MaxSteps = 100
+	// MaxDelay bounds one delay step: a longer wait is more likely a typo
+	// (365w for 365d) than a plan, and the sum of MaxSteps delays stays far
+	// inside time.Duration.
+	MaxDelay = 365 * rules.Day
+)
+
+// Kind is what a step does.
+type Kind string
+
+// Step kinds.
+const (
+	KindEmail Kind = "email" // send a template
+	KindDelay Kind = "delay" // wait before the next step
+)
+
+// Definition is a parsed, valid sequence definition. Its JSON form is the
+// long form of the YAML (every step with its id and action), which Parse
+// reads back to an equal Definition: it is what GET shows as the parsed
+// steps.
+type Definition struct {
+	// Name is the top-level name; empty when the YAML has none (updates).
+	Name    string  `json:"name,omitempty"`
+	Trigger Trigger `json:"trigger"`
+	// From overrides the tenant's default from address; empty when not set.
+	From string `json:"from,omitempty"`
+	// Gates must hold before every step; nil when there are none.
+	Gates *rules.Node `json:"gates,omitempty"`
+	// Exit ends the enrolment when it holds; nil when there is none.
+	Exit  *rules.Node `json:"exit,omitempty"`
+	Steps []Step      `json:"steps"`
+	// Warnings describe what is valid but probably not meant.
+	Warnings []string `json:"-"`
+}
+
+// Trigger says which custom event enrols a contact.
+type Trigger struct {
+	Event string `json:"event"`
+	// Reenroll lets a contact enter again after an earlier enrolment ended;
+	// false: a contact enters at most once.
+	Reenroll bool `json:"reenroll"`
+}
+
+// Step is one step of a sequence.
+type Step struct {
+	// ID is the step's id as given, or step-N, N its 1-based position.
+	ID   string `json:"id"`
+	Kind Kind   `json:"action"`
+	// Template is the template an email step sends.
+	Template string `json:"template,omitempty"`
+	// Delay is how long a delay step waits, counted from the moment the step
+	// before it was processed.
+	Delay time.Duration `json:"-"`
+	// DelaySrc is the delay as written (3d, 72h).
+	DelaySrc string `json:"duration,omitempty"`
+	// Conditions, on an email step, must hold for it to send; false skips
+	// the step. Nil when there are none.
+	Conditions *rules.Node `json:"conditions,omitempty"`
+}
+
+// StepIndex returns the position of the step with the given id, or -1.
+func (d *Definition) StepIndex(id string) int {
+	for i, s := range d.Steps {
+		if s.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Next returns the step after the one with id after, or the first step
+// when after is empty. It returns false after the last step and for an id
+// the definition does not have (a step removed by an edit: the caller
+// decides, see ADDENDUM 6 step_removed).
+func (d *Definition) Next(after string) (Step, bool) {
+	i := 0
+	if after != "" {
+		i = d.StepIndex(after)
+		if i < 0 {
+			return Step{}, false
+		}
+		i++
+	}
+	if i >= len(d.Steps) {
+		return Step{}, false
+	}
+	return d.Steps[i], true
+}
+
+// EmailSteps returns the email steps, in order: the steps a dry run may
+// name and that scheduled sends are made for.
+func (d *Definition) EmailSteps() []Step {
+	var out []Step
+	for _, s := range d.Steps {
+		if s.Kind == KindEmail {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TemplateIDs returns the templates the email steps send, each once, in
+// order of first use: the caller answers TEMPLATE_NOT_FOUND when one is
+// missing.
+func (d *Definition) TemplateIDs() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range d.Steps {
+		if s.Kind == KindEmail && !seen[s.Template] {
+			seen[s.Template] = true
+			out = append(out, s.Template)
+		}
+	}
+	return out
+}
+
+// ruleTrees returns every rule tree of the definition: gates, exit, then
+// step conditions in order.
+func (d *Definition) ruleTrees() []*rules.Node {
+	trees := []*rules.Node{d.Gates, d.Exit}
+	for _, s := range d.Steps {
+		trees = append(trees, s.Conditions)
+	}
+	return trees
+}
+
+// SegmentIDs returns the segments the rule trees refer to, each once, in
+// order of appearance, for the caller to check that they exist.
+func (d *Definition) SegmentIDs() []string {
+	return unique(d.ruleTrees(), (*rules.Node).SegmentRefs)
+}
+
+// EventNames returns the event names the rule trees test, each once, in
+// order of appearance: an incoming event of another name cannot change
+// what they decide (referenced segments aside).
+func (d *Definition) EventNames() []string {
+	return unique(d.ruleTrees(), (*rules.Node).EventNames)
+}
+
+func unique(trees []*rules.Node, list func(*rules.Node) []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range trees {
+		if t == nil {
+			continue
+		}
+		for _, s := range list(t) {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// ContentHash identifies YAML content byte for byte (hex SHA-256). Equal
+// hashes mean a PUT changes nothing and makes no new version; a change to a
+// comment or to whitespace is a change, because GET returns the content as
+// stored.
+func ContentHash(src []byte) string {
+	sum := sha256.Sum256(src)
+	return hex.EncodeToString(sum[:])
+}

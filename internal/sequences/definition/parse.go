@@ -1,0 +1,655 @@
+package definition
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/mail"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"tidings/internal/apperr"
+	"tidings/internal/ids"
+	"tidings/internal/rules"
+)
+
+// Options tune Parse for the request at hand.
+type Options struct {
+	// RequireName makes a missing top-level name an error: on create, unless
+	// the request names the sequence itself (the JSON wrapper's name).
+	RequireName bool
+}
+
+const (
+	maxNameLen  = 256 // characters, as other resource names
+	maxEventLen = 256 // characters, as events.ValidateName
+	maxFromLen  = 512 // bytes
+	// maxYAMLDepth bounds YAML nesting. The deepest valid document, a step
+	// condition nested rules.DefaultMaxDepth groups deep, needs about 40.
+	maxYAMLDepth = 64
+	// maxProblems bounds the fields one error lists.
+	maxProblems = 100
+)
+
+var (
+	topKeys     = []string{"name", "trigger", "from", "gates", "exit", "steps"}
+	triggerKeys = []string{"event", "reenroll"}
+	stepKeys    = []string{"id", "send", "delay", "action", "template", "duration", "conditions"}
+)
+
+// Parse validates a sequence definition and returns it parsed. Every
+// problem is reported in one VALIDATION_ERROR (apperr.Validation): see the
+// package documentation for the paths and messages.
+func Parse(src []byte, opt Options) (*Definition, error) {
+	p := &parser{lines: map[string]int{}}
+	root := p.document(src)
+	if root == nil {
+		return nil, p.err()
+	}
+	d := p.definition(root, opt)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	d.Warnings = warnings(d)
+	return d, nil
+}
+
+type parser struct {
+	fields apperr.Fields
+	// lines maps the YAML paths seen to their line, so that a rule error,
+	// which knows only its path, can name its line.
+	lines   map[string]int
+	dropped int // problems not reported, beyond maxProblems
+}
+
+// err is the VALIDATION_ERROR of the problems found, or nil.
+func (p *parser) err() error {
+	if p.dropped > 0 {
+		p.fields.Add("content", fmt.Sprintf("has %d more problems than the %d listed", p.dropped, maxProblems))
+	}
+	return p.fields.Err()
+}
+
+// errorf records a problem at path, on the given YAML line. Beyond
+// maxProblems paths it only counts: a document of 30,000 unknown keys
+// should not answer with 30,000 messages.
+func (p *parser) errorf(path string, line int, format string, args ...any) {
+	if _, seen := p.fields[path]; !seen && len(p.fields) >= maxProblems {
+		p.dropped++
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if line > 0 {
+		msg = "line " + strconv.Itoa(line) + ": " + msg
+	}
+	p.fields.Add(path, msg)
+}
+
+// document decodes src into the root mapping, or records why it cannot.
+func (p *parser) document(src []byte) *yaml.Node {
+	switch {
+	case len(src) > MaxSourceBytes:
+		p.errorf("content", 0, "is too large: at most %d bytes of YAML", MaxSourceBytes)
+		return nil
+	case !utf8.Valid(src) || bytes.IndexByte(src, 0) >= 0:
+		p.errorf("content", 0, "must be valid UTF-8 without NUL characters")
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			p.errorf("content", 0, "is empty: a sequence needs trigger and steps")
+		} else {
+			p.errorf("content", 0, "is not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return nil
+	}
+	// Empty documents after the first (a trailing ---) are harmless; a
+	// second document with content would be ignored by a reader that
+	// stops at the first, so it is an error.
+	for {
+		var more yaml.Node
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			p.errorf("content", 0, "is not valid YAML after the first document: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return nil
+		}
+		if len(more.Content) != 1 || !isNull(more.Content[0]) {
+			p.errorf("content", more.Line, "must hold one YAML document, not several")
+			return nil
+		}
+	}
+	if !p.plain(&doc, 0) {
+		return nil
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		if root.ShortTag() == "!!null" {
+			p.errorf("content", root.Line, "is empty: a sequence needs trigger and steps")
+		} else {
+			p.errorf("content", root.Line, "must be a YAML mapping with trigger and steps")
+		}
+		return nil
+	}
+	return root
+}
+
+// scalarTags are the tags a definition may use, explicitly or implicitly.
+var scalarTags = map[string]bool{
+	"!!str": true, "!!int": true, "!!float": true, "!!bool": true, "!!null": true, "!!timestamp": true,
+}
+
+// plain checks that the YAML uses nothing the definition format has no use
+// for: anchors and aliases (and so merge keys, and alias bombs), custom or
+// binary tags, deep nesting. It reports the first such thing on content.
+func (p *parser) plain(n *yaml.Node, depth int) bool {
+	switch {
+	case depth > maxYAMLDepth:
+		p.errorf("content", n.Line, "is nested too deep: at most %d levels", maxYAMLDepth)
+		return false
+	case n.Kind == yaml.AliasNode:
+		p.errorf("content", n.Line, "uses the YAML alias *%s: anchors and aliases are not supported", n.Value)
+		return false
+	case n.Anchor != "":
+		p.errorf("content", n.Line, "uses the YAML anchor &%s: anchors and aliases are not supported", n.Anchor)
+		return false
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if tag := n.ShortTag(); !scalarTags[tag] {
+			p.errorf("content", n.Line, "uses the YAML tag %s, which is not supported", tag)
+			return false
+		}
+	case yaml.MappingNode, yaml.SequenceNode:
+		if tag := n.ShortTag(); tag != "!!map" && tag != "!!seq" {
+			p.errorf("content", n.Line, "uses the YAML tag %s, which is not supported", tag)
+			return false
+		}
+	}
+	for _, c := range n.Content {
+		if !p.plain(c, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// entry is one key of a mapping.
+type entry struct {
+	key  string
+	line int // the key's line
+	val  *yaml.Node
+}
+
+// mapping returns the entries of a mapping node, reporting duplicate keys,
+// keys that are not scalars, and keys not in known (nil: any key).
+func (p *parser) mapping(path string, n *yaml.Node, known []string, what string) []entry {
+	var out []entry
+	first := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(path, k.Line, "has a key that is not a string")
+			continue
+		}
+		kpath := join(path, k.Value)
+		if line, dup := first[k.Value]; dup {
+			p.errorf(kpath, k.Line, "is a duplicate key (first at line %d)", line)
+			continue
+		}
+		first[k.Value] = k.Line
+		if known != nil && !contains(known, k.Value) {
+			p.errorf(kpath, k.Line, "is not a known key: %s has %s", what, strings.Join(known, ", "))
+			continue
+		}
+		p.lines[kpath] = k.Line
+		out = append(out, entry{k.Value, k.Line, v})
+	}
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// text returns a scalar's text as written: ids, names and durations are
+// read as text whatever YAML would resolve them to (send: 123 names
+// template "123"). It reports a missing value only when required.
+func (p *parser) text(path string, line int, n *yaml.Node, required bool) (string, bool) {
+	switch {
+	case isNull(n):
+		if required {
+			p.errorf(path, line, "is required")
+		}
+		return "", false
+	case n.Kind != yaml.ScalarNode:
+		p.errorf(path, n.Line, "must be a string, not a %s", kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	}
+	return "scalar"
+}
+
+func (p *parser) definition(root *yaml.Node, opt Options) *Definition {
+	d := &Definition{}
+	got := map[string]entry{}
+	for _, e := range p.mapping("", root, topKeys, "a sequence") {
+		got[e.key] = e
+	}
+	if e, ok := got["name"]; ok && !isNull(e.val) {
+		if s, ok := p.text("name", e.line, e.val, true); ok {
+			n := utf8.RuneCountInString(s)
+			switch {
+			case strings.TrimSpace(s) == "":
+				p.errorf("name", e.line, "must not be blank")
+			case n > maxNameLen:
+				p.errorf("name", e.line, "must be at most %d characters", maxNameLen)
+			default:
+				d.Name = s
+			}
+		}
+	} else if opt.RequireName {
+		p.errorf("name", lineOr(e, root), "is required when the sequence is created")
+	}
+
+	if e, ok := got["trigger"]; ok && !isNull(e.val) {
+		d.Trigger = p.trigger(e)
+	} else {
+		p.errorf("trigger.event", lineOr(e, root), "is required: the custom event that enrols contacts")
+	}
+
+	if e, ok := got["from"]; ok && !isNull(e.val) {
+		if s, ok := p.text("from", e.line, e.val, false); ok {
+			d.From = p.from(e.line, s)
+		}
+	}
+	if e, ok := got["gates"]; ok && !isNull(e.val) {
+		d.Gates = p.rule("gates", e.line, e.val)
+	}
+	if e, ok := got["exit"]; ok && !isNull(e.val) {
+		d.Exit = p.rule("exit", e.line, e.val)
+	}
+	if e, ok := got["steps"]; ok && !isNull(e.val) {
+		d.Steps = p.steps(e)
+	} else {
+		p.errorf("steps", lineOr(e, root), "is required: a list of steps")
+	}
+	return d
+}
+
+// lineOr is the line of e's key when present (as null), else of the
+// mapping that lacks it.
+func lineOr(e entry, parent *yaml.Node) int {
+	if e.line > 0 {
+		return e.line
+	}
+	return parent.Line
+}
+
+func (p *parser) trigger(e entry) Trigger {
+	var t Trigger
+	if e.val.Kind != yaml.MappingNode {
+		p.errorf("trigger", e.line, "must be a mapping such as {event: user.signed_up}")
+		return t
+	}
+	got := map[string]entry{}
+	for _, te := range p.mapping("trigger", e.val, triggerKeys, "trigger") {
+		got[te.key] = te
+	}
+	ev, ok := got["event"]
+	if !ok {
+		p.errorf("trigger.event", e.line, "is required: the custom event that enrols contacts")
+	} else if s, ok := p.text("trigger.event", ev.line, ev.val, true); ok {
+		switch {
+		case strings.TrimSpace(s) == "":
+			p.errorf("trigger.event", ev.line, "must not be blank")
+		case utf8.RuneCountInString(s) > maxEventLen:
+			p.errorf("trigger.event", ev.line, "must be at most %d characters", maxEventLen)
+		case strings.HasPrefix(s, "email."):
+			p.errorf("trigger.event", ev.line, "must be a custom event: names starting with \"email.\" are system events, which do not enrol contacts")
+		default:
+			t.Event = s
+		}
+	}
+	if re, ok := got["reenroll"]; ok && !isNull(re.val) {
+		if re.val.Kind != yaml.ScalarNode || re.val.ShortTag() != "!!bool" {
+			p.errorf("trigger.reenroll", re.line, "must be true or false")
+		} else {
+			_ = re.val.Decode(&t.Reenroll) // a !!bool scalar always decodes
+		}
+	}
+	return t
+}
+
+// from checks an optional from address, "a@b.example" or
+// "Name <a@b.example>". Whether its domain may send is checked at send
+// time, as the tenant's settings may change after the sequence is saved.
+func (p *parser) from(line int, s string) string {
+	switch {
+	case len(s) > maxFromLen:
+		p.errorf("from", line, "must be at most %d bytes", maxFromLen)
+	case strings.ContainsAny(s, "\r\n"):
+		p.errorf("from", line, "must not contain a line break")
+	default:
+		if _, err := mail.ParseAddress(s); err != nil {
+			p.errorf("from", line, "must be an email address such as hello@acme.com or \"Acme <hello@acme.com>\"")
+			return ""
+		}
+		return s
+	}
+	return ""
+}
+
+func (p *parser) steps(e entry) []Step {
+	n := e.val
+	if n.Kind != yaml.SequenceNode {
+		p.errorf("steps", e.line, "must be a list of steps")
+		return nil
+	}
+	switch {
+	case len(n.Content) == 0:
+		p.errorf("steps", e.line, "must list at least one step")
+		return nil
+	case len(n.Content) > MaxSteps:
+		p.errorf("steps", e.line, "has %d steps: at most %d", len(n.Content), MaxSteps)
+		return nil
+	}
+	steps := make([]Step, len(n.Content))
+	idAt := map[string]int{} // step id -> index of its first step
+	for i, sn := range n.Content {
+		path := "steps[" + strconv.Itoa(i) + "]"
+		p.lines[path] = sn.Line
+		explicit := p.step(path, sn, &steps[i])
+		if steps[i].ID == "" && !explicit {
+			steps[i].ID = "step-" + strconv.Itoa(i+1)
+		}
+		if steps[i].ID == "" {
+			continue // an invalid id, reported
+		}
+		if j, dup := idAt[steps[i].ID]; dup {
+			where, line := path, sn.Line
+			if explicit {
+				where, line = path+".id", p.lines[path+".id"]
+			}
+			p.errorf(where, line, "duplicate step id %q: steps[%d] has it too", steps[i].ID, j)
+			continue
+		}
+		idAt[steps[i].ID] = i
+	}
+	return steps
+}
+
+// step parses one step into s and reports whether it carries an id key.
+func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(path, n.Line, "must be a mapping such as {send: welcome} or {delay: 1d}")
+		return false
+	}
+	got := map[string]entry{}
+	for _, e := range p.mapping(path, n, stepKeys, "a step") {
+		got[e.key] = e
+	}
+	_, hasID := got["id"]
+	if e, ok := got["id"]; ok {
+		if id, ok := p.text(path+".id", e.line, e.val, true); ok {
+			if ids.ValidCallerID(id) {
+				s.ID = id
+			} else {
+				p.errorf(path+".id", e.line, "must be 1-64 letters, digits, _, . or -, starting with a letter or digit")
+			}
+		}
+	}
+	send, hasSend := got["send"]
+	delay, hasDelay := got["delay"]
+	action, hasAction := got["action"]
+	// allowed lists the keys of the step's form besides id.
+	var allowed []string
+	switch {
+	case hasSend && hasDelay:
+		p.errorf(path, n.Line, "has both send and delay: a step either sends or waits")
+		return hasID
+	case (hasSend || hasDelay) && hasAction:
+		p.errorf(path+".action", action.line, "cannot be combined with send or delay: use either the short form or action")
+		return hasID
+	case hasSend:
+		s.Kind = KindEmail
+		s.Template = p.templateID(path+".send", send)
+		allowed = []string{"send", "conditions"}
+	case hasDelay:
+		s.Kind = KindDelay
+		s.Delay, s.DelaySrc = p.duration(path+".delay", delay)
+		allowed = []string{"delay"}
+	case hasAction:
+		kind, _ := p.text(path+".action", action.line, action.val, true)
+		switch Kind(kind) {
+		case KindEmail:
+			s.Kind = KindEmail
+			if e, ok := got["template"]; ok {
+				s.Template = p.templateID(path+".template", e)
+			} else {
+				p.errorf(path+".template", action.line, "is required: the template an email step sends")
+			}
+			allowed = []string{"action", "template", "conditions"}
+		case KindDelay:
+			s.Kind = KindDelay
+			if e, ok := got["duration"]; ok {
+				s.Delay, s.DelaySrc = p.duration(path+".duration", e)
+			} else {
+				p.errorf(path+".duration", action.line, "is required: how long a delay step waits, such as 1d")
+			}
+			allowed = []string{"action", "duration"}
+		default:
+			if kind != "" {
+				p.errorf(path+".action", action.line, "must be email or delay")
+			}
+			return hasID
+		}
+	default:
+		p.errorf(path, n.Line, "needs send: <template>, delay: <duration> or action: email|delay")
+		return hasID
+	}
+	for _, k := range stepKeys {
+		e, ok := got[k]
+		if !ok || k == "id" || contains(allowed, k) {
+			continue
+		}
+		if k == "conditions" {
+			p.errorf(path+".conditions", e.line, "apply to email steps only")
+		} else {
+			p.errorf(path+"."+k, e.line, "does not belong to %s step, which has %s", formName(s.Kind, hasAction), strings.Join(append([]string{"id"}, allowed...), ", "))
+		}
+	}
+	if e, ok := got["conditions"]; ok && s.Kind == KindEmail && !isNull(e.val) {
+		s.Conditions = p.rule(path+".conditions", e.line, e.val)
+	}
+	return hasID
+}
+
+// formName names a step's form in messages.
+func formName(k Kind, long bool) string {
+	switch {
+	case long:
+		return "an action: " + string(k)
+	case k == KindEmail:
+		return "a send"
+	}
+	return "a delay"
+}
+
+func (p *parser) templateID(path string, e entry) string {
+	id, ok := p.text(path, e.line, e.val, true)
+	if !ok {
+		return ""
+	}
+	if !ids.ValidCallerID(id) {
+		p.errorf(path, e.line, "must be a template id: 1-64 letters, digits, _, . or -, starting with a letter or digit")
+		return ""
+	}
+	return id
+}
+
+func (p *parser) duration(path string, e entry) (time.Duration, string) {
+	src, ok := p.text(path, e.line, e.val, true)
+	if !ok {
+		return 0, ""
+	}
+	d, err := rules.ParseDuration(src)
+	switch {
+	case err != nil:
+		p.errorf(path, e.line, "must be a positive whole number and a unit s, m, h, d or w, such as 30m, 1d or 2w")
+		return 0, ""
+	case d > MaxDelay:
+		p.errorf(path, e.line, "must be at most %s", rules.FormatDuration(MaxDelay))
+		return 0, ""
+	}
+	return d, src
+}
+
+// rule parses a rule node through package rules. The YAML is converted to
+// the document rules.Parse reads; the paths of its errors are mapped back
+// to YAML lines.
+func (p *parser) rule(path string, line int, n *yaml.Node) *rules.Node {
+	p.lines[path] = line
+	doc, ok := p.value(path, n)
+	if !ok {
+		return nil
+	}
+	node, err := rules.Parse(doc, rules.Options{Root: path})
+	var verr *rules.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		for _, f := range verr.Fields {
+			p.errorf(f.Path, p.lineOf(f.Path), "%s", f.Message)
+		}
+		return nil
+	case err != nil:
+		p.errorf(path, line, "%v", err)
+		return nil
+	}
+	return node
+}
+
+// lineOf is the line of path, or of its nearest ancestor the YAML has (a
+// missing key is reported where its mapping is).
+func (p *parser) lineOf(path string) int {
+	for {
+		if l, ok := p.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i <= 0 {
+			return 0
+		}
+		path = path[:i]
+	}
+}
+
+// value converts a YAML node below a rule root into the document
+// rules.Parse reads, recording the line of every path. Strings and
+// timestamps keep their text (2024-05-01 stays the string the user wrote);
+// numbers become json.Number with their exact text when it is JSON, and
+// YAML's reading otherwise (0x1F, .inf, which rules then judges).
+func (p *parser) value(path string, n *yaml.Node) (any, bool) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := map[string]any{}
+		ok := true
+		for _, e := range p.mapping(path, n, nil, "") {
+			v, vok := p.value(join(path, e.key), e.val)
+			m[e.key] = v
+			ok = ok && vok
+		}
+		// mapping reports duplicate and non-string keys; they fail the tree.
+		return m, ok && len(m)*2 == len(n.Content)
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		ok := true
+		for i, c := range n.Content {
+			cpath := path + "[" + strconv.Itoa(i) + "]"
+			p.lines[cpath] = c.Line
+			v, vok := p.value(cpath, c)
+			out[i] = v
+			ok = ok && vok
+		}
+		return out, ok
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return nil, true
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			p.errorf(path, n.Line, "is not a boolean")
+			return nil, false
+		}
+		return b, true
+	case "!!int", "!!float":
+		if jsonNumber.MatchString(n.Value) {
+			return json.Number(n.Value), true
+		}
+		var v any
+		if err := n.Decode(&v); err != nil {
+			p.errorf(path, n.Line, "is not a number YAML can read")
+			return nil, false
+		}
+		return v, true
+	}
+	return n.Value, true
+}
+
+// jsonNumber is the JSON number grammar (RFC 8259).
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// warnings lists what is valid but probably not meant.
+func warnings(d *Definition) []string {
+	if len(d.EmailSteps()) == 0 {
+		return []string{"steps: the sequence has no email step, so it sends nothing"}
+	}
+	last := len(d.Steps) - 1
+	for d.Steps[last].Kind == KindDelay {
+		last--
+	}
+	if trailing := len(d.Steps) - 1 - last; trailing > 0 {
+		return []string{fmt.Sprintf("steps[%d]: a delay after the last email step only postpones the sequence's completion", last+1)}
+	}
+	return nil
+}
