@@ -18,6 +18,7 @@ import (
 	"tidings/internal/campaigns"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
+	"tidings/internal/domains"
 	"tidings/internal/events"
 	"tidings/internal/keycache"
 	"tidings/internal/ratelimit"
@@ -49,6 +50,10 @@ type Deps struct {
 	// Renderer renders template versions per recipient; shared so each
 	// version is parsed once per process.
 	Renderer *render.Renderer
+	// DNS answers domain checks (POST /api/domains/{domain}/verify); nil
+	// means a domains.Checker asking Config.DNSResolver (empty: the system
+	// resolver of /etc/resolv.conf).
+	DNS domains.Resolver
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -69,6 +74,7 @@ type Server struct {
 	campaigns *campaigns.Store
 	templates *templates.Store
 	renderer  *templates.Renderer
+	domains   *domains.Store
 }
 
 // New builds the fiber app with the whole route table.
@@ -91,6 +97,7 @@ func New(d Deps) *fiber.App {
 		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
 			FreeLimit: d.Config.PlanFreeTemplates},
 		renderer: &templates.Renderer{DB: d.DB, R: d.Renderer}}
+	s.domains = domainStore(d)
 	app := fiber.New(FiberConfig(s.errorHandler))
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
@@ -157,6 +164,13 @@ func New(d Deps) *fiber.App {
 	r.delete("/campaigns/:campaignId/sequences/:ref", campaignAssoc(s.campaigns.RemoveSequence))
 	r.post("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.AddTemplate))
 	r.delete("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.RemoveTemplate))
+
+	r.post("/domains", s.domainCreate)
+	r.get("/domains", s.domainList)
+	r.get("/domains/:domain", s.domainGet)
+	r.patch("/domains/:domain", s.domainUpdate)
+	r.delete("/domains/:domain", s.domainDelete)
+	r.post("/domains/:domain/verify", s.domainVerify)
 
 	return app
 }
