@@ -103,6 +103,15 @@ func TestDomainCreate(t *testing.T) {
 		}
 	}
 	b.expectError("POST", "/api/domains", tok, "", 400, "VALIDATION_ERROR")
+
+	// An internationalised name is stored in its ASCII form and found by
+	// either spelling.
+	idn := b.expect("POST", "/api/domains", tok, map[string]any{"domain": "Bücher.example"}, 201)
+	if idn.body["domain"] != "xn--bcher-kva.example" {
+		t.Fatalf("%s", idn.raw)
+	}
+	b.expect("GET", "/api/domains/b%C3%BCcher.example", tok, nil, 200)
+	b.expect("GET", "/api/domains/xn--bcher-kva.example", tok, nil, 200)
 }
 
 func TestDomainGetAndList(t *testing.T) {
