@@ -56,6 +56,10 @@ type Deps struct {
 	Renderer *render.Renderer
 	// Provider hands messages to the email provider (EMAIL_PROVIDER).
 	Provider provider.Provider
+	// DNS answers domain checks (POST /api/domains/{domain}/verify); nil
+	// means a domains.Checker asking Config.DNSResolver (empty: the system
+	// resolver of /etc/resolv.conf).
+	DNS domains.Resolver
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -80,6 +84,7 @@ type Server struct {
 	sends     *delivery.Sends
 	// idempotency keeps Idempotency-Key records (see idempotent).
 	idempotency *idempotency.Store
+	domains     *domains.Store
 }
 
 // New builds the fiber app with the whole route table.
@@ -108,7 +113,8 @@ func New(d Deps) *fiber.App {
 	if err != nil {
 		panic("api.New: " + err.Error()) // config.Load always sets a secret
 	}
-	s.sender = &delivery.Sender{DB: d.DB, Templates: s.renderer, Domains: &domains.Store{DB: d.DB},
+	s.domains = domainStore(d)
+	s.sender = &delivery.Sender{DB: d.DB, Templates: s.renderer, Domains: s.domains,
 		Provider: d.Provider, Tracking: signer, BaseURL: d.Config.PublicBaseURL,
 		SandboxFrom: d.Config.SandboxFromAddress, Events: s.events, Log: d.Log}
 	app := fiber.New(FiberConfig(s.errorHandler))
@@ -181,6 +187,13 @@ func New(d Deps) *fiber.App {
 	r.delete("/campaigns/:campaignId/sequences/:ref", campaignAssoc(s.campaigns.RemoveSequence))
 	r.post("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.AddTemplate))
 	r.delete("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.RemoveTemplate))
+
+	r.post("/domains", s.domainCreate)
+	r.get("/domains", s.domainList)
+	r.get("/domains/:domain", s.domainGet)
+	r.patch("/domains/:domain", s.domainUpdate)
+	r.delete("/domains/:domain", s.domainDelete)
+	r.post("/domains/:domain/verify", s.domainVerify)
 
 	return app
 }

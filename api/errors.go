@@ -37,6 +37,7 @@ var statusOf = map[apperr.Kind]int{
 	apperr.KindUnprocessable: http.StatusUnprocessableEntity,
 	apperr.KindRateLimited:   http.StatusTooManyRequests,
 	apperr.KindUpstream:      http.StatusBadGateway,
+	apperr.KindUnavailable:   http.StatusServiceUnavailable,
 }
 
 // failure is an error as the client sees it.
@@ -84,7 +85,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 
 func (s *Server) failure(c *fiber.Ctx, err error) failure {
 	if e, ok := apperr.As(err); ok && statusOf[e.Kind] != 0 {
-		if e.Kind == apperr.KindUpstream {
+		if e.Kind == apperr.KindUpstream || e.Kind == apperr.KindUnavailable {
 			s.log.Warn("upstream failed", "code", e.Code, "err", e.Err, "method", c.Method(),
 				"path", c.Path(), "request_id", requestID(c))
 		}

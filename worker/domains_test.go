@@ -3,12 +3,10 @@ package worker
 import (
 	"context"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/miekg/dns"
 
 	"tidings/internal/config"
 	"tidings/internal/domains"
@@ -25,7 +23,7 @@ func TestDomainSweepTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DNSResolver = nxdomainServer(t)
+	cfg.DNSResolver = testenv.DNS(t).Addr // an empty zone: every name is NXDOMAIN
 	d := Deps{Config: cfg, DB: db, Log: slog.New(slog.DiscardHandler)}
 
 	var sweep *Periodic
@@ -52,24 +50,4 @@ func TestDomainSweepTask(t *testing.T) {
 	if err != nil || got.Status != domains.StatusVerifying || got.LastCheckedAt == nil {
 		t.Fatalf("after the sweep: %v %+v", err, got)
 	}
-}
-
-// nxdomainServer answers every question with NXDOMAIN.
-func nxdomainServer(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	srv := &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) },
-		Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-			m := new(dns.Msg)
-			m.SetRcode(r, dns.RcodeNameError)
-			_ = w.WriteMsg(m)
-		})}
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
 }

@@ -15,6 +15,7 @@ import (
 	"tidings/internal/apikeys"
 	"tidings/internal/auth"
 	"tidings/internal/config"
+	"tidings/internal/domains"
 	"tidings/internal/keycache"
 	"tidings/internal/mjml"
 	"tidings/internal/provider"
@@ -96,6 +97,9 @@ func run(log *slog.Logger) error {
 			MaxLoopIterations: cfg.RenderMaxLoopIterations, MaxStringBytes: cfg.RenderMaxStringBytes,
 			MaxOutput: cfg.RenderMaxOutputBytes, MaxRenderTime: cfg.RenderMaxTime}),
 		Provider: prov,
+		// Domain checks ask DNS_RESOLVER, or the first nameserver of
+		// /etc/resolv.conf when it is unset (read at each check).
+		DNS: &domains.Checker{Server: cfg.DNSResolver},
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

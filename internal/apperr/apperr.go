@@ -28,10 +28,11 @@ const (
 	KindUnprocessable             // well-formed, but its meaning cannot be applied (a cycle)
 	KindRateLimited               // too many requests; RetryAfter says when to come back
 	KindUpstream                  // a service we depend on (the email provider) failed
+	KindUnavailable               // a service we depend on could not be reached at all; try again later
 )
 
 var kindNames = [...]string{"internal", "invalid", "unauthorized", "forbidden", "not found",
-	"conflict", "plan limit", "unprocessable", "rate limited", "upstream"}
+	"conflict", "plan limit", "unprocessable", "rate limited", "upstream", "unavailable"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -223,6 +224,16 @@ func Internal() *Error {
 // stays in Err for the log.
 func Upstream(code, msg string, cause error) *Error {
 	e := newError(KindUpstream, code, "%s", msg)
+	e.Err = cause
+	return e
+}
+
+// Unavailable is a dependency that could not be reached at all, so the
+// request learnt nothing and changed nothing (the DNS resolver of a domain
+// check): the client may simply try again later. The cause stays in Err for
+// the log.
+func Unavailable(code, msg string, cause error) *Error {
+	e := newError(KindUnavailable, code, "%s", msg)
 	e.Err = cause
 	return e
 }

@@ -112,7 +112,7 @@ func TestCheckLifecycle(t *testing.T) {
 	}
 
 	// A record disappears: still verified (sending goes on), degraded.
-	b.dns.remove(recs[2].Name)
+	b.dns.Remove(recs[2].Name)
 	c = b.check(t, t0.Add(100*time.Hour), tenantA, "example.com")
 	if c.Domain.Status != "verified" || c.Domain.HealthStatus != "degraded" ||
 		!slices.Equal(c.Domain.MissingRecords, []string{recs[2].Name}) || !c.Domain.VerifiedAt.Equal(verifiedAt) {
@@ -137,7 +137,7 @@ func TestCheckerMatching(t *testing.T) {
 	d := b.create(t, tenantA, "example.com")
 	recs := b.doms.Records(d)
 	v := recs[0].Value
-	b.dns.add(t,
+	b.dns.Add(t,
 		`_TIDINGS.Example.COM. 300 IN TXT "v=spf1 -all"`,
 		`_TIDINGS.Example.COM. 300 IN TXT "`+v[:10]+`" "`+v[10:]+`"`,
 		strings.ToUpper(recs[1].Name)+". 300 IN CNAME "+strings.ToUpper(recs[1].Value)+".",
@@ -151,7 +151,7 @@ func TestCheckerMatching(t *testing.T) {
 	// Delegated verification name, and a DKIM CNAME pointing elsewhere.
 	d2 := b.create(t, tenantA, "delegated.example")
 	recs2 := b.doms.Records(d2)
-	b.dns.add(t,
+	b.dns.Add(t,
 		recs2[0].Name+". 300 IN CNAME verify.elsewhere.example.",
 		`verify.elsewhere.example. 300 IN TXT "`+recs2[0].Value+`"`,
 		zoneLine(recs2[1]), zoneLine(recs2[2]),
@@ -169,11 +169,11 @@ func TestCheckerFallsBackToTCPOnTruncation(t *testing.T) {
 	b := setup(t)
 	d := b.create(t, tenantA, "example.com")
 	b.publishAll(t, d)
-	b.dns.set(func(z *zone) { z.truncate = true })
+	b.dns.SetTruncate(true)
 	if c := b.check(t, t0.Add(time.Minute), tenantA, "example.com"); c.Domain.Status != "verified" {
 		t.Fatalf("%+v %q", c.Domain, c.Message)
 	}
-	if n := b.dns.tcpQueries(); n != 4 {
+	if n := b.dns.TCPQueries(); n != 4 {
 		t.Fatalf("%d queries over TCP, want 4", n)
 	}
 }
@@ -184,7 +184,7 @@ func TestCheckWithFailingResolver(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	d := b.create(t, tenantA, "example.com")
-	b.dns.set(func(z *zone) { z.servfail = true })
+	b.dns.SetServFail(true)
 	b.clock.set(t0.Add(time.Hour))
 	_, err := b.doms.Check(b.ctx, tenantA, "example.com")
 	if !errors.Is(err, domains.ErrLookupFailed) || !strings.Contains(err.Error(), "SERVFAIL") {
@@ -206,7 +206,7 @@ func TestCheckWithFailingResolver(t *testing.T) {
 	}
 
 	// Only the DKIM lookups fail.
-	b.dns.set(func(z *zone) { z.servfail = false })
+	b.dns.SetServFail(false)
 	b.publish(t, d, "txt")
 	c := b.check(t, t0.Add(2*time.Hour), tenantA, "example.com")
 	if c.Domain.Status != "verifying" || len(c.Domain.MissingRecords) != 3 {
@@ -444,7 +444,7 @@ func TestSweepStopsWhenResolverFails(t *testing.T) {
 	b := setup(t)
 	b.create(t, tenantA, "a.example")
 	b.create(t, tenantA, "b.example")
-	b.dns.set(func(z *zone) { z.servfail = true })
+	b.dns.SetServFail(true)
 	b.clock.set(t0.Add(time.Hour))
 	n, err := b.doms.Sweep(b.ctx, 10)
 	if n != 0 || !errors.Is(err, domains.ErrLookupFailed) {

@@ -48,15 +48,15 @@ func (c *clock) set(t time.Time) {
 type bundle struct {
 	ctx   context.Context
 	db    *store.DB
-	dns   *zone
+	dns   *testenv.DNSZone
 	clock *clock
 	doms  *domains.Store
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	b := &bundle{ctx: context.Background(), db: testenv.DB(t), dns: newZone(t), clock: &clock{now: t0}}
-	b.doms = &domains.Store{DB: b.db, DNS: &domains.Checker{Server: b.dns.addr, Timeout: 2 * time.Second},
+	b := &bundle{ctx: context.Background(), db: testenv.DB(t), dns: testenv.DNS(t), clock: &clock{now: t0}}
+	b.doms = &domains.Store{DB: b.db, DNS: &domains.Checker{Server: b.dns.Addr, Timeout: 2 * time.Second},
 		DKIMSuffix: suffix, CheckInterval: 10 * time.Minute, Now: b.clock.Now}
 	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO tenants (id, name) VALUES ($1, 'A'), ($2, 'B')`,
 		tenantA, tenantB); err != nil {
@@ -96,7 +96,7 @@ func (b *bundle) publish(t *testing.T, d queries.Domain, which ...any) {
 		if i, ok := w.(int); ok {
 			r = recs[1+i]
 		}
-		b.dns.add(t, zoneLine(r))
+		b.dns.Publish(t, r.Type, r.Name, r.Value)
 	}
 }
 

@@ -1,6 +1,7 @@
-package domains_test
+package testenv
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -9,10 +10,12 @@ import (
 	"github.com/miekg/dns"
 )
 
-// zone is an in-test authoritative DNS server on 127.0.0.1 (UDP and TCP on
-// one port) whose records a test changes as it goes.
-type zone struct {
-	addr string
+// DNSZone is an in-test authoritative DNS server on 127.0.0.1 (UDP and TCP
+// on one port) whose records a test changes as it goes. Point a
+// domains.Checker (or DNS_RESOLVER) at Addr.
+type DNSZone struct {
+	// Addr is the server's host:port.
+	Addr string
 
 	mu       sync.Mutex
 	rrs      map[string][]dns.RR // by lower-case FQDN
@@ -21,9 +24,11 @@ type zone struct {
 	tcp      int                 // queries that came over TCP
 }
 
-func newZone(t *testing.T) *zone {
+// DNS starts an empty zone, stopped when the test ends. A name it holds no
+// record for is NXDOMAIN.
+func DNS(t testing.TB) *DNSZone {
 	t.Helper()
-	z := &zone{rrs: map[string][]dns.RR{}}
+	z := &DNSZone{rrs: map[string][]dns.RR{}}
 	var pc net.PacketConn
 	var ln net.Listener
 	for attempt := 0; ; attempt++ { // TCP on the port UDP got
@@ -41,7 +46,7 @@ func newZone(t *testing.T) *zone {
 			t.Fatal(err)
 		}
 	}
-	z.addr = pc.LocalAddr().String()
+	z.Addr = pc.LocalAddr().String()
 	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: z}, {Listener: ln, Handler: z}} {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
@@ -52,8 +57,8 @@ func newZone(t *testing.T) *zone {
 	return z
 }
 
-// add publishes records given in zone-file syntax.
-func (z *zone) add(t *testing.T, lines ...string) {
+// Add publishes records given in zone-file syntax.
+func (z *DNSZone) Add(t testing.TB, lines ...string) {
 	t.Helper()
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -67,26 +72,52 @@ func (z *zone) add(t *testing.T, lines ...string) {
 	}
 }
 
-// remove withdraws every record of name.
-func (z *zone) remove(name string) {
+// Publish adds one TXT or CNAME record as a sending domain's DNS records
+// list it (type, name, value; names without the trailing dot).
+func (z *DNSZone) Publish(t testing.TB, typ, name, value string) {
+	t.Helper()
+	switch typ {
+	case "TXT":
+		z.Add(t, fmt.Sprintf("%s. 300 IN TXT %q", name, value))
+	case "CNAME":
+		z.Add(t, fmt.Sprintf("%s. 300 IN CNAME %s.", name, value))
+	default:
+		t.Fatalf("record type %q: want TXT or CNAME", typ)
+	}
+}
+
+// Remove withdraws every record of name.
+func (z *DNSZone) Remove(name string) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	delete(z.rrs, strings.ToLower(dns.Fqdn(name)))
 }
 
-func (z *zone) set(f func(z *zone)) {
+// SetTruncate makes UDP answers truncated (TC set, no records), so that
+// clients must ask again over TCP.
+func (z *DNSZone) SetTruncate(on bool) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	f(z)
+	z.truncate = on
 }
 
-func (z *zone) tcpQueries() int {
+// SetServFail makes every answer SERVFAIL: a resolver that is reachable but
+// cannot answer.
+func (z *DNSZone) SetServFail(on bool) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.servfail = on
+}
+
+// TCPQueries counts the queries that came over TCP.
+func (z *DNSZone) TCPQueries() int {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	return z.tcp
 }
 
-func (z *zone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+// ServeDNS answers one query from the zone's records.
+func (z *DNSZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	m := new(dns.Msg)
