@@ -66,6 +66,21 @@ type Domain struct {
 	NextCheckAt       time.Time
 }
 
+type Enrolment struct {
+	TenantID         string
+	ID               string
+	SequenceID       string
+	ContactID        string
+	Status           string
+	CurrentStep      string
+	CurrentStepIndex int32
+	TriggerEventID   *string
+	EnrolledAt       time.Time
+	EndedAt          *time.Time
+	ExitReason       *string
+	UpdatedAt        time.Time
+}
+
 type Event struct {
 	TenantID           string
 	ID                 string
@@ -92,6 +107,27 @@ type ProviderEvent struct {
 	Provider   string
 	EventID    string
 	ReceivedAt time.Time
+}
+
+type ScheduledSend struct {
+	TenantID        string
+	ID              string
+	ContactID       string
+	EnrolmentID     string
+	SequenceID      string
+	SequenceVersion int32
+	StepID          string
+	TemplateID      string
+	ScheduledFor    time.Time
+	Status          string
+	Attempts        int32
+	LastError       *string
+	CancelReason    *string
+	ClaimedAt       *time.Time
+	SendID          *string
+	FinishedAt      *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 type Segment struct {
@@ -152,6 +188,7 @@ type Sequence struct {
 	Version      int32
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	Definition   json.RawMessage
 }
 
 type Template struct {

@@ -1,21 +1,11 @@
 -- +goose Up
 -- Sequences (ADDENDUM section 6). content is the YAML as stored (GET
--- returns it); definition is its parse (internal/sequences/definition's
+-- returns it); definition (added here) is its parse (internal/sequences/definition's
 -- JSON form), so the engine never parses YAML per step. version grows by one
 -- when content or trigger_event changes.
-CREATE TABLE sequences (
-    tenant_id     text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
-    id            text NOT NULL,
-    name          text NOT NULL,
-    content       text NOT NULL,
-    definition    jsonb NOT NULL,
-    trigger_event text NOT NULL,
-    enabled       boolean NOT NULL DEFAULT true,
-    version       integer NOT NULL DEFAULT 1,
-    created_at    timestamptz NOT NULL DEFAULT now(),
-    updated_at    timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (tenant_id, id)
-);
+-- The table itself is in 0004 (campaigns associate sequences).
+-- Rows that campaign tests insert by hand get an empty definition.
+ALTER TABLE sequences ADD COLUMN definition jsonb NOT NULL DEFAULT '{}';
 CREATE INDEX sequences_list ON sequences (tenant_id, created_at DESC, id DESC);
 -- An event finds the enabled sequences it triggers with one index probe.
 CREATE INDEX sequences_trigger ON sequences (tenant_id, trigger_event) WHERE enabled;
@@ -97,4 +87,6 @@ CREATE UNIQUE INDEX scheduled_sends_step ON scheduled_sends (tenant_id, enrolmen
 -- +goose Down
 DROP TABLE scheduled_sends;
 DROP TABLE enrolments;
-DROP TABLE sequences;
+DROP INDEX sequences_trigger;
+DROP INDEX sequences_list;
+ALTER TABLE sequences DROP COLUMN definition;
