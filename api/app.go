@@ -20,6 +20,7 @@ import (
 	"tidings/internal/contacts"
 	"tidings/internal/events"
 	"tidings/internal/keycache"
+	"tidings/internal/page"
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
 	"tidings/internal/segments"
@@ -69,6 +70,8 @@ type Server struct {
 	campaigns *campaigns.Store
 	templates *templates.Store
 	renderer  *templates.Renderer
+	// pages makes and reads list cursors with the configured key.
+	pages page.Codec
 }
 
 // New builds the fiber app with the whole route table.
@@ -78,7 +81,11 @@ func New(d Deps) *fiber.App {
 		// instances' caches: refuse to start rather than run unsafely.
 		panic("api.New: Deps.Keys is required")
 	}
-	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
+	pages, err := page.NewCodec(d.Config.CursorKey())
+	if err != nil {
+		panic("api.New: " + err.Error())
+	}
+	s := &Server{cfg: d.Config, pages: pages, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
 		log: d.Log, keys: d.Keys,
 		tenants:  &tenants.Store{DB: d.DB, ProviderConnected: d.Config.ProviderConnected()},
 		apiKeys:  &apikeys.Store{DB: d.DB, Cache: d.Keys, Log: d.Log},

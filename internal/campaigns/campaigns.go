@@ -149,7 +149,7 @@ func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Campaign,
 
 // List returns a page of campaigns, newest first, of one status when
 // status is not "".
-func (s *Store) List(ctx context.Context, tenantID, status string, p page.Params) ([]queries.Campaign, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID, status string, p page.Params) ([]queries.Campaign, *page.Cursor, error) {
 	arg := queries.CampaignListParams{TenantID: tenantID}
 	if status != "" {
 		if !slices.Contains(Statuses, status) {

@@ -128,7 +128,7 @@ func (s *Store) GetByEmail(ctx context.Context, tenantID, email string) (queries
 }
 
 // List returns a page of contacts, newest first.
-func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.Contact, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.Contact, *page.Cursor, error) {
 	return page.List(p, func(q page.Query) ([]queries.Contact, error) {
 		return s.DB.ContactList(ctx, queries.ContactListParams{TenantID: tenantID, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
 	}, func(c queries.Contact) page.Cursor { return page.Cursor{Time: c.CreatedAt, ID: c.ID} })

@@ -34,7 +34,7 @@ func TestListAndGetByEmail(t *testing.T) {
 	}
 	for _, limit := range []int{1, 2, 5, 6} {
 		var got []string
-		for _, r := range testenv.Pages(t, limit, func(p page.Params) ([]queries.Contact, *string, error) {
+		for _, r := range testenv.Pages(t, limit, func(p page.Params) ([]queries.Contact, *page.Cursor, error) {
 			return s.List(ctx, "ten_a", p)
 		}) {
 			got = append(got, r.ID)

@@ -99,7 +99,7 @@ const analyzeAfterChanged = 10_000
 type MemberPage struct {
 	Segment    queries.Segment
 	ContactIDs []string
-	Next       *string
+	Next       *page.Cursor // nil on the last page
 }
 
 // Members returns a page of the segment's current members.

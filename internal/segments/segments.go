@@ -257,7 +257,7 @@ type Listed struct {
 
 // List returns a page of segments, newest first, each with its dependedBy
 // (one query for the whole page).
-func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]Listed, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]Listed, *page.Cursor, error) {
 	rows, next, err := page.List(p, func(q page.Query) ([]queries.Segment, error) {
 		return s.DB.SegmentList(ctx, queries.SegmentListParams{TenantID: tenantID, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
 	}, func(r queries.Segment) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })
