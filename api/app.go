@@ -109,7 +109,7 @@ func New(d Deps) *fiber.App {
 
 	// Authentication runs per route rather than as prefix middleware, so an
 	// unknown route is a plain 404 whatever credential came with it.
-	provisioning := routes{app.Group("/api"), []fiber.Handler{s.authenticate, s.rateLimit}}
+	provisioning := routes{app.Group("/api"), []fiber.Handler{s.authenticate, s.rateLimit, checkQuery}}
 	r := provisioning.with(s.requireTenant)
 
 	provisioning.post("/tenant", s.tenantCreate)
