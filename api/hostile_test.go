@@ -132,3 +132,52 @@ func TestDataExceptionThatEscapesIs400AndLogged(t *testing.T) {
 		}
 	}
 }
+
+// What is stored is bounded, and a body full of mistakes gets a short
+// answer (issue 11: 50,000 empty conditions got a 7 MB 400).
+func TestStoredSizesAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.tenant("bounds")
+	conds := func(n int, cond string) string {
+		return `{"name":"s","rules":{"operator":"or","conditions":[` +
+			strings.TrimSuffix(strings.Repeat(cond+",", n), ",") + `]}}`
+	}
+	leaf := `{"type":"property","field":"f","operator":"equals","value":"` + strings.Repeat("x", 4000) + `"}`
+	tests := []struct {
+		desc, method, path, body, field string
+	}{
+		{desc: "rules over 64 KiB", method: "POST", path: "/api/segments", body: conds(20, leaf), field: "rules"},
+		{desc: "50,000 empty conditions", method: "POST", path: "/api/segments", body: conds(50_000, `{}`)},
+		{desc: "template content over 512 KiB", method: "PUT", path: "/api/templates/big",
+			body: `{"name":"n","subject":"s","content":"` + strings.Repeat("x", 512<<10+1) + `"}`, field: "content"},
+		{desc: "201 event properties", method: "POST", path: "/api/events", field: "properties",
+			body: `{"email":"a@example.com","name":"e","properties":{` + manyProps(201) + `}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			r := b.expectError(tt.method, tt.path, tok, tt.body, http.StatusBadRequest, "VALIDATION_ERROR")
+			if len(r.raw) > 8<<10 {
+				t.Fatalf("answer of %d bytes", len(r.raw))
+			}
+			if len(r.fields()) > 20 {
+				t.Fatalf("%d fields listed", len(r.fields()))
+			}
+			if _, ok := r.fields()[tt.field]; tt.field != "" && !ok {
+				t.Fatalf("details.fields does not name %q: %.300s", tt.field, r.raw)
+			}
+		})
+	}
+}
+
+func manyProps(n int) string {
+	var sb strings.Builder
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `"k%d":1`, i)
+	}
+	return sb.String()
+}
