@@ -45,10 +45,10 @@ func FuzzAPI(f *testing.F) {
 		param, query  string
 		body          string
 	}{
-		{0, 7, "\x00", "", ""},                     // GET /api/contacts/%00
-		{0, 20, "\xff", "", ""},                    // GET /api/segments/%ff
-		{0, 13, "", "name=%00", ""},                // GET /api/events?name=%00
-		{0, 13, "", "name=%ff&limit=5", ""},        // invalid UTF-8 filter
+		{0, 7, "\x00", "", ""},              // GET /api/contacts/%00
+		{0, 20, "\xff", "", ""},             // GET /api/segments/%ff
+		{0, 13, "", "name=%00", ""},         // GET /api/events?name=%00
+		{0, 13, "", "name=%ff&limit=5", ""}, // invalid UTF-8 filter
 		{1, 5, "", "", `{"email":"n@example.com","properties":{"n":1e131072}}`},
 		{2, 5, "", "", `{"email":"n@example.com","properties":{"n":1e-16384}}`},
 		{1, 5, "", "", `{"email":"m@example.com","properties":{"n":1e99999}}`},
