@@ -23,6 +23,7 @@ import (
 	"tidings/internal/events"
 	"tidings/internal/idempotency"
 	"tidings/internal/keycache"
+	"tidings/internal/page"
 	"tidings/internal/provider"
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
@@ -85,6 +86,8 @@ type Server struct {
 	// idempotency keeps Idempotency-Key records (see idempotent).
 	idempotency *idempotency.Store
 	domains     *domains.Store
+	// pages makes and reads list cursors with the configured key.
+	pages page.Codec
 }
 
 // New builds the fiber app with the whole route table.
@@ -94,7 +97,11 @@ func New(d Deps) *fiber.App {
 		// instances' caches: refuse to start rather than run unsafely.
 		panic("api.New: Deps.Keys is required")
 	}
-	s := &Server{cfg: d.Config, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
+	pages, err := page.NewCodec(d.Config.CursorKey())
+	if err != nil {
+		panic("api.New: " + err.Error())
+	}
+	s := &Server{cfg: d.Config, pages: pages, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
 		log: d.Log, keys: d.Keys,
 		tenants:  &tenants.Store{DB: d.DB, ProviderConnected: d.Config.ProviderConnected()},
 		apiKeys:  &apikeys.Store{DB: d.DB, Cache: d.Keys, Log: d.Log},
@@ -128,7 +135,7 @@ func New(d Deps) *fiber.App {
 
 	// Authentication runs per route rather than as prefix middleware, so an
 	// unknown route is a plain 404 whatever credential came with it.
-	provisioning := routes{app.Group("/api"), []fiber.Handler{s.authenticate, s.rateLimit}}
+	provisioning := routes{app.Group("/api"), []fiber.Handler{s.authenticate, s.rateLimit, checkQuery}}
 	r := provisioning.with(s.requireTenant)
 
 	provisioning.post("/tenant", s.tenantCreate)

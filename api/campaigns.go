@@ -71,7 +71,7 @@ func (s *Server) campaignCreate(c *fiber.Ctx) error {
 }
 
 func (s *Server) campaignList(c *fiber.Ctx) error {
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Server) campaignList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = campaignView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }
 
 func (s *Server) campaignGet(c *fiber.Ctx) error {

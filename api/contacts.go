@@ -150,7 +150,7 @@ func (s *Server) contactList(c *fiber.Ctx) error {
 		}
 		return c.JSON(contactView(ct, true))
 	}
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (s *Server) contactList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = contactView(r, false)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }
 
 func (s *Server) contactStats(c *fiber.Ctx) error {
@@ -254,12 +254,12 @@ func (s *Server) contactEmptyList(shape string) fiber.Handler {
 		}
 		switch shape {
 		case "hasMore":
-			if _, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
+			if _, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
 				return err
 			}
 			return c.JSON(fiber.Map{"items": []any{}, "hasMore": false})
 		case "cursor":
-			if _, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
+			if _, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
 				return err
 			}
 			return c.JSON(fiber.Map{"items": []any{}, "nextCursor": nil})

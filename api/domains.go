@@ -101,7 +101,7 @@ func (s *Server) domainCreate(c *fiber.Ctx) error {
 }
 
 func (s *Server) domainList(c *fiber.Ctx) error {
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (s *Server) domainList(c *fiber.Ctx) error {
 	for i, d := range rows {
 		items[i] = s.domainView(d, false)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }
 
 func (s *Server) domainGet(c *fiber.Ctx) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"tidings/internal/apperr"
+	"tidings/internal/store"
 )
 
 type errorBody struct {
@@ -89,6 +90,12 @@ func (s *Server) failure(c *fiber.Ctx, err error) failure {
 			s.log.Warn("upstream failed", "code", e.Code, "err", e.Err, "method", c.Method(),
 				"path", c.Path(), "request_id", requestID(c))
 		}
+		if code := store.SQLState(err); code != "" && e.Kind == apperr.KindInvalid {
+			// The database refused input that validation let through: the
+			// client is told it is invalid, and the log says what to fix.
+			s.log.Warn("database refused input", "sqlstate", code, "err", err, "method", c.Method(),
+				"path", c.Path(), "request_id", requestID(c))
+		}
 		return failure{status: statusOf[e.Kind], code: e.Code, msg: e.Message, details: e.Details, retryAfter: e.RetryAfter}
 	}
 	var fe *fiber.Error
@@ -110,8 +117,8 @@ func (s *Server) failure(c *fiber.Ctx, err error) failure {
 			return failure{status: fe.Code, code: "ERROR", msg: fe.Message}
 		}
 	}
-	s.log.Error("request failed", "err", err, "method", c.Method(), "path", c.Path(),
-		"request_id", requestID(c))
+	s.log.Error("request failed", "err", err, "sqlstate", store.SQLState(err), "method", c.Method(),
+		"path", c.Path(), "request_id", requestID(c))
 	e := apperr.Internal()
 	return failure{status: http.StatusInternalServerError, code: e.Code, msg: e.Message}
 }

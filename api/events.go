@@ -105,7 +105,7 @@ func (s *Server) eventListByContact(c *fiber.Ctx) error {
 // listEvents answers a page of events, of one contact when contactID is
 // not "", filtered by ?name=.
 func (s *Server) listEvents(c *fiber.Ctx, contactID string) error {
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *Server) listEvents(c *fiber.Ctx, contactID string) error {
 	for i, e := range rows {
 		items[i] = eventView(e)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }
 
 type timelineJSON struct {
@@ -140,7 +140,7 @@ func (s *Server) contactTimeline(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), timelineDefault, timelineMax)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), timelineDefault, timelineMax)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Server) contactTimeline(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = timelineView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "hasMore": next != nil, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "hasMore": next != nil, "nextCursor": s.pages.Next(next)})
 }
 
 // timelineView shapes one entry: events carry their id, name and

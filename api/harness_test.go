@@ -43,7 +43,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // bundle is one test's isolated service: its own database and Redis prefix.
 type bundle struct {
-	t      *testing.T
+	t      testing.TB
 	app    *fiber.App
 	db     *store.DB
 	cfg    *config.Config
@@ -56,7 +56,7 @@ type bundle struct {
 
 type option func(*config.Config)
 
-func setup(t *testing.T, opts ...option) *bundle {
+func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
 	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -87,7 +87,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 // fakeProvider points a sendgrid provider at an in-test fake SendGrid. The
 // test's own configuration keeps its EMAIL_PROVIDER, so rules that read
 // whether a real provider is connected see what the test set.
-func fakeProvider(t *testing.T, cfg *config.Config) (*providertest.SendGrid, provider.Provider) {
+func fakeProvider(t testing.TB, cfg *config.Config) (*providertest.SendGrid, provider.Provider) {
 	t.Helper()
 	sg := providertest.NewSendGrid(t)
 	pcfg := *cfg
@@ -121,7 +121,7 @@ func (b *bundle) instance(prefix string, keyTTL time.Duration) *bundle {
 // runKeyCache starts an API key cache on the test's eviction channel and
 // waits until it is subscribed, so every test authenticates through a live
 // cache as production does.
-func runKeyCache(t *testing.T, db *store.DB, rdb redis.UniversalClient, prefix string, ttl time.Duration) *keycache.Cache {
+func runKeyCache(t testing.TB, db *store.DB, rdb redis.UniversalClient, prefix string, ttl time.Duration) *keycache.Cache {
 	t.Helper()
 	keys := keycache.New(apikeys.Loader(db), rdb, prefix+"apikeys:evict", ttl, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())

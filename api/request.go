@@ -2,9 +2,9 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"tidings/internal/apperr"
+	"tidings/internal/storable"
 )
 
 // decodeJSON decodes a request body into dst, which must be a pointer to a
@@ -38,53 +39,13 @@ func decodeBytes(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.Invalid("body", "must contain a single JSON object")
 	}
-	if bytes.Contains(body, []byte(`\u0000`)) {
-		return nulError(body)
+	// Text that PostgreSQL cannot hold is refused here, naming the field,
+	// before Go's decoder has replaced it with U+FFFD or it reaches the
+	// database as raw JSON (properties are stored as sent).
+	if path, problem, ok := storable.JSON(body); !ok {
+		return apperr.Invalid(cmp.Or(path, "body"), problem)
 	}
 	return nil
-}
-
-// nulError names the field holding a NUL character: PostgreSQL stores none
-// in text or jsonb, so it is bad input, not a server error.
-func nulError(body []byte) error {
-	var v any
-	_ = json.Unmarshal(body, &v)
-	path := nulPath("", v)
-	if path == "" {
-		path = "body"
-	}
-	return apperr.Invalid(path, "must not contain NUL characters")
-}
-
-func nulPath(at string, v any) string {
-	join := func(k string) string {
-		if at == "" {
-			return k
-		}
-		return at + "." + k
-	}
-	switch x := v.(type) {
-	case string:
-		if strings.ContainsRune(x, 0) {
-			return at
-		}
-	case map[string]any:
-		for k, e := range x {
-			if strings.ContainsRune(k, 0) {
-				return join(strings.ReplaceAll(k, "\x00", ""))
-			}
-			if p := nulPath(join(k), e); p != "" {
-				return p
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if p := nulPath(fmt.Sprintf("%s[%d]", at, i), e); p != "" {
-				return p
-			}
-		}
-	}
-	return ""
 }
 
 func jsonError(err error) error {
@@ -154,11 +115,38 @@ func (o Opt[T]) Sent() *T {
 }
 
 // pathParam returns a percent-decoded path parameter; "+" stays a plus
-// (RFC 3986), unlike query-string decoding.
+// (RFC 3986), unlike query-string decoding. Every handler reads its path
+// parameters through it, so text PostgreSQL cannot hold (NUL, invalid
+// UTF-8: /api/contacts/%00, /api/segments/%ff) is a VALIDATION_ERROR naming
+// the parameter rather than a database error.
 func pathParam(c *fiber.Ctx, name string) (string, error) {
 	v, err := url.PathUnescape(c.Params(name))
 	if err != nil {
 		return "", apperr.Invalid(name, "is not a valid percent-encoded path segment")
 	}
+	if problem := storable.Text(v); problem != "" {
+		return "", apperr.Invalid(name, problem)
+	}
 	return v, nil
+}
+
+// checkQuery refuses query parameters that PostgreSQL could not hold, for
+// every route at once (filters such as ?name= reach SQL): each key and
+// value must be valid UTF-8 without NUL. The error names the parameter.
+func checkQuery(c *fiber.Ctx) error {
+	var err error
+	c.Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
+		if err != nil {
+			return
+		}
+		if problem := storable.Text(string(k)); problem != "" {
+			err = apperr.Invalid("query", "parameter names "+problem)
+		} else if problem := storable.Text(string(v)); problem != "" {
+			err = apperr.Invalid(string(k), problem)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return c.Next()
 }

@@ -100,7 +100,7 @@ func (s *Server) segmentCreate(c *fiber.Ctx) error {
 }
 
 func (s *Server) segmentList(c *fiber.Ctx) error {
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (s *Server) segmentList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = segmentView(r.Segment, r.DependedBy)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }
 
 func (s *Server) segmentGet(c *fiber.Ctx) error {
@@ -166,7 +166,7 @@ func (s *Server) segmentMembers(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), membersDefault, membersMax)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), membersDefault, membersMax)
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (s *Server) segmentMembers(c *fiber.Ctx) error {
 	for i, id := range m.ContactIDs {
 		items[i] = fiber.Map{"contactId": id, "isMember": true, "computedAt": computedAt, "version": version}
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": m.Next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(m.Next)})
 }
 
 // segmentCompute runs a compute at most once per SEGMENT_COMPUTE_INTERVAL

@@ -94,7 +94,7 @@ func (s *Server) contactSends(c *fiber.Ctx) error {
 }
 
 func (s *Server) listSends(c *fiber.Ctx, contactID string) error {
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) listSends(c *fiber.Ctx, contactID string) error {
 	for i, r := range rows {
 		items[i] = sendView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }
 
 func (s *Server) sendGet(c *fiber.Ctx) error {

@@ -116,7 +116,7 @@ func (s *Server) templateGet(c *fiber.Ctx) error {
 }
 
 func (s *Server) templateList(c *fiber.Ctx) error {
-	p, err := page.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s *Server) templateList(c *fiber.Ctx) error {
 			RequiredVariables: r.RequiredVariables, CurrentVersion: r.CurrentVersion, Enabled: r.Enabled,
 			DisableReason: r.DisableReason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, false)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": next})
+	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }
 
 func (s *Server) templateDelete(c *fiber.Ctx) error {

@@ -14,10 +14,32 @@ SELECT * FROM segments WHERE tenant_id = @tenant_id AND id = @id;
 -- name: SegmentGetForUpdate :one
 SELECT * FROM segments WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
 
--- name: SegmentAll :many
--- Every segment's rules and references: the graph that validation and
--- compute resolve references against.
-SELECT id, rules, depends_on FROM segments WHERE tenant_id = @tenant_id;
+-- name: SegmentEdgesFrom :many
+-- The dependency edges reachable from the given segments, theirs included,
+-- and never a rule tree: all that the cycle check needs. It reads only the
+-- segments a rule tree reaches, however many the tenant has (UNION drops
+-- rows already seen, so a stored cycle cannot make it run forever).
+WITH RECURSIVE reach (id, depends_on) AS (
+    SELECT s.id, s.depends_on FROM segments s
+    WHERE s.tenant_id = @tenant_id AND s.id = ANY (@ids::text[])
+  UNION
+    SELECT s.id, s.depends_on FROM reach r
+    JOIN segments s ON s.tenant_id = @tenant_id AND s.id = ANY (r.depends_on)
+)
+SELECT id::text AS id, depends_on::text[] AS depends_on FROM reach;
+
+-- name: SegmentRulesFrom :many
+-- The rules of the segments reachable from the given ones (theirs
+-- included): what a compute resolves segment leaves against.
+WITH RECURSIVE reach (id, depends_on) AS (
+    SELECT s.id, s.depends_on FROM segments s
+    WHERE s.tenant_id = @tenant_id AND s.id = ANY (@ids::text[])
+  UNION
+    SELECT s.id, s.depends_on FROM reach r
+    JOIN segments s ON s.tenant_id = @tenant_id AND s.id = ANY (r.depends_on)
+)
+SELECT s.id, s.rules, s.depends_on FROM segments s
+WHERE s.tenant_id = @tenant_id AND s.id IN (SELECT reach.id FROM reach);
 
 -- name: SegmentDependedBy :many
 SELECT id FROM segments WHERE tenant_id = @tenant_id AND @id::text = ANY (depends_on) ORDER BY id;

@@ -11,38 +11,6 @@ import (
 	"time"
 )
 
-const segmentAll = `-- name: SegmentAll :many
-SELECT id, rules, depends_on FROM segments WHERE tenant_id = $1
-`
-
-type SegmentAllRow struct {
-	ID        string
-	Rules     json.RawMessage
-	DependsOn []string
-}
-
-// Every segment's rules and references: the graph that validation and
-// compute resolve references against.
-func (q *Queries) SegmentAll(ctx context.Context, tenantID string) ([]SegmentAllRow, error) {
-	rows, err := q.db.Query(ctx, segmentAll, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []SegmentAllRow{}
-	for rows.Next() {
-		var i SegmentAllRow
-		if err := rows.Scan(&i.ID, &i.Rules, &i.DependsOn); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const segmentComputed = `-- name: SegmentComputed :one
 UPDATE segments SET
     member_count     = (SELECT count(*) FROM segment_members m WHERE m.tenant_id = $1 AND m.segment_id = $2),
@@ -152,6 +120,51 @@ func (q *Queries) SegmentDependedByMany(ctx context.Context, arg SegmentDepended
 	for rows.Next() {
 		var i SegmentDependedByManyRow
 		if err := rows.Scan(&i.SegmentID, &i.DependedBy); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const segmentEdgesFrom = `-- name: SegmentEdgesFrom :many
+WITH RECURSIVE reach (id, depends_on) AS (
+    SELECT s.id, s.depends_on FROM segments s
+    WHERE s.tenant_id = $1 AND s.id = ANY ($2::text[])
+  UNION
+    SELECT s.id, s.depends_on FROM reach r
+    JOIN segments s ON s.tenant_id = $1 AND s.id = ANY (r.depends_on)
+)
+SELECT id::text AS id, depends_on::text[] AS depends_on FROM reach
+`
+
+type SegmentEdgesFromParams struct {
+	TenantID string
+	Ids      []string
+}
+
+type SegmentEdgesFromRow struct {
+	ID        string
+	DependsOn []string
+}
+
+// The dependency edges reachable from the given segments, theirs included,
+// and never a rule tree: all that the cycle check needs. It reads only the
+// segments a rule tree reaches, however many the tenant has (UNION drops
+// rows already seen, so a stored cycle cannot make it run forever).
+func (q *Queries) SegmentEdgesFrom(ctx context.Context, arg SegmentEdgesFromParams) ([]SegmentEdgesFromRow, error) {
+	rows, err := q.db.Query(ctx, segmentEdgesFrom, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SegmentEdgesFromRow{}
+	for rows.Next() {
+		var i SegmentEdgesFromRow
+		if err := rows.Scan(&i.ID, &i.DependsOn); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -364,6 +377,51 @@ func (q *Queries) SegmentMembers(ctx context.Context, arg SegmentMembersParams) 
 			return nil, err
 		}
 		items = append(items, contact_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const segmentRulesFrom = `-- name: SegmentRulesFrom :many
+WITH RECURSIVE reach (id, depends_on) AS (
+    SELECT s.id, s.depends_on FROM segments s
+    WHERE s.tenant_id = $1 AND s.id = ANY ($2::text[])
+  UNION
+    SELECT s.id, s.depends_on FROM reach r
+    JOIN segments s ON s.tenant_id = $1 AND s.id = ANY (r.depends_on)
+)
+SELECT s.id, s.rules, s.depends_on FROM segments s
+WHERE s.tenant_id = $1 AND s.id IN (SELECT reach.id FROM reach)
+`
+
+type SegmentRulesFromParams struct {
+	TenantID string
+	Ids      []string
+}
+
+type SegmentRulesFromRow struct {
+	ID        string
+	Rules     json.RawMessage
+	DependsOn []string
+}
+
+// The rules of the segments reachable from the given ones (theirs
+// included): what a compute resolves segment leaves against.
+func (q *Queries) SegmentRulesFrom(ctx context.Context, arg SegmentRulesFromParams) ([]SegmentRulesFromRow, error) {
+	rows, err := q.db.Query(ctx, segmentRulesFrom, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SegmentRulesFromRow{}
+	for rows.Next() {
+		var i SegmentRulesFromRow
+		if err := rows.Scan(&i.ID, &i.Rules, &i.DependsOn); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -143,20 +143,36 @@ func (f Fields) Names() []string {
 	return names
 }
 
+// Bounds of a VALIDATION_ERROR's details, so that a body full of mistakes
+// gets a short answer: the first MaxFields fields by name, each with at
+// most MaxMessages messages; details.omittedFields counts the rest.
+const (
+	MaxFields   = 20
+	MaxMessages = 5
+)
+
 // Validation builds a VALIDATION_ERROR with details.fields; its message
 // names the first field so that a human reading only the message learns
-// what to fix.
+// what to fix. Past MaxFields fields the rest are counted in
+// details.omittedFields and the message says so.
 func Validation(f Fields) *Error {
 	msg := "invalid request"
-	if names := f.Names(); len(names) > 0 {
+	names := f.Names()
+	if len(names) > 0 {
 		msg = fmt.Sprintf("invalid request: %s %s", names[0], f[names[0]][0])
 	}
-	fields := make(map[string]any, len(f))
-	for k, v := range f {
-		fields[k] = v
+	details := map[string]any{}
+	if len(names) > MaxFields {
+		details["omittedFields"] = len(names) - MaxFields
+		msg += fmt.Sprintf(" (%d fields are invalid; details list the first %d)", len(names), MaxFields)
+		names = names[:MaxFields]
 	}
-	return &Error{Kind: KindInvalid, Code: "VALIDATION_ERROR", Message: msg,
-		Details: map[string]any{"fields": fields}}
+	fields := make(map[string]any, len(names))
+	for _, k := range names {
+		fields[k] = f[k][:min(len(f[k]), MaxMessages)]
+	}
+	details["fields"] = fields
+	return &Error{Kind: KindInvalid, Code: "VALIDATION_ERROR", Message: msg, Details: details}
 }
 
 // Invalid is a VALIDATION_ERROR about one field.

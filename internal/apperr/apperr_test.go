@@ -3,6 +3,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -115,5 +116,31 @@ func TestKindOf(t *testing.T) {
 	}
 	if e := RateLimited(0); e.RetryAfter != 1 {
 		t.Fatalf("RetryAfter %d, want at least 1", e.RetryAfter)
+	}
+}
+
+// A body full of mistakes gets a bounded answer.
+func TestValidationDetailsAreBounded(t *testing.T) {
+	t.Parallel()
+	var f Fields
+	for i := range 50_000 {
+		f.Add(fmt.Sprintf("rules.conditions[%05d]", i), "required")
+	}
+	for range 10 {
+		f.Add("rules.conditions[00000]", "again")
+	}
+	e := Validation(f)
+	fields := e.Details["fields"].(map[string]any)
+	if len(fields) != MaxFields || e.Details["omittedFields"] != 50_000-MaxFields {
+		t.Fatalf("%d fields listed, omitted %v", len(fields), e.Details["omittedFields"])
+	}
+	if msgs := fields["rules.conditions[00000]"].([]string); len(msgs) != MaxMessages {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if !strings.Contains(e.Message, "fields are invalid") {
+		t.Fatalf("message %q does not say fields were left out", e.Message)
+	}
+	if small := Invalid("email", "is required"); small.Details["omittedFields"] != nil {
+		t.Fatal("nothing omitted, nothing said")
 	}
 }

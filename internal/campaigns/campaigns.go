@@ -49,6 +49,12 @@ type Input struct {
 	SetGoals    bool
 }
 
+// Bounds of a campaign's lists (issue 11).
+const (
+	maxList = 100
+	maxGoal = 256 // characters, as event names
+)
+
 // check validates the fields present; create says whether name is required.
 func (in *Input) check(f *apperr.Fields, create bool) {
 	if create || in.Name != nil {
@@ -67,6 +73,11 @@ func (in *Input) check(f *apperr.Fields, create bool) {
 	}
 	f.Check(!slices.ContainsFunc(in.Goals, func(g string) bool { return strings.TrimSpace(g) == "" }),
 		"goals", "must not contain an empty event name")
+	f.Check(len(in.Goals) <= maxList, "goals", "must hold at most 100 event names")
+	f.Check(!slices.ContainsFunc(in.Goals, func(g string) bool { return utf8.RuneCountInString(g) > maxGoal }),
+		"goals", "must hold event names of at most 256 characters")
+	f.Check(len(in.SequenceIDs) <= maxList, "sequenceIds", "must hold at most 100 ids")
+	f.Check(len(in.TemplateIDs) <= maxList, "templateIds", "must hold at most 100 ids")
 	in.Goals, in.SequenceIDs, in.TemplateIDs = uniq(in.Goals), uniq(in.SequenceIDs), uniq(in.TemplateIDs)
 }
 
@@ -149,7 +160,7 @@ func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Campaign,
 
 // List returns a page of campaigns, newest first, of one status when
 // status is not "".
-func (s *Store) List(ctx context.Context, tenantID, status string, p page.Params) ([]queries.Campaign, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID, status string, p page.Params) ([]queries.Campaign, *page.Cursor, error) {
 	arg := queries.CampaignListParams{TenantID: tenantID}
 	if status != "" {
 		if !slices.Contains(Statuses, status) {

@@ -207,7 +207,7 @@ func TestListAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range testenv.Pages(t, 2, func(p page.Params) ([]queries.Campaign, *string, error) {
+	for _, r := range testenv.Pages(t, 2, func(p page.Params) ([]queries.Campaign, *page.Cursor, error) {
 		return b.store.List(b.ctx, "ten_a", "", p)
 	}) {
 		got = append(got, r.ID)

@@ -4,7 +4,9 @@
 package config
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -26,6 +28,9 @@ type Config struct {
 
 	TrackingSecret          []byte
 	TrackingSecretGenerated bool
+	// CursorSecret is CURSOR_SECRET; empty means the cursor key is derived
+	// from TrackingSecret (see CursorKey).
+	CursorSecret []byte
 
 	DashboardJWTSecret    string
 	DashboardOIDCIssuer   string
@@ -70,6 +75,27 @@ func (c *Config) ProviderConnected() bool {
 		return c.SMTPURL != ""
 	}
 	return false
+}
+
+const minCursorSecret = 16
+
+// cursorKeyLabel names the purpose of the derived key, so that the cursor
+// key differs from the tracking key even when both come from one secret.
+const cursorKeyLabel = "tidings/page-cursor/v1"
+
+// CursorKey is the key that signs pagination cursors: HMAC-SHA256 of a
+// purpose label under CURSOR_SECRET, or under TRACKING_SECRET when
+// CURSOR_SECRET is unset. Every api instance must derive the same key for a
+// cursor to work on all of them; with a TRACKING_SECRET generated at start,
+// cursors stop working at a restart.
+func (c *Config) CursorKey() []byte {
+	secret := c.CursorSecret
+	if len(secret) == 0 {
+		secret = c.TrackingSecret
+	}
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(cursorKeyLabel))
+	return h.Sum(nil)
 }
 
 // Load reads the configuration from the process environment.
@@ -117,6 +143,12 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		c.TrackingSecret = make([]byte, 32)
 		_, _ = rand.Read(c.TrackingSecret)
 		c.TrackingSecretGenerated = true
+	}
+	if s := r.str("CURSOR_SECRET", ""); s != "" {
+		if len(s) < minCursorSecret {
+			r.fail("CURSOR_SECRET", fmt.Sprintf("must be at least %d characters", minCursorSecret))
+		}
+		c.CursorSecret = []byte(s)
 	}
 	if c.SMTPURL != "" {
 		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Host == "" {

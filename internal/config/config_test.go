@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		"SEND_MAX_ATTEMPTS": "0", "DNS_RESOLVER": "nohost", "SMTP_URL": "http://x", "PLAN_FREE_CONTACTS": "many",
 		"SENDGRID_WEBHOOK_PUBLIC_KEY": "%%%", "DOMAIN_CHECK_INTERVAL": "-1m", "PUBLIC_BASE_URL": "ftp://x",
 		"API_KEY_CACHE_TTL": "2h", "RENDER_MAX_LOOP_ITERATIONS": "0", "RENDER_MAX_STRING_BYTES": "10MiB",
-		"RENDER_MAX_OUTPUT_BYTES": "-1", "RENDER_MAX_TIME": "0s",
+		"RENDER_MAX_OUTPUT_BYTES": "-1", "RENDER_MAX_TIME": "0s", "CURSOR_SECRET": "too short",
 	} {
 		_, err := FromLookup(env(map[string]string{name: val}))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -60,5 +61,37 @@ func TestOverrides(t *testing.T) {
 		c.TrackingSecretGenerated || c.PublicBaseURL != "https://t.example.com" || c.Migrate || c.APIKeyCacheTTL != 0 ||
 		c.RenderMaxLoopIterations != 5000 || c.RenderMaxTime != 500*time.Millisecond {
 		t.Fatalf("%+v", c)
+	}
+}
+
+// The cursor key comes from configuration: CURSOR_SECRET when set, else
+// TRACKING_SECRET, always through a purpose label so that it never equals
+// the tracking key.
+func TestCursorKey(t *testing.T) {
+	t.Parallel()
+	key := func(m map[string]string) []byte {
+		t.Helper()
+		c, err := FromLookup(env(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.CursorKey()
+	}
+	a := key(map[string]string{"TRACKING_SECRET": "tracking-secret-a"})
+	if len(a) != 32 || bytes.Equal(a, []byte("tracking-secret-a")) {
+		t.Fatalf("derived key %x", a)
+	}
+	if !bytes.Equal(a, key(map[string]string{"TRACKING_SECRET": "tracking-secret-a"})) {
+		t.Fatal("the same secret must give the same key (several instances)")
+	}
+	if bytes.Equal(a, key(map[string]string{"TRACKING_SECRET": "tracking-secret-b"})) {
+		t.Fatal("another tracking secret gives the same key")
+	}
+	c := key(map[string]string{"TRACKING_SECRET": "tracking-secret-a", "CURSOR_SECRET": "a cursor secret of 16+"})
+	if bytes.Equal(a, c) {
+		t.Fatal("CURSOR_SECRET is ignored")
+	}
+	if bytes.Equal(key(nil), key(nil)) {
+		t.Fatal("without secrets every start must get its own key")
 	}
 }

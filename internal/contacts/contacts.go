@@ -34,6 +34,17 @@ func NotFound() *apperr.Error { return apperr.NotFound("CONTACT_NOT_FOUND", "con
 
 func notFound(err error) error { return apperr.Specific(err, apperr.KindNotFound, NotFound()) }
 
+// tooLarge names the field when a write would take the contact's merged
+// properties past MaxPropertiesBytes (checked by the database).
+func tooLarge(err error) error {
+	if store.IsCheckViolation(err, "contacts_properties_size") {
+		e := apperr.Invalid("properties", "must total at most 65536 bytes per contact (as stored JSON)")
+		e.Err = err
+		return e
+	}
+	return err
+}
+
 // Create adds a new contact; CONTACT_EXISTS when the email is taken.
 func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.Contact, error) {
 	var c queries.Contact
@@ -53,7 +64,7 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		}
 		return err
 	})
-	return c, err
+	return c, tooLarge(err)
 }
 
 // Upsert creates the contact or merges into the existing one with that
@@ -83,7 +94,7 @@ func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c querie
 		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
 		return err
 	})
-	return c, created, err
+	return c, created, tooLarge(err)
 }
 
 // Update applies a PATCH.
@@ -92,7 +103,7 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, setUserID bool,
 		TenantID: tenantID, ID: id, SetUserID: setUserID, UserID: userID,
 		SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: subscribed,
 	})
-	return c, notFound(err)
+	return c, tooLarge(notFound(err))
 }
 
 // Delete removes a contact with its events and timeline; later
@@ -128,7 +139,7 @@ func (s *Store) GetByEmail(ctx context.Context, tenantID, email string) (queries
 }
 
 // List returns a page of contacts, newest first.
-func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.Contact, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.Contact, *page.Cursor, error) {
 	return page.List(p, func(q page.Query) ([]queries.Contact, error) {
 		return s.DB.ContactList(ctx, queries.ContactListParams{TenantID: tenantID, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
 	}, func(c queries.Contact) page.Cursor { return page.Cursor{Time: c.CreatedAt, ID: c.ID} })

@@ -10,12 +10,21 @@ import (
 	"unicode/utf8"
 
 	"tidings/internal/apperr"
+	"tidings/internal/storable"
 )
 
+// Limits of what a contact stores (documented in docs/decisions.md).
+// Numbers are bounded by storable.Number.
 const (
-	maxProperties  = 200
-	maxPropertyKey = 128
+	maxProperties  = 200  // keys per write
+	maxPropertyKey = 128  // characters
+	maxStringValue = 4096 // bytes of a string value or array element
+	maxArrayValue  = 100  // elements
 	maxUserID      = 256
+	// MaxPropertiesBytes bounds a contact's whole properties object as
+	// PostgreSQL writes it: writes merge, so only the database can see the
+	// total (CHECK contacts_properties_size, schema 0008).
+	MaxPropertiesBytes = 65536
 )
 
 // Patch is a validated properties change: keys to write and keys to drop
@@ -62,6 +71,10 @@ func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
 			f.Add(field, "keys must be 1-128 characters")
 			continue
 		}
+		if p := storable.Text(k); p != "" {
+			f.Add(field, "keys "+p)
+			continue
+		}
 		v, err := decodeValue(raw[k])
 		switch {
 		case err != nil:
@@ -88,12 +101,20 @@ func decodeValue(raw json.RawMessage) (any, error) {
 		return nil, valueError("is not valid JSON")
 	}
 	switch x := v.(type) {
-	case nil, string, bool, json.Number:
+	case nil, bool:
 		return x, nil
+	case string, json.Number:
+		return x, scalarProblem(x)
 	case []any:
+		if len(x) > maxArrayValue {
+			return nil, valueError("arrays may hold at most 100 values")
+		}
 		for _, e := range x {
 			switch e.(type) {
 			case string, bool, json.Number:
+				if err := scalarProblem(e); err != nil {
+					return nil, err
+				}
 			default:
 				return nil, valueError("arrays may hold only strings, numbers and booleans")
 			}
@@ -102,6 +123,25 @@ func decodeValue(raw json.RawMessage) (any, error) {
 	default:
 		return nil, valueError("must be a string, number, boolean or array of those; nested objects are not allowed")
 	}
+}
+
+// scalarProblem bounds a string's length and a number's digits (a number
+// such as 1e99999 would be stored as 100,000 digits, 1e131072 not at all).
+func scalarProblem(v any) error {
+	switch x := v.(type) {
+	case string:
+		if len(x) > maxStringValue {
+			return valueError("strings must be at most 4096 bytes")
+		}
+		if p := storable.Text(x); p != "" {
+			return valueError(p)
+		}
+	case json.Number:
+		if p := storable.Number(string(x)); p != "" {
+			return valueError(p)
+		}
+	}
+	return nil
 }
 
 // ValidUserID reports whether s is acceptable as an external user id.

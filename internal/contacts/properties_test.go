@@ -2,6 +2,7 @@ package contacts
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"tidings/internal/apperr"
@@ -23,6 +24,15 @@ func TestParseProperties(t *testing.T) {
 		{"array with null", `{"a":[null]}`, 0, nil, []string{"properties.a"}},
 		{"nested array", `{"a":[[1]]}`, 0, nil, []string{"properties.a"}},
 		{"empty key", `{"":1}`, 0, nil, []string{"properties."}},
+		{"number too large", `{"n":1e131072}`, 0, nil, []string{"properties.n"}},
+		{"number written out too long", `{"n":1e99999}`, 0, nil, []string{"properties.n"}},
+		{"number too fine", `{"n":1e-16384}`, 0, nil, []string{"properties.n"}},
+		{"number in array", `{"a":[1,1e21]}`, 0, nil, []string{"properties.a"}},
+		{"numbers at the limits", `{"a":99999999999999999999,"b":1e-20,"c":-1.5e19}`, 3, nil, nil},
+		{"string at the limit", `{"s":"` + strings.Repeat("x", 4096) + `"}`, 1, nil, nil},
+		{"string too long", `{"s":"` + strings.Repeat("x", 4097) + `"}`, 0, nil, []string{"properties.s"}},
+		{"array too long", `{"a":[` + strings.Repeat("1,", 100) + `1]}`, 0, nil, []string{"properties.a"}},
+		{"string too long in array", `{"a":["` + strings.Repeat("x", 4097) + `"]}`, 0, nil, []string{"properties.a"}},
 	}
 	for _, tt := range tests {
 		var raw map[string]json.RawMessage

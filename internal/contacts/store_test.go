@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"tidings/internal/apperr"
@@ -34,7 +35,7 @@ func TestListAndGetByEmail(t *testing.T) {
 	}
 	for _, limit := range []int{1, 2, 5, 6} {
 		var got []string
-		for _, r := range testenv.Pages(t, limit, func(p page.Params) ([]queries.Contact, *string, error) {
+		for _, r := range testenv.Pages(t, limit, func(p page.Params) ([]queries.Contact, *page.Cursor, error) {
 			return s.List(ctx, "ten_a", p)
 		}) {
 			got = append(got, r.ID)
@@ -59,5 +60,42 @@ func TestListAndGetByEmail(t *testing.T) {
 		if tt.wantCode != "" && !apperr.IsCode(err, tt.wantCode) {
 			t.Errorf("%s: got %v, want %s", tt.desc, err, tt.wantCode)
 		}
+	}
+}
+
+// Writes merge, each within the per-write limits; the database bounds the
+// total, and the answer names properties.
+func TestPropertiesTotalIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t)
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A')`); err != nil {
+		t.Fatal(err)
+	}
+	s := &contacts.Store{DB: db, FreeLimit: 100}
+	c, err := s.Create(ctx, "ten_a", contacts.Input{Email: "big@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("x", 4000)
+	var last error
+	for i := range 20 { // 20 writes of 4 KB each: 80 KB in total
+		set := map[string]any{fmt.Sprintf("k%d", i): value}
+		_, last = s.Update(ctx, "ten_a", c.ID, false, nil, contacts.Patch{Set: set}, nil)
+		if last != nil {
+			if i < 15 {
+				t.Fatalf("write %d refused: %v", i, last)
+			}
+			break
+		}
+	}
+	e, ok := apperr.As(last)
+	if !ok || e.Code != "VALIDATION_ERROR" || e.Details["fields"].(map[string]any)["properties"] == nil {
+		t.Fatalf("got %v, want VALIDATION_ERROR on properties", last)
+	}
+	_, _, err = s.Upsert(ctx, "ten_a", contacts.Input{Email: "big@example.com",
+		Properties: contacts.Patch{Set: map[string]any{"more": value}}})
+	if !apperr.IsCode(err, "VALIDATION_ERROR") {
+		t.Fatalf("upsert: %v", err)
 	}
 }

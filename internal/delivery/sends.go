@@ -52,7 +52,7 @@ func (s *Sends) Get(ctx context.Context, tenantID, id string) (queries.Send, err
 
 // List returns a page of the tenant's sends, newest first. A contactId
 // filter names a contact that must exist (CONTACT_NOT_FOUND otherwise).
-func (s *Sends) List(ctx context.Context, tenantID string, f Filter, p page.Params) ([]queries.Send, *string, error) {
+func (s *Sends) List(ctx context.Context, tenantID string, f Filter, p page.Params) ([]queries.Send, *page.Cursor, error) {
 	if f.ContactID != "" {
 		if _, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: f.ContactID}); err != nil {
 			return nil, nil, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())

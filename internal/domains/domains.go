@@ -120,7 +120,7 @@ func (s *Store) Get(ctx context.Context, tenantID, domain string) (queries.Domai
 
 // List returns a page of the tenant's domains, newest first, and the cursor
 // of the next page (nil on the last).
-func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.Domain, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.Domain, *page.Cursor, error) {
 	arg := queries.DomainListParams{TenantID: tenantID, Lim: int32(p.Limit + 1)}
 	arg.BeforeTime, arg.BeforeDomain = page.Before(p.After, page.Far)
 	rows, err := s.DB.DomainList(ctx, arg)

@@ -344,9 +344,7 @@ func TestListPagesNewestFirst(t *testing.T) {
 			}
 			break
 		}
-		if cursor, err = page.Decode(*next); err != nil {
-			t.Fatal(err)
-		}
+		cursor = next
 	}
 	if want := []string{"c.example", "bb.example", "b.example", "a.example"}; !slices.Equal(got, want) {
 		t.Fatalf("listed %v, want %v", got, want)

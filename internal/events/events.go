@@ -16,6 +16,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/ids"
+	"tidings/internal/storable"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -23,7 +24,7 @@ import (
 // MaxFuture is how far ahead of now a posted event may be dated.
 const MaxFuture = 5 * time.Minute
 
-const maxName = 256
+const maxName = 256 // characters
 
 // System event names (API.md section 6).
 const (
@@ -57,27 +58,48 @@ func ValidateName(name string) error {
 		return apperr.Invalid("name", "is required")
 	case utf8.RuneCountInString(name) > maxName:
 		return apperr.Invalid("name", "must be at most 256 characters")
+	case storable.Text(name) != "":
+		return apperr.Invalid("name", storable.Text(name))
 	case IsSystem(name):
 		return apperr.Invalid("name", "must not start with \"email.\" (reserved for system events)")
 	}
 	return nil
 }
 
+// Limits of an event's properties (documented in docs/decisions.md);
+// numbers are bounded by storable.Number.
+const (
+	maxProperties  = 200  // keys
+	maxPropertyKey = 128  // characters
+	maxStringValue = 4096 // bytes
+)
+
 // ValidateProperties checks that event properties are flat: strings,
-// numbers and booleans only. It returns the JSON to store, with numbers
-// kept exactly as sent.
+// numbers and booleans only, within the limits, holding only text
+// PostgreSQL can store. It returns the JSON to store, with numbers kept as
+// sent (PostgreSQL writes them out in full, which the digit limits bound).
 func ValidateProperties(props map[string]json.RawMessage) ([]byte, error) {
 	var f apperr.Fields
+	if len(props) > maxProperties {
+		f.Add("properties", "at most 200 properties")
+	}
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v := bytes.TrimSpace(props[k])
-		if len(v) == 0 || !(v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9') ||
-			bytes.Equal(v, []byte("true")) || bytes.Equal(v, []byte("false"))) {
-			f.Add("properties."+k, "must be a string, number or boolean")
+		field := "properties." + k
+		if k == "" || utf8.RuneCountInString(k) > maxPropertyKey {
+			f.Add(field, "keys must be 1-128 characters")
+			continue
+		}
+		if p := storable.Text(k); p != "" {
+			f.Add(field, "keys "+p)
+			continue
+		}
+		if msg := valueProblem(props[k]); msg != "" {
+			f.Add(field, msg)
 		}
 	}
 	if err := f.Err(); err != nil {
@@ -87,6 +109,33 @@ func ValidateProperties(props map[string]json.RawMessage) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	return json.Marshal(props)
+}
+
+// valueProblem judges one property value as sent.
+func valueProblem(raw json.RawMessage) string {
+	v := bytes.TrimSpace(raw)
+	if _, p, ok := storable.JSON(v); !ok {
+		return p
+	}
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "must be a string, number or boolean"
+		}
+		if len(s) > maxStringValue {
+			return "strings must be at most 4096 bytes"
+		}
+	case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
+		if !json.Valid(v) {
+			return "must be a string, number or boolean"
+		}
+		return storable.Number(string(v))
+	case bytes.Equal(v, []byte("true")) || bytes.Equal(v, []byte("false")):
+	default:
+		return "must be a string, number or boolean"
+	}
+	return ""
 }
 
 // ValidateTimestamp checks the time of a posted event against now.

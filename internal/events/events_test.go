@@ -2,6 +2,8 @@ package events
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -9,7 +11,7 @@ import (
 func TestValidateName(t *testing.T) {
 	t.Parallel()
 	for name, ok := range map[string]bool{"purchase.completed": true, "page_view": true, "Email.x": true,
-		"": false, "  ": false, "email.sent": false, "email.custom": false} {
+		"": false, "  ": false, "a\x00b": false, "\xff": false, "email.sent": false, "email.custom": false} {
 		if (ValidateName(name) == nil) != ok {
 			t.Errorf("%q: ok=%v", name, !ok)
 		}
@@ -23,10 +25,30 @@ func TestValidateProperties(t *testing.T) {
 	if err != nil || string(out) != `{"b":false,"n":-1.5e3,"s":"x"}` {
 		t.Fatalf("%s %v", out, err)
 	}
-	for _, bad := range []string{`null`, `[1]`, `{"a":1}`} {
+	for _, bad := range []string{`null`, `[1]`, `{"a":1}`,
+		`1e131072`, `1e-16384`, `1e99999`, `1e20`, // outside PostgreSQL's numeric, or absurdly long written out
+		`"\ud800"`, `"a\u0000"`, "\"\xff\"", // text PostgreSQL cannot hold
+		`"` + strings.Repeat("x", 4097) + `"`,
+	} {
 		if _, err := ValidateProperties(map[string]json.RawMessage{"k": json.RawMessage(bad)}); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
+	}
+	many := map[string]json.RawMessage{}
+	for i := range 201 {
+		many[strconv.Itoa(i)] = json.RawMessage(`1`)
+	}
+	for desc, props := range map[string]map[string]json.RawMessage{
+		"201 keys": many, "empty key": {"": json.RawMessage(`1`)},
+		"long key": {strings.Repeat("k", 129): json.RawMessage(`1`)}, "NUL in key": {"a\x00": json.RawMessage(`1`)},
+	} {
+		if _, err := ValidateProperties(props); err == nil {
+			t.Errorf("%s accepted", desc)
+		}
+	}
+	if _, err := ValidateProperties(map[string]json.RawMessage{"n": json.RawMessage(`99999999999999999999`),
+		"f": json.RawMessage(`1e-20`), "s": json.RawMessage(`"` + strings.Repeat("x", 4096) + `"`)}); err != nil {
+		t.Fatalf("values at the limits refused: %v", err)
 	}
 	if out, _ := ValidateProperties(nil); string(out) != "{}" {
 		t.Fatalf("%s", out)

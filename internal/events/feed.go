@@ -23,7 +23,7 @@ type Filter struct {
 
 // List returns a page of the tenant's events. Each filter combination is
 // its own query, so every page is one index range under any cached plan.
-func (f *Feed) List(ctx context.Context, tenantID string, by Filter, p page.Params) ([]queries.Event, *string, error) {
+func (f *Feed) List(ctx context.Context, tenantID string, by Filter, p page.Params) ([]queries.Event, *page.Cursor, error) {
 	return page.List(p, func(q page.Query) ([]queries.Event, error) {
 		switch {
 		case by.ContactID == "" && by.Name == "":
@@ -43,7 +43,7 @@ func (f *Feed) List(ctx context.Context, tenantID string, by Filter, p page.Para
 
 // Timeline returns a page of a contact's timeline from from (inclusive) to
 // p.Until (inclusive; zero for no limit).
-func (f *Feed) Timeline(ctx context.Context, tenantID, contactID string, from time.Time, p page.Params) ([]queries.TimelineRow, *string, error) {
+func (f *Feed) Timeline(ctx context.Context, tenantID, contactID string, from time.Time, p page.Params) ([]queries.TimelineRow, *page.Cursor, error) {
 	return page.List(p, func(q page.Query) ([]queries.TimelineRow, error) {
 		return f.DB.Timeline(ctx, queries.TimelineParams{TenantID: tenantID, ContactID: contactID, FromTime: from,
 			BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})

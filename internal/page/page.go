@@ -8,8 +8,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"tidings/internal/apperr"
 )
@@ -33,37 +36,79 @@ type wire struct {
 	ID string `json:"i"`
 }
 
-// cursorKey checks that a cursor came from this service. It guards
-// integrity, not secrecy: a cursor only positions a tenant-scoped query, so
-// a forged one could reveal nothing, but a hand-made or damaged one must be
-// a VALIDATION_ERROR rather than a silently wrong page (ADDENDUM 3). A fixed
-// key keeps cursors valid across instances and restarts.
-var cursorKey = []byte("tidings page cursor v1")
+// Codec makes and reads cursors. Its key comes from configuration
+// (config.Config.CursorKey), so only someone who holds the secret can make a
+// cursor this service accepts; there is no key in the source.
+//
+// The MAC guards integrity, not secrecy: a cursor only positions a
+// tenant-scoped query, but a hand-made or damaged one must be a
+// VALIDATION_ERROR rather than a silently wrong page (ADDENDUM 3), and its
+// time and id reach SQL, so only what this service wrote may come back.
+type Codec struct{ key []byte }
+
+// MinKeyLen is the shortest cursor key NewCodec accepts.
+const MinKeyLen = 16
+
+// NewCodec returns a codec keyed with key, which must hold at least
+// MinKeyLen bytes.
+func NewCodec(key []byte) (Codec, error) {
+	if len(key) < MinKeyLen {
+		return Codec{}, fmt.Errorf("page: cursor key of %d bytes, want at least %d", len(key), MinKeyLen)
+	}
+	return Codec{key: append([]byte(nil), key...)}, nil
+}
 
 const macLen = 8
 
-func mac(payload []byte) []byte {
-	h := hmac.New(sha256.New, cursorKey)
+func (c Codec) mac(payload []byte) []byte {
+	h := hmac.New(sha256.New, c.key)
 	h.Write(payload)
 	return h.Sum(nil)[:macLen]
 }
 
+// The times a cursor may carry: what a timestamptz column holds and a
+// response can render (years 1 to 9999). A cursor outside them is refused at
+// decode, before it reaches SQL.
+var (
+	minTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// maxIDLen bounds a cursor's id; every id the service issues is far shorter.
+const maxIDLen = 256
+
 // Encode makes an opaque cursor string.
-func (c Cursor) Encode() string {
-	b, _ := json.Marshal(wire{V: 1, T: c.Time.UnixMicro(), ID: c.ID})
-	return base64.RawURLEncoding.EncodeToString(append(b, mac(b)...))
+func (c Codec) Encode(cur Cursor) string {
+	b, _ := json.Marshal(wire{V: 1, T: cur.Time.UnixMicro(), ID: cur.ID})
+	return base64.RawURLEncoding.EncodeToString(append(b, c.mac(b)...))
+}
+
+// Next encodes the cursor of the next page; nil (the last page) stays nil.
+func (c Codec) Next(cur *Cursor) *string {
+	if cur == nil {
+		return nil
+	}
+	s := c.Encode(*cur)
+	return &s
 }
 
 // Decode parses a cursor from the query string; "" means the first page.
-// Anything this service did not issue is a VALIDATION_ERROR.
-func Decode(s string) (*Cursor, error) {
+// Anything this service did not issue, or whose position lies outside what
+// the database can hold, is a VALIDATION_ERROR.
+func (c Codec) Decode(s string) (*Cursor, error) {
 	if s == "" {
 		return nil, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	var w wire
-	if err != nil || len(b) <= macLen || !hmac.Equal(b[len(b)-macLen:], mac(b[:len(b)-macLen])) ||
+	if err != nil || len(b) <= macLen || len(c.key) == 0 || !hmac.Equal(b[len(b)-macLen:], c.mac(b[:len(b)-macLen])) ||
 		json.Unmarshal(b[:len(b)-macLen], &w) != nil || w.V != 1 || w.ID == "" {
+		return nil, apperr.Invalid("cursor", "is not a cursor issued by this service")
+	}
+	if w.T < minTime.UnixMicro() || w.T > maxTime.UnixMicro() {
+		return nil, apperr.Invalid("cursor", "points outside the representable time range (years 1 to 9999)")
+	}
+	if len(w.ID) > maxIDLen || !utf8.ValidString(w.ID) || strings.ContainsRune(w.ID, 0) {
 		return nil, apperr.Invalid("cursor", "is not a cursor issued by this service")
 	}
 	return &Cursor{Time: time.UnixMicro(w.T).UTC(), ID: w.ID}, nil
@@ -92,11 +137,11 @@ type Params struct {
 }
 
 // Parse reads cursor and limit together.
-func Parse(cursor, limit string, def, max int) (Params, error) {
+func (c Codec) Parse(cursor, limit string, def, max int) (Params, error) {
 	var f apperr.Fields
-	c, err := Decode(cursor)
+	after, err := c.Decode(cursor)
 	if err != nil {
-		f.Add("cursor", "is not a cursor issued by this service")
+		mergeFields(&f, err)
 	}
 	n, err := Limit(limit, def, max)
 	if err != nil {
@@ -105,7 +150,18 @@ func Parse(cursor, limit string, def, max int) (Params, error) {
 	if err := f.Err(); err != nil {
 		return Params{}, err
 	}
-	return Params{After: c, Limit: n}, nil
+	return Params{After: after, Limit: n}, nil
+}
+
+func mergeFields(f *apperr.Fields, err error) {
+	e, _ := apperr.As(err)
+	fields, _ := e.Details["fields"].(map[string]any)
+	for k, v := range fields {
+		msgs, _ := v.([]string)
+		for _, m := range msgs {
+			f.Add(k, m)
+		}
+	}
 }
 
 // Query is what a store's list statement is given for one page.
@@ -122,9 +178,10 @@ type Query struct {
 	Limit int32
 }
 
-// List reads one page through fetch and returns its items with the cursor
-// of the next page (nil on the last). key gives an item's position.
-func List[T any](p Params, fetch func(Query) ([]T, error), key func(T) Cursor) ([]T, *string, error) {
+// List reads one page through fetch and returns its items with the
+// position of the next page (nil on the last), which the HTTP layer encodes
+// with its Codec. key gives an item's position.
+func List[T any](p Params, fetch func(Query) ([]T, error), key func(T) Cursor) ([]T, *Cursor, error) {
 	q := Query{Limit: int32(p.Limit + 1)}
 	until := p.Until
 	if until.IsZero() {
@@ -143,15 +200,15 @@ func List[T any](p Params, fetch func(Query) ([]T, error), key func(T) Cursor) (
 }
 
 // Trim cuts a page fetched with Limit+1 rows back to Limit and returns the
-// cursor of the next page (nil on the last page). key gives an item's
+// position of the next page (nil on the last page). key gives an item's
 // position.
-func Trim[T any](items []T, limit int, key func(T) Cursor) ([]T, *string) {
+func Trim[T any](items []T, limit int, key func(T) Cursor) ([]T, *Cursor) {
 	if len(items) <= limit {
 		return items, nil
 	}
 	items = items[:limit]
-	s := key(items[limit-1]).Encode()
-	return items, &s
+	next := key(items[limit-1])
+	return items, &next
 }
 
 // Far is later than any stored time; it stands for "no upper bound".

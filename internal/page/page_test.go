@@ -2,20 +2,24 @@ package page
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
 	"tidings/internal/apperr"
 )
 
+var codec, _ = NewCodec([]byte("a test key of enough bytes"))
+
 func TestCursorRoundTrip(t *testing.T) {
 	t.Parallel()
 	c := Cursor{Time: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC), ID: "cnt_x"}
-	got, err := Decode(c.Encode())
+	got, err := codec.Decode(codec.Encode(c))
 	if err != nil || !got.Time.Equal(c.Time) || got.ID != c.ID {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if got, err := Decode(""); got != nil || err != nil {
+	if got, err := codec.Decode(""); got != nil || err != nil {
 		t.Fatal("empty cursor is the first page")
 	}
 }
@@ -23,7 +27,7 @@ func TestCursorRoundTrip(t *testing.T) {
 func TestDecodeRejectsForeignCursors(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"garbage", "!!!", "eyJ2IjoyLCJ0IjoxLCJpIjoieCJ9", "eyJ2IjoxLCJ0IjoxfQ", "e30"} {
-		_, err := Decode(s)
+		_, err := codec.Decode(s)
 		if !apperr.IsCode(err, "VALIDATION_ERROR") {
 			t.Errorf("%q: %v", s, err)
 		}
@@ -59,7 +63,7 @@ func TestTrim(t *testing.T) {
 	if len(items) != 20 || next == nil {
 		t.Fatalf("limit+1 rows: %d items, next %v", len(items), next)
 	}
-	c, _ := Decode(*next)
+	c := next
 	if c.ID != key(19).ID || !c.Time.Equal(key(19).Time) {
 		t.Fatalf("next cursor points at %+v, want the last item", c)
 	}
@@ -93,15 +97,15 @@ func TestBefore(t *testing.T) {
 
 func TestDecodeRejectsForgedCursors(t *testing.T) {
 	t.Parallel()
-	good := Cursor{Time: time.Now(), ID: "cnt_1"}.Encode()
-	if _, err := Decode(good); err != nil {
+	good := codec.Encode(Cursor{Time: time.Now(), ID: "cnt_1"})
+	if _, err := codec.Decode(good); err != nil {
 		t.Fatal(err)
 	}
 	handMade := base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"t":1,"i":"x"}`))
 	raw, _ := base64.RawURLEncoding.DecodeString(good)
 	raw[5] ^= 1
 	for _, s := range []string{handMade, base64.RawURLEncoding.EncodeToString(raw), good[:len(good)-2], "bogus", "x"} {
-		if _, err := Decode(s); err == nil {
+		if _, err := codec.Decode(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}
 	}
@@ -156,11 +160,8 @@ func TestList(t *testing.T) {
 			if ids != tt.wantIDs || (next != nil) != tt.wantNext || q.Limit != tt.wantLimit {
 				t.Fatalf("got %q next=%v limit=%d", ids, next != nil, q.Limit)
 			}
-			if next != nil {
-				c, err := Decode(*next)
-				if err != nil || c.ID != items[len(items)-1].ID {
-					t.Fatalf("next cursor %v %v", c, err)
-				}
+			if next != nil && next.ID != items[len(items)-1].ID {
+				t.Fatalf("next cursor %v", next)
 			}
 		})
 	}
@@ -171,4 +172,58 @@ func TestList(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// A cursor signed with another key is refused: the key is configuration,
+// not a constant anyone can read in the source.
+func TestDecodeRejectsOtherKeys(t *testing.T) {
+	t.Parallel()
+	other, err := NewCodec([]byte("another key of enough bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := other.Encode(Cursor{Time: time.Now(), ID: "cnt_1"})
+	if _, err := codec.Decode(s); !apperr.IsCode(err, "VALIDATION_ERROR") {
+		t.Fatalf("foreign key accepted: %v", err)
+	}
+	if _, err := (Codec{}).Decode(s); err == nil {
+		t.Fatal("a codec without a key accepts cursors")
+	}
+	if _, err := NewCodec([]byte("short")); err == nil {
+		t.Fatal("a short key is accepted")
+	}
+}
+
+// Well-signed cursors whose time lies outside years 1-9999 (PostgreSQL
+// would answer 22008) or whose id is not storable text are refused.
+func TestDecodeRejectsUnrepresentableCursors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		desc string
+		t    int64
+		id   string
+		ok   bool
+	}{
+		{desc: "before year 1 (4713 BC)", t: -210_866_803_200_000_000 - 1, id: "x"},
+		{desc: "year 0", t: time.Date(0, 6, 1, 0, 0, 0, 0, time.UTC).UnixMicro(), id: "x"},
+		{desc: "after 9999", t: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(), id: "x"},
+		{desc: "min int64", t: math.MinInt64, id: "x"},
+		{desc: "NUL in id", t: 0, id: "a\x00b"},
+		{desc: "year 1", t: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(), id: "x", ok: true},
+		{desc: "year 9999", t: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).UnixMicro(), id: "x", ok: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			b, _ := json.Marshal(wire{V: 1, T: tt.t, ID: tt.id})
+			s := base64.RawURLEncoding.EncodeToString(append(b, codec.mac(b)...))
+			_, err := codec.Decode(s)
+			if tt.ok != (err == nil) {
+				t.Fatalf("got %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !apperr.IsCode(err, "VALIDATION_ERROR") {
+				t.Fatalf("got %v", err)
+			}
+		})
+	}
 }

@@ -15,11 +15,15 @@ import (
 // Default limits of Parse. A rule tree is user input that is evaluated per
 // contact and compiled into SQL, so its size is bounded.
 const (
-	DefaultMaxDepth      = 16  // nesting levels of groups below the root
-	DefaultMaxConditions = 500 // leaves in one tree
-	maxFieldLen          = 256
-	maxStringValueLen    = 4096
-	maxArrayValueLen     = 100
+	DefaultMaxDepth      = 16   // nesting levels of groups below the root
+	DefaultMaxConditions = 500  // leaves in one tree
+	MaxNodes             = 1000 // groups and leaves in one tree: empty groups cost too
+	// maxErrors bounds what Parse collects: a tree of 50,000 bad nodes
+	// gets the first problems, not a 7 MB answer.
+	maxErrors         = 50
+	maxFieldLen       = 256
+	maxStringValueLen = 4096
+	maxArrayValueLen  = 100
 )
 
 // allTypes lists every leaf type, in the order error messages name them.
@@ -103,6 +107,7 @@ type parser struct {
 	maxDepth      int
 	maxConditions int
 	leaves        int
+	nodes         int
 	errs          []FieldError
 }
 
@@ -133,7 +138,9 @@ func newParser(opt Options) *parser {
 }
 
 func (p *parser) errorf(path, format string, args ...any) {
-	p.errs = append(p.errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+	if len(p.errs) < maxErrors {
+		p.errs = append(p.errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
 }
 
 func (p *parser) decodeJSON(b []byte) any {
@@ -171,6 +178,13 @@ func object(raw any) (map[string]any, bool) {
 }
 
 func (p *parser) node(path string, raw any, depth int) *Node {
+	p.nodes++
+	if p.nodes == MaxNodes+1 {
+		p.errorf(path, "too many nodes: at most %d groups and conditions", MaxNodes)
+	}
+	if p.nodes > MaxNodes || len(p.errs) >= maxErrors {
+		return nil // the tree is refused; reading on finds nothing new
+	}
 	m, ok := object(raw)
 	if !ok {
 		if raw == nil {

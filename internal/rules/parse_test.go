@@ -415,3 +415,26 @@ func TestCanonicalNumber(t *testing.T) {
 		}
 	}
 }
+
+// A tree's size is bounded by its nodes, groups included (empty groups were
+// free), and a tree full of mistakes gets a bounded list of them.
+func TestParseBoundsNodesAndErrors(t *testing.T) {
+	t.Parallel()
+	group := func(n int, cond string) string {
+		return `{"operator":"and","conditions":[` + strings.TrimSuffix(strings.Repeat(cond+",", n), ",") + `]}`
+	}
+	empty := `{"operator":"and","conditions":[]}`
+	if _, err := Parse([]byte(group(MaxNodes-1, empty)), Options{}); err != nil {
+		t.Fatalf("%d nodes refused: %v", MaxNodes, err)
+	}
+	_, err := Parse([]byte(group(MaxNodes, empty)), Options{})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(ve.Error(), "too many nodes") {
+		t.Fatalf("%d nodes: %v", MaxNodes+1, err)
+	}
+	// The issue's 150 KB body of 50,000 empty conditions.
+	_, err = Parse([]byte(group(50_000, `{}`)), Options{})
+	if !errors.As(err, &ve) || len(ve.Fields) > maxErrors {
+		t.Fatalf("50,000 bad conditions: %d problems reported", len(ve.Fields))
+	}
+}

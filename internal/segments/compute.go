@@ -48,7 +48,7 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 		if !seg.Enabled {
 			return apperr.InvalidRequest("segment is disabled; enable it before computing")
 		}
-		g, err := s.graph(ctx, q, tenantID)
+		g, err := rulesFrom(ctx, q, tenantID, seg.DependsOn)
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ const analyzeAfterChanged = 10_000
 type MemberPage struct {
 	Segment    queries.Segment
 	ContactIDs []string
-	Next       *string
+	Next       *page.Cursor // nil on the last page
 }
 
 // Members returns a page of the segment's current members.

@@ -41,15 +41,45 @@ type Input struct {
 	Enabled     *bool
 }
 
-// graph is a tenant's segments: raw rules and stored references.
-type graph map[string]queries.SegmentAllRow
+// MaxRulesBytes bounds a segment's rule tree as stored (compact JSON):
+// every list page and every compute reads it (issue 11: 60 segments of 1 MB
+// made a 24 MB page).
+const MaxRulesBytes = 64 << 10
 
-func (s *Store) graph(ctx context.Context, q *queries.Queries, tenantID string) (graph, error) {
-	rows, err := q.SegmentAll(ctx, tenantID)
+// edges maps segments to the ids their rules reference: the part of the
+// tenant's graph reachable from one rule tree.
+type edges map[string][]string
+
+// edgesFrom reads the dependency edges reachable from refs, and nothing
+// else: the cost of a create or update follows the segments its rules
+// reach, not the number of segments the tenant has.
+func edgesFrom(ctx context.Context, q *queries.Queries, tenantID string, refs []string) (edges, error) {
+	g := edges{}
+	if len(refs) == 0 {
+		return g, nil
+	}
+	rows, err := q.SegmentEdgesFrom(ctx, queries.SegmentEdgesFromParams{TenantID: tenantID, Ids: refs})
 	if err != nil {
 		return nil, err
 	}
+	for _, r := range rows {
+		g[r.ID] = r.DependsOn
+	}
+	return g, nil
+}
+
+// graph is the rules of the segments a compute's rule tree reaches.
+type graph map[string]queries.SegmentRulesFromRow
+
+func rulesFrom(ctx context.Context, q *queries.Queries, tenantID string, refs []string) (graph, error) {
 	g := graph{}
+	if len(refs) == 0 {
+		return g, nil
+	}
+	rows, err := q.SegmentRulesFrom(ctx, queries.SegmentRulesFromParams{TenantID: tenantID, Ids: refs})
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range rows {
 		g[r.ID] = r
 	}
@@ -78,8 +108,12 @@ func (g graph) resolver() rules.Resolver {
 	}
 }
 
-// parseRules validates a rule tree and its references for segment self.
-func parseRules(raw json.RawMessage, self string, g graph) (*rules.Node, []string, error) {
+// parseRules validates a rule tree and its references for segment self,
+// reading only the dependency edges the tree reaches.
+func parseRules(ctx context.Context, q *queries.Queries, tenantID string, raw json.RawMessage, self string) (*rules.Node, []string, error) {
+	if len(compact(raw)) > MaxRulesBytes {
+		return nil, nil, apperr.Invalid("rules", fmt.Sprintf("must be at most %d bytes as compact JSON", MaxRulesBytes))
+	}
 	n, err := rules.Parse(raw, rules.Options{Root: "rules"})
 	var ve *rules.ValidationError
 	if errors.As(err, &ve) {
@@ -95,12 +129,16 @@ func parseRules(raw json.RawMessage, self string, g graph) (*rules.Node, []strin
 		return nil, nil, apperr.Invalid("rules", err.Error())
 	}
 	refs := n.SegmentRefs()
+	g, err := edgesFrom(ctx, q, tenantID, refs)
+	if err != nil {
+		return nil, nil, err
+	}
 	err = rules.CheckCycles(self, func(id string) ([]string, bool) {
 		if id == self {
 			return refs, true
 		}
-		row, ok := g[id]
-		return row.DependsOn, ok
+		deps, ok := g[id]
+		return deps, ok
 	})
 	var ue *rules.UnknownSegmentError
 	var ce *rules.CycleError
@@ -127,12 +165,8 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
 			return err
 		}
-		g, err := s.graph(ctx, q, tenantID)
-		if err != nil {
-			return err
-		}
 		id := ids.New(ids.Segment)
-		_, refs, err := parseRules(in.Rules, id, g)
+		_, refs, err := parseRules(ctx, q, tenantID, in.Rules, id)
 		if err != nil {
 			return err
 		}
@@ -173,15 +207,11 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 			next.Enabled = *in.Enabled
 		}
 		if in.Rules != nil {
-			g, err := s.graph(ctx, q, tenantID)
+			n, refs, err := parseRules(ctx, q, tenantID, in.Rules, id)
 			if err != nil {
 				return err
 			}
-			n, refs, err := parseRules(in.Rules, id, g)
-			if err != nil {
-				return err
-			}
-			old, _ := g.resolver()(id)
+			old, _ := rules.Parse(json.RawMessage(cur.Rules), rules.Options{})
 			if !sameRules(old, n) {
 				next.Rules, next.DependsOn, next.Version = compact(in.Rules), refs, cur.Version+1
 			}
@@ -257,7 +287,7 @@ type Listed struct {
 
 // List returns a page of segments, newest first, each with its dependedBy
 // (one query for the whole page).
-func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]Listed, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]Listed, *page.Cursor, error) {
 	rows, next, err := page.List(p, func(q page.Query) ([]queries.Segment, error) {
 		return s.DB.SegmentList(ctx, queries.SegmentListParams{TenantID: tenantID, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
 	}, func(r queries.Segment) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })

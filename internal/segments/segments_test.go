@@ -444,9 +444,7 @@ func TestMembersPagination(t *testing.T) {
 			if m.Next == nil {
 				break
 			}
-			if p.After, err = page.Decode(*m.Next); err != nil {
-				t.Fatal(err)
-			}
+			p.After = m.Next
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("limit %d: pages gave %v, want %v", limit, got, want)

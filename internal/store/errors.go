@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,7 +16,19 @@ import (
 const (
 	uniqueViolation     = "23505"
 	foreignKeyViolation = "23503"
+	checkViolation      = "23514"
+	dataExceptionClass  = "22"
 )
+
+// SQLState is the SQLSTATE of the database error inside err, or "" when
+// there is none. It holds before and after Translate.
+func SQLState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
 
 // Translate turns a driver error into an apperr.Error, keeping the driver
 // error as its cause (errors.Is(err, pgx.ErrNoRows) and errors.As for
@@ -23,7 +36,15 @@ const (
 //   - no rows: KindNotFound, code NOT_FOUND;
 //   - unique violation (23505): KindConflict, code CONFLICT;
 //   - foreign key violation (23503): KindInvalid, code VALIDATION_ERROR
-//     (the row names something that does not exist, or is still named).
+//     (the row names something that does not exist, or is still named);
+//   - check violation (23514): KindInvalid, code VALIDATION_ERROR (a bound
+//     only the database can see, such as a contact's total properties);
+//   - any data exception (class 22: bad encoding 22021, numeric overflow
+//     22003, invalid text 22P02, datetime overflow 22008...): KindInvalid,
+//     code VALIDATION_ERROR. This is the last line of defence: the API
+//     validates input before it gets here (storable) so that the error names
+//     the field; one that still arrives names none, and the HTTP layer logs
+//     its SQLSTATE (SQLState) so the gap can be closed.
 //
 // Callers that know what was not found or clashed replace the generic
 // error with their own (apperr.Specific). Anything else, and errors that
@@ -47,6 +68,13 @@ func Translate(err error) error {
 		case foreignKeyViolation:
 			return &apperr.Error{Kind: apperr.KindInvalid, Code: "VALIDATION_ERROR",
 				Message: "invalid request: refers to something that does not exist", Err: err}
+		case checkViolation:
+			return &apperr.Error{Kind: apperr.KindInvalid, Code: "VALIDATION_ERROR",
+				Message: "invalid request: a stored limit would be exceeded", Err: err}
+		}
+		if strings.HasPrefix(pgErr.Code, dataExceptionClass) {
+			return &apperr.Error{Kind: apperr.KindInvalid, Code: "VALIDATION_ERROR",
+				Message: "invalid request: a value cannot be stored", Err: err}
 		}
 	}
 	return err
@@ -65,6 +93,13 @@ func IsUniqueViolation(err error, constraint string) bool {
 		return false
 	}
 	return constraint == "" || pgErr.ConstraintName == constraint
+}
+
+// IsCheckViolation reports whether err is SQLSTATE 23514 on the named
+// constraint. It holds before and after Translate.
+func IsCheckViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == checkViolation && pgErr.ConstraintName == constraint
 }
 
 // translating is the connection every generated query runs on: it passes

@@ -46,6 +46,14 @@ func TestQueriesReturnTranslatedErrors(t *testing.T) {
 			cause: func(err error) bool { return store.IsUniqueViolation(err, "") }},
 		{desc: "foreign key violation", run: key("ten_missing", "key_3", 3),
 			wantKind: apperr.KindInvalid, wantCode: "VALIDATION_ERROR"},
+		// Class 22 (data exception) is the client's input, the last line of
+		// defence behind validation: never a 500.
+		{desc: "NUL in text (22021)", run: func(q *queries.Queries) error { _, err := q.TenantGet(ctx, "ten_\x00"); return err },
+			wantKind: apperr.KindInvalid, wantCode: "VALIDATION_ERROR", cause: sqlState("22021")},
+		{desc: "invalid UTF-8 (22021)", run: func(q *queries.Queries) error {
+			_, err := q.TenantInsert(ctx, queries.TenantInsertParams{ID: "ten_b", Name: "\xff"})
+			return err
+		}, wantKind: apperr.KindInvalid, wantCode: "VALIDATION_ERROR", cause: sqlState("22021")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -63,6 +71,10 @@ func TestQueriesReturnTranslatedErrors(t *testing.T) {
 			check("transaction", db.Tx(ctx, tt.run))
 		})
 	}
+}
+
+func sqlState(code string) func(error) bool {
+	return func(err error) bool { return store.SQLState(err) == code }
 }
 
 func TestTranslate(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // List returns a page of templates, newest first, without their content.
-func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.TemplateListRow, *string, error) {
+func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]queries.TemplateListRow, *page.Cursor, error) {
 	return page.List(p, func(q page.Query) ([]queries.TemplateListRow, error) {
 		return s.DB.TemplateList(ctx, queries.TemplateListParams{TenantID: tenantID, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
 	}, func(r queries.TemplateListRow) page.Cursor { return page.Cursor{Time: r.CreatedAt, ID: r.ID} })

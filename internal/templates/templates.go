@@ -35,6 +35,10 @@ type Put struct {
 	DisableReason          *string
 }
 
+// MaxContentBytes bounds template content as sent (issue 11): every version
+// is stored, compiled and rendered per recipient.
+const MaxContentBytes = 512 << 10
+
 // Validate checks the fields a create needs, or that an update has one.
 func (p Put) Validate(create bool) error {
 	var f apperr.Fields
@@ -55,6 +59,7 @@ func (p Put) Validate(create bool) error {
 	}
 	if p.Content != nil {
 		f.Check(len(*p.Content) > 0, "content", "must not be empty")
+		f.Check(len(*p.Content) <= MaxContentBytes, "content", "must be at most 524288 bytes (512 KiB)")
 	}
 	if p.DisableReason != nil {
 		f.Check(utf8.RuneCountInString(*p.DisableReason) <= 1000, "disableReason", "must be at most 1000 characters")

@@ -8,7 +8,7 @@ import (
 
 // Pages reads a whole list through list, limit items a page, following
 // the cursors, and returns every item in the order the pages gave them.
-func Pages[T any](t testing.TB, limit int, list func(page.Params) ([]T, *string, error)) []T {
+func Pages[T any](t testing.TB, limit int, list func(page.Params) ([]T, *page.Cursor, error)) []T {
 	t.Helper()
 	var all []T
 	p := page.Params{Limit: limit}
@@ -24,8 +24,6 @@ func Pages[T any](t testing.TB, limit int, list func(page.Params) ([]T, *string,
 		if next == nil {
 			return all
 		}
-		if p.After, err = page.Decode(*next); err != nil {
-			t.Fatal(err)
-		}
+		p.After = next
 	}
 }

@@ -1,0 +1,90 @@
+package storable
+
+import "testing"
+
+func TestText(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		desc, in string
+		ok       bool
+	}{
+		{desc: "plain", in: "cnt_123", ok: true},
+		{desc: "unicode", in: "Bücher ✓ 😀", ok: true},
+		{desc: "replacement character itself", in: "\uFFFD", ok: true},
+		{desc: "NUL", in: "a\x00b"},
+		{desc: "invalid UTF-8", in: "\xff"},
+		{desc: "truncated sequence", in: "\xe2\x82"},
+		{desc: "encoded surrogate (CESU)", in: "\xed\xa0\x80"},
+	}
+	for _, tt := range tests {
+		if got := Text(tt.in); (got == "") != tt.ok {
+			t.Errorf("%s: Text(%q) = %q", tt.desc, tt.in, got)
+		}
+	}
+}
+
+func TestNumber(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{"0", true}, {"-0", true}, {"1", true}, {"-42.5", true}, {"1.50", true},
+		{"18446744073709551615", true}, {"-9223372036854775808", true}, // uint64, int64
+		{"99999999999999999999", true}, {"100000000000000000000", false}, // 20 and 21 digits
+		{"1e19", true}, {"1E+19", true}, {"1e20", false}, {"1e99999", false}, {"1e131072", false},
+		{"0.00000000000000000001", true}, {"1e-20", true}, {"1e-21", false}, {"1e-16384", false},
+		{"0.000000000000000000000", false}, // scale 21, kept by numeric
+		{"1.000000000000000000000", false},
+		{"0e99999", false}, {"0e5", true}, {"0e-20", true}, {"0e-21", false},
+		{"123.456e2", true}, {"0.001e22", true}, {"0.001e23", false},
+		{"1e99999999999999999999", false}, {"1e-99999999999999999999", false},
+		{"12345678901234567890.12345678901234567890", true},
+	}
+	for _, tt := range tests {
+		if got := Number(tt.in); (got == "") != tt.ok {
+			t.Errorf("Number(%s) = %q, want ok=%v", tt.in, got, tt.ok)
+		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		desc, doc, path, problem string
+	}{
+		{desc: "fine", doc: `{"a":"x","b":[1,"\u00e9",{"c":"\ud83d\ude00"}],"d":null}`},
+		{desc: "escaped backslash before u0000 text", doc: `{"a":"\\u0000"}`},
+		{desc: "NUL escape", doc: `{"email":"a\u0000b"}`, path: "email", problem: msgNUL},
+		{desc: "NUL in nested value", doc: `{"properties":{"k":["x","\u0000"]}}`, path: "properties.k[1]", problem: msgNUL},
+		{desc: "lone high surrogate", doc: `{"properties":{"k":"\ud800"}}`, path: "properties.k", problem: msgSurrogate},
+		{desc: "high surrogate then other escape", doc: `{"k":"\ud800\u0041"}`, path: "k", problem: msgSurrogate},
+		{desc: "lone low surrogate", doc: `{"k":"x\udc00"}`, path: "k", problem: msgSurrogate},
+		{desc: "surrogate in key", doc: `{"properties":{"\ud800x":1}}`, path: "properties.\uFFFDx", problem: msgSurrogate},
+		{desc: "NUL in key", doc: `{"a\u0000":1}`, path: "a", problem: msgNUL},
+		{desc: "invalid UTF-8 value", doc: "{\"name\":\"\xff\"}", path: "name", problem: msgUTF8},
+		{desc: "invalid UTF-8 key", doc: "{\"p\":{\"\xfe\":1}}", path: "p.\uFFFD", problem: msgUTF8},
+		{desc: "second element", doc: `{"a":[{"b":"ok"},{"b":"\udfff"}]}`, path: "a[1].b", problem: msgSurrogate},
+		{desc: "top-level string", doc: `"\u0000"`, path: "", problem: msgNUL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			path, problem, ok := JSON([]byte(tt.doc))
+			if ok != (tt.problem == "") || path != tt.path || problem != tt.problem {
+				t.Fatalf("got %q %q %v, want %q %q", path, problem, ok, tt.path, tt.problem)
+			}
+		})
+	}
+}
+
+// FuzzJSON: the scanner never panics and agrees with Text on documents
+// that hold one string.
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{`{"a":"\ud800"}`, `[1,"\u0000"]`, "\"\xff\"", `{"a":{"b":[{}]}}`, `"\\u0000"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		JSON(doc)
+	})
+}
