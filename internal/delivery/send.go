@@ -114,6 +114,47 @@ func (s *Sender) Send(ctx context.Context, tenantID string, req Request) (Result
 		variables: req.Variables})
 }
 
+// Step is one email step of a sequence to send (the sequence engine calls
+// SendStep after its own gates and conditions passed).
+type Step struct {
+	TenantID, ContactID, TemplateID     string
+	SequenceID, StepID, ScheduledSendID string
+	// From is the sequence's `from`; "" means the tenant's default.
+	From string
+	// Event is the event that enrolled the contact, for the render
+	// context; nil for a manual enrolment.
+	Event *render.Event
+}
+
+// SendStep sends a sequence step: the template's current version rendered
+// for the contact, with List-Unsubscribe, recorded with its sequence, step
+// and scheduled send. It checks what the engine does not: the template
+// exists and is enabled, and the from address. A failure it returns is
+// final unless provider.IsTemporary says the provider may take it later.
+func (s *Sender) SendStep(ctx context.Context, st Step) (Result, error) {
+	tenant, err := s.DB.TenantGet(ctx, st.TenantID)
+	if err != nil {
+		return Result{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
+	}
+	contact, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: st.TenantID, ID: st.ContactID})
+	if err != nil {
+		return Result{}, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
+	}
+	tmpl, err := s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: st.TenantID, ID: st.TemplateID})
+	if err != nil {
+		return Result{}, apperr.Specific(err, apperr.KindNotFound, templates.NotFound())
+	}
+	if !tmpl.Enabled {
+		return Result{}, apperr.Invalid("template", "is disabled")
+	}
+	from, err := s.fromAddress(ctx, tenant, st.From)
+	if err != nil {
+		return Result{}, err
+	}
+	return s.deliver(ctx, outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from, event: st.Event,
+		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID})
+}
+
 // MayMail is the contact's own gate: it is subscribed and not suppressed.
 func MayMail(c queries.Contact) error {
 	if c.Suppressed {
