@@ -46,11 +46,13 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	mux.Use(logTasks(d.Log))
 	mux.Handle(TypeDomainSweep, handleDomainSweep(d))
+	mux.Handle(TypeWebhookBatch, HandleWebhookBatch(d))
+	mux.Handle(TypeWebhookSweep, handleWebhookSweep(d))
 	return mux
 }
 
 // PeriodicTasks lists the tasks the scheduler enqueues; task families add
 // theirs here.
 func PeriodicTasks(d Deps) []Periodic {
-	return []Periodic{domainSweepPeriodic()}
+	return []Periodic{domainSweepPeriodic(), webhookSweepPeriodic()}
 }
