@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/apikeys"
@@ -18,14 +19,17 @@ import (
 	"tidings/internal/campaigns"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
+	"tidings/internal/delivery"
 	"tidings/internal/events"
 	"tidings/internal/keycache"
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
 	"tidings/internal/segments"
+	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
+	"tidings/internal/tracking"
 )
 
 const bodyLimit = 1 << 20
@@ -49,6 +53,12 @@ type Deps struct {
 	// Renderer renders template versions per recipient; shared so each
 	// version is parsed once per process.
 	Renderer *render.Renderer
+	// WebhookKey verifies SendGrid's signed Event Webhook; nil (no
+	// SENDGRID_WEBHOOK_PUBLIC_KEY) refuses every webhook with 403.
+	WebhookKey *sendgridevents.Verifier
+	// Queue enqueues background tasks (webhook batches); nil leaves stored
+	// batches to the worker's sweep.
+	Queue *asynq.Client
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -69,6 +79,12 @@ type Server struct {
 	campaigns *campaigns.Store
 	templates *templates.Store
 	renderer  *templates.Renderer
+	// Tracking and webhooks (api/tracking.go, api/webhooks.go).
+	tracking   *tracking.Signer
+	outcomes   *delivery.Outcomes
+	webhooks   *delivery.Webhooks
+	webhookKey *sendgridevents.Verifier
+	queue      *asynq.Client
 }
 
 // New builds the fiber app with the whole route table.
@@ -91,6 +107,16 @@ func New(d Deps) *fiber.App {
 		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
 			FreeLimit: d.Config.PlanFreeTemplates},
 		renderer: &templates.Renderer{DB: d.DB, R: d.Renderer}}
+	signer, err := tracking.NewSigner(d.Config.TrackingSecret)
+	if err != nil {
+		panic("api.New: " + err.Error())
+	}
+	s.tracking, s.webhookKey, s.queue = signer, d.WebhookKey, d.Queue
+	s.outcomes = &delivery.Outcomes{DB: d.DB, Events: s.events}
+	s.webhooks = &delivery.Webhooks{DB: d.DB, Outcomes: s.outcomes}
+	if d.WebhookKey == nil {
+		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
+	}
 	app := fiber.New(FiberConfig(s.errorHandler))
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
@@ -99,6 +125,14 @@ func New(d Deps) *fiber.App {
 
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
+
+	// Outside /api, without credentials or the per-tenant rate limit: the
+	// signed token, or SendGrid's signature, is the credential.
+	app.Get("/t/o/:token", s.trackOpen)
+	app.Get("/t/c/:token", s.trackClick)
+	app.Get("/t/u/:token", s.unsubscribePage)
+	app.Post("/t/u/:token", s.unsubscribe)
+	app.Post("/webhooks/sendgrid", s.sendgridWebhook)
 
 	// Authentication runs per route rather than as prefix middleware, so an
 	// unknown route is a plain 404 whatever credential came with it.
