@@ -297,6 +297,11 @@ func (r *Recorder) RecordSystemMany(ctx context.Context, q *queries.Queries, in 
 	for _, t := range touches {
 		rows = append(rows, t)
 	}
+	// Key order, so a plan that visits contacts in input order locks them
+	// in the order ContactLockMany would.
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].TenantID < rows[j].TenantID || (rows[i].TenantID == rows[j].TenantID && rows[i].ID < rows[j].ID)
+	})
 	evJSON, err := json.Marshal(evs)
 	if err != nil {
 		return err
