@@ -62,9 +62,9 @@ func BenchmarkSendgridWebhook(b *testing.B) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	app := New(Deps{Config: cfg, DB: db, Redis: rdb, Log: quiet, RedisPrefix: prefix,
-		Limiter:  ratelimit.NewPer(rdb, 100, time.Minute, prefix),
-		Sessions: auth.NewSessionVerifier("x", "", ""),
-		Keys:     keycache.New(apikeys.Loader(db), rdb, prefix+"evict", 0, quiet),
+		Limiter:    ratelimit.NewPer(rdb, 100, time.Minute, prefix),
+		Sessions:   auth.NewSessionVerifier("x", "", ""),
+		Keys:       keycache.New(apikeys.Loader(db), rdb, prefix+"evict", 0, quiet),
 		WebhookKey: key, Queue: queue})
 	apply := worker.HandleWebhookBatch(worker.Deps{Config: cfg, DB: db, Log: quiet})
 
