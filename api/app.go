@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/apikeys"
@@ -28,6 +29,7 @@ import (
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
 	"tidings/internal/segments"
+	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
@@ -61,6 +63,12 @@ type Deps struct {
 	// means a domains.Checker asking Config.DNSResolver (empty: the system
 	// resolver of /etc/resolv.conf).
 	DNS domains.Resolver
+	// WebhookKey verifies SendGrid's signed Event Webhook; nil (no
+	// SENDGRID_WEBHOOK_PUBLIC_KEY) refuses every webhook with 403.
+	WebhookKey *sendgridevents.Verifier
+	// Queue enqueues background tasks (webhook batches); nil leaves stored
+	// batches to the worker's sweep.
+	Queue *asynq.Client
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -88,6 +96,12 @@ type Server struct {
 	domains     *domains.Store
 	// pages makes and reads list cursors with the configured key.
 	pages page.Codec
+	// Tracking and webhooks (api/tracking.go, api/webhooks.go).
+	tracking   *tracking.Signer
+	outcomes   *delivery.Outcomes
+	webhooks   *delivery.Webhooks
+	webhookKey *sendgridevents.Verifier
+	queue      *asynq.Client
 }
 
 // New builds the fiber app with the whole route table.
@@ -121,6 +135,12 @@ func New(d Deps) *fiber.App {
 		panic("api.New: " + err.Error()) // config.Load always sets a secret
 	}
 	s.domains = domainStore(d)
+	s.tracking, s.webhookKey, s.queue = signer, d.WebhookKey, d.Queue
+	s.outcomes = &delivery.Outcomes{DB: d.DB, Events: s.events}
+	s.webhooks = &delivery.Webhooks{DB: d.DB, Outcomes: s.outcomes}
+	if d.WebhookKey == nil {
+		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
+	}
 	s.sender = &delivery.Sender{DB: d.DB, Templates: s.renderer, Domains: s.domains,
 		Provider: d.Provider, Tracking: signer, BaseURL: d.Config.PublicBaseURL,
 		SandboxFrom: d.Config.SandboxFromAddress, Events: s.events, Log: d.Log}
@@ -132,6 +152,14 @@ func New(d Deps) *fiber.App {
 
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
+
+	// Outside /api, without credentials or the per-tenant rate limit: the
+	// signed token, or SendGrid's signature, is the credential.
+	app.Get("/t/o/:token", s.trackOpen)
+	app.Get("/t/c/:token", s.trackClick)
+	app.Get("/t/u/:token", s.unsubscribePage)
+	app.Post("/t/u/:token", s.unsubscribe)
+	app.Post("/webhooks/sendgrid", s.sendgridWebhook)
 
 	// Authentication runs per route rather than as prefix middleware, so an
 	// unknown route is a plain 404 whatever credential came with it.

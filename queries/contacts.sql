@@ -63,3 +63,25 @@ SELECT
     (SELECT count(*) FROM contacts c WHERE c.tenant_id = @tenant_id AND c.suppressed) AS suppressed_count,
     (SELECT count(*) FROM contacts c WHERE c.tenant_id = @tenant_id AND c.created_at > now() - interval '24 hours') AS added_last_24h,
     (SELECT count(*) FROM contacts c WHERE c.tenant_id = @tenant_id AND c.created_at > now() - interval '7 days') AS added_last_7d;
+
+-- name: ContactLockMany :exec
+-- Locks contacts in key order before a batch of outcomes changes them
+-- (counters, suppression), for the same reason as SendLockMany.
+SELECT c.id FROM contacts c
+JOIN (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
+  ON c.tenant_id = k.tenant_id AND c.id = k.id
+ORDER BY c.tenant_id, c.id
+FOR UPDATE OF c;
+
+-- name: ContactGetForUpdate :one
+SELECT * FROM contacts WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: ContactSetOptOut :one
+-- Unsubscribes and/or suppresses; never the reverse (re-subscribing is
+-- ContactUpdate's, and suppression is not lifted through the API).
+UPDATE contacts SET
+    subscribed = subscribed AND NOT @unsubscribe::boolean,
+    suppressed = suppressed OR @suppress::boolean,
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;

@@ -104,6 +104,36 @@ func (q *Queries) ContactGetByEmail(ctx context.Context, arg ContactGetByEmailPa
 	return i, err
 }
 
+const contactGetForUpdate = `-- name: ContactGetForUpdate :one
+SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at FROM contacts WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+`
+
+type ContactGetForUpdateParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) ContactGetForUpdate(ctx context.Context, arg ContactGetForUpdateParams) (Contact, error) {
+	row := q.db.QueryRow(ctx, contactGetForUpdate, arg.TenantID, arg.ID)
+	var i Contact
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.Email,
+		&i.UserID,
+		&i.Properties,
+		&i.Subscribed,
+		&i.Suppressed,
+		&i.TotalSends,
+		&i.TotalOpens,
+		&i.TotalClicks,
+		&i.LastEventAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const contactInsert = `-- name: ContactInsert :one
 INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -200,6 +230,70 @@ func (q *Queries) ContactList(ctx context.Context, arg ContactListParams) ([]Con
 		return nil, err
 	}
 	return items, nil
+}
+
+const contactLockMany = `-- name: ContactLockMany :exec
+SELECT c.id FROM contacts c
+JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+  ON c.tenant_id = k.tenant_id AND c.id = k.id
+ORDER BY c.tenant_id, c.id
+FOR UPDATE OF c
+`
+
+type ContactLockManyParams struct {
+	TenantIds []string
+	Ids       []string
+}
+
+// Locks contacts in key order before a batch of outcomes changes them
+// (counters, suppression), for the same reason as SendLockMany.
+func (q *Queries) ContactLockMany(ctx context.Context, arg ContactLockManyParams) error {
+	_, err := q.db.Exec(ctx, contactLockMany, arg.TenantIds, arg.Ids)
+	return err
+}
+
+const contactSetOptOut = `-- name: ContactSetOptOut :one
+UPDATE contacts SET
+    subscribed = subscribed AND NOT $1::boolean,
+    suppressed = suppressed OR $2::boolean,
+    updated_at = now()
+WHERE tenant_id = $3 AND id = $4
+RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at
+`
+
+type ContactSetOptOutParams struct {
+	Unsubscribe bool
+	Suppress    bool
+	TenantID    string
+	ID          string
+}
+
+// Unsubscribes and/or suppresses; never the reverse (re-subscribing is
+// ContactUpdate's, and suppression is not lifted through the API).
+func (q *Queries) ContactSetOptOut(ctx context.Context, arg ContactSetOptOutParams) (Contact, error) {
+	row := q.db.QueryRow(ctx, contactSetOptOut,
+		arg.Unsubscribe,
+		arg.Suppress,
+		arg.TenantID,
+		arg.ID,
+	)
+	var i Contact
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.Email,
+		&i.UserID,
+		&i.Properties,
+		&i.Subscribed,
+		&i.Suppressed,
+		&i.TotalSends,
+		&i.TotalOpens,
+		&i.TotalClicks,
+		&i.LastEventAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const contactStats = `-- name: ContactStats :one

@@ -97,3 +97,23 @@ LIMIT @lim;
 -- name: EventSetProcessed :exec
 UPDATE events SET processed_sequences = @processed_sequences::text[]
 WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: EventInsertMany :exec
+-- Inserts many events in one statement; rows is a JSON array of objects
+-- with the columns below.
+INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+SELECT r.tenant_id, r.id, r.contact_id, r.name, r.properties, r.occurred_at
+FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, contact_id text, name text,
+    properties jsonb, occurred_at timestamptz);
+
+-- name: ContactTouchDerivedMany :exec
+-- ContactTouchDerived for many contacts at once; rows holds one object per
+-- contact (deltas summed, occurred_at the newest).
+UPDATE contacts c SET
+    last_event_at = greatest(c.last_event_at, r.occurred_at),
+    total_sends   = c.total_sends + r.sends,
+    total_opens   = c.total_opens + r.opens,
+    total_clicks  = c.total_clicks + r.clicks
+FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, occurred_at timestamptz,
+    sends bigint, opens bigint, clicks bigint)
+WHERE c.tenant_id = r.tenant_id AND c.id = r.id;

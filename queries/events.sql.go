@@ -59,6 +59,24 @@ func (q *Queries) ContactTouchDerived(ctx context.Context, arg ContactTouchDeriv
 	return i, err
 }
 
+const contactTouchDerivedMany = `-- name: ContactTouchDerivedMany :exec
+UPDATE contacts c SET
+    last_event_at = greatest(c.last_event_at, r.occurred_at),
+    total_sends   = c.total_sends + r.sends,
+    total_opens   = c.total_opens + r.opens,
+    total_clicks  = c.total_clicks + r.clicks
+FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, occurred_at timestamptz,
+    sends bigint, opens bigint, clicks bigint)
+WHERE c.tenant_id = r.tenant_id AND c.id = r.id
+`
+
+// ContactTouchDerived for many contacts at once; rows holds one object per
+// contact (deltas summed, occurred_at the newest).
+func (q *Queries) ContactTouchDerivedMany(ctx context.Context, rows json.RawMessage) error {
+	_, err := q.db.Exec(ctx, contactTouchDerivedMany, rows)
+	return err
+}
+
 const eventInsert = `-- name: EventInsert :one
 INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -95,6 +113,20 @@ func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (Event
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const eventInsertMany = `-- name: EventInsertMany :exec
+INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+SELECT r.tenant_id, r.id, r.contact_id, r.name, r.properties, r.occurred_at
+FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, contact_id text, name text,
+    properties jsonb, occurred_at timestamptz)
+`
+
+// Inserts many events in one statement; rows is a JSON array of objects
+// with the columns below.
+func (q *Queries) EventInsertMany(ctx context.Context, rows json.RawMessage) error {
+	_, err := q.db.Exec(ctx, eventInsertMany, rows)
+	return err
 }
 
 const eventList = `-- name: EventList :many

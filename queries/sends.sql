@@ -65,3 +65,25 @@ WHERE tenant_id = @tenant_id AND delivery_status = @status
   AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
 ORDER BY sent_at DESC, id DESC
 LIMIT @lim;
+
+-- name: SendLockMany :many
+-- Locks the sends a batch of outcomes touches, in key order, so two
+-- batches (or a batch and a tracking hit) sharing sends wait for each other
+-- instead of deadlocking. Keys that match nothing are simply absent.
+SELECT s.* FROM sends s
+JOIN (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
+  ON s.tenant_id = k.tenant_id AND s.id = k.id
+ORDER BY s.tenant_id, s.id
+FOR UPDATE OF s;
+
+-- name: SendUpdateOutcomes :exec
+-- Writes the outcome columns of many sends in one statement; rows is a
+-- JSON array of objects with the columns below (one per send).
+UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type,
+    delivered_at = r.delivered_at, opened_at = r.opened_at, clicked_at = r.clicked_at,
+    bounced_at = r.bounced_at, complained_at = r.complained_at, rejected_at = r.rejected_at,
+    open_count = r.open_count, click_count = r.click_count
+FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, delivery_status text, bounce_type text,
+    delivered_at timestamptz, opened_at timestamptz, clicked_at timestamptz, bounced_at timestamptz,
+    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer)
+WHERE s.tenant_id = r.tenant_id AND s.id = r.id;

@@ -7,6 +7,7 @@ package queries
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -522,6 +523,66 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 	return items, nil
 }
 
+const sendLockMany = `-- name: SendLockMany :many
+SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count FROM sends s
+JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+  ON s.tenant_id = k.tenant_id AND s.id = k.id
+ORDER BY s.tenant_id, s.id
+FOR UPDATE OF s
+`
+
+type SendLockManyParams struct {
+	TenantIds []string
+	Ids       []string
+}
+
+// Locks the sends a batch of outcomes touches, in key order, so two
+// batches (or a batch and a tracking hit) sharing sends wait for each other
+// instead of deadlocking. Keys that match nothing are simply absent.
+func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]Send, error) {
+	rows, err := q.db.Query(ctx, sendLockMany, arg.TenantIds, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Send{}
+	for rows.Next() {
+		var i Send
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.MessageID,
+			&i.ContactID,
+			&i.TemplateID,
+			&i.TemplateVersion,
+			&i.SequenceID,
+			&i.StepID,
+			&i.ScheduledSendID,
+			&i.FromAddress,
+			&i.ToAddress,
+			&i.Subject,
+			&i.DeliveryStatus,
+			&i.BounceType,
+			&i.SentAt,
+			&i.DeliveredAt,
+			&i.OpenedAt,
+			&i.ClickedAt,
+			&i.BouncedAt,
+			&i.ComplainedAt,
+			&i.RejectedAt,
+			&i.OpenCount,
+			&i.ClickCount,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sendUpdateOutcome = `-- name: SendUpdateOutcome :exec
 UPDATE sends SET delivery_status = $1, bounce_type = $2,
     delivered_at = $3, opened_at = $4, clicked_at = $5,
@@ -560,5 +621,23 @@ func (q *Queries) SendUpdateOutcome(ctx context.Context, arg SendUpdateOutcomePa
 		arg.TenantID,
 		arg.ID,
 	)
+	return err
+}
+
+const sendUpdateOutcomes = `-- name: SendUpdateOutcomes :exec
+UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type,
+    delivered_at = r.delivered_at, opened_at = r.opened_at, clicked_at = r.clicked_at,
+    bounced_at = r.bounced_at, complained_at = r.complained_at, rejected_at = r.rejected_at,
+    open_count = r.open_count, click_count = r.click_count
+FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, delivery_status text, bounce_type text,
+    delivered_at timestamptz, opened_at timestamptz, clicked_at timestamptz, bounced_at timestamptz,
+    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer)
+WHERE s.tenant_id = r.tenant_id AND s.id = r.id
+`
+
+// Writes the outcome columns of many sends in one statement; rows is a
+// JSON array of objects with the columns below (one per send).
+func (q *Queries) SendUpdateOutcomes(ctx context.Context, rows json.RawMessage) error {
+	_, err := q.db.Exec(ctx, sendUpdateOutcomes, rows)
 	return err
 }

@@ -47,11 +47,13 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Use(logTasks(d.Log))
 	mux.Handle(TypeDomainSweep, handleDomainSweep(d))
 	mux.Handle(TypeIdempotencySweep, handleIdempotencySweep(d))
+	mux.Handle(TypeWebhookBatch, HandleWebhookBatch(d))
+	mux.Handle(TypeWebhookSweep, handleWebhookSweep(d))
 	return mux
 }
 
 // PeriodicTasks lists the tasks the scheduler enqueues; task families add
 // theirs here.
 func PeriodicTasks(d Deps) []Periodic {
-	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic()}
+	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic()}
 }

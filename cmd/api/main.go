@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"tidings/api"
 	"tidings/internal/apikeys"
 	"tidings/internal/auth"
@@ -21,6 +23,7 @@ import (
 	"tidings/internal/provider"
 	"tidings/internal/ratelimit"
 	"tidings/internal/render"
+	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 )
 
@@ -71,6 +74,21 @@ func run(log *slog.Logger) error {
 	}
 	defer pool.Close()
 
+	// A key that is set must be a usable P-256 key; unset, the webhook
+	// refuses every POST (api.New logs it once).
+	var webhookKey *sendgridevents.Verifier
+	if cfg.SendgridWebhookPublicKey != "" {
+		if webhookKey, err = sendgridevents.NewVerifier(cfg.SendgridWebhookPublicKey); err != nil {
+			return fmt.Errorf("SENDGRID_WEBHOOK_PUBLIC_KEY: %w", err)
+		}
+	}
+	asynqOpt, err := config.AsynqRedis(cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	queue := asynq.NewClient(asynqOpt)
+	defer queue.Close()
+
 	keys := keycache.New(apikeys.Loader(db), rdb, "tidings:apikeys:evict", cfg.APIKeyCacheTTL, log)
 	go keys.Run(ctx)
 
@@ -99,7 +117,9 @@ func run(log *slog.Logger) error {
 		Provider: prov,
 		// Domain checks ask DNS_RESOLVER, or the first nameserver of
 		// /etc/resolv.conf when it is unset (read at each check).
-		DNS: &domains.Checker{Server: cfg.DNSResolver},
+		DNS:        &domains.Checker{Server: cfg.DNSResolver},
+		WebhookKey: webhookKey,
+		Queue:      queue,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

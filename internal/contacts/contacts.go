@@ -72,7 +72,10 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c queries.Contact, created bool, err error) {
 	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
 		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
-		if err == nil || !store.IsNoRows(err) {
+		if err == nil {
+			return s.optOutIfAsked(ctx, q, &c, in)
+		}
+		if !store.IsNoRows(err) {
 			return err
 		}
 		if err := s.reserve(ctx, q, tenantID); err != nil {
@@ -91,20 +94,53 @@ func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c querie
 		if err := q.TenantReleaseContacts(ctx, queries.TenantReleaseContactsParams{ID: tenantID, N: 1}); err != nil {
 			return err
 		}
-		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
-		return err
+		if c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in)); err != nil {
+			return err
+		}
+		return s.optOutIfAsked(ctx, q, &c, in)
 	})
 	return c, created, tooLarge(err)
 }
 
-// Update applies a PATCH.
+// optOutIfAsked unsubscribes an existing contact through ApplyOptOut when
+// the upsert says subscribed:false (a new one is simply created so).
+func (s *Store) optOutIfAsked(ctx context.Context, q *queries.Queries, c *queries.Contact, in Input) error {
+	if !unsubscribes(in.Subscribed) {
+		return nil
+	}
+	var err error
+	*c, err = ApplyOptOut(ctx, q, OptOut{TenantID: c.TenantID, ContactID: c.ID, Unsubscribe: true})
+	return err
+}
+
+// Update applies a PATCH. subscribed:false goes through ApplyOptOut, which
+// also cancels the contact's pending sends; true re-subscribes.
 func (s *Store) Update(ctx context.Context, tenantID, id string, setUserID bool, userID *string, props Patch, subscribed *bool) (queries.Contact, error) {
-	c, err := s.DB.ContactUpdate(ctx, queries.ContactUpdateParams{
-		TenantID: tenantID, ID: id, SetUserID: setUserID, UserID: userID,
-		SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: subscribed,
+	var c queries.Contact
+	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+		var err error
+		c, err = q.ContactUpdate(ctx, queries.ContactUpdateParams{
+			TenantID: tenantID, ID: id, SetUserID: setUserID, UserID: userID,
+			SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: resubscribe(subscribed),
+		})
+		if err != nil || !unsubscribes(subscribed) {
+			return err
+		}
+		c, err = ApplyOptOut(ctx, q, OptOut{TenantID: tenantID, ContactID: id, Unsubscribe: true})
+		return err
 	})
 	return c, tooLarge(notFound(err))
 }
+
+// resubscribe keeps only a true: false is ApplyOptOut's to set.
+func resubscribe(subscribed *bool) *bool {
+	if unsubscribes(subscribed) {
+		return nil
+	}
+	return subscribed
+}
+
+func unsubscribes(subscribed *bool) bool { return subscribed != nil && !*subscribed }
 
 // Delete removes a contact with its events and timeline; later
 // capabilities' rows (enrolments, scheduled sends) go by foreign key cascade.
@@ -183,5 +219,5 @@ func insertParams(tenantID string, in Input) queries.ContactInsertParams {
 func updateByEmailParams(tenantID string, in Input) queries.ContactUpdateByEmailParams {
 	return queries.ContactUpdateByEmailParams{TenantID: tenantID, Email: in.Email,
 		SetUserID: in.UserID != nil, UserID: in.UserID,
-		SetProps: in.Properties.SetJSON(), RemoveProps: in.Properties.RemoveKeys(), Subscribed: in.Subscribed}
+		SetProps: in.Properties.SetJSON(), RemoveProps: in.Properties.RemoveKeys(), Subscribed: resubscribe(in.Subscribed)}
 }

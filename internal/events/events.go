@@ -276,3 +276,91 @@ func (r *Recorder) runHooks(ctx context.Context, q *queries.Queries, rec *Record
 	return q.EventSetProcessed(ctx, queries.EventSetProcessedParams{
 		TenantID: rec.Contact.TenantID, ID: rec.EventID, ProcessedSequences: rec.ProcessedSequences})
 }
+
+// RecordSystemMany stores many system events inside the caller's
+// transaction in two statements, one insert for the events and one update
+// for the contacts' derived fields (deltas summed per contact), where
+// RecordSystem takes two round trips per event. Outcome batches from the
+// provider's webhook go through here. When hooks are registered each event
+// goes through RecordSystem instead, since a hook sees one event and the
+// contact as it stands after it.
+//
+// Callers that change several contacts lock them in key order first
+// (queries.ContactLockMany): the update below takes row locks in whatever
+// order the plan visits them.
+func (r *Recorder) RecordSystemMany(ctx context.Context, q *queries.Queries, in []System) error {
+	if len(in) == 0 {
+		return nil
+	}
+	if len(r.Hooks) > 0 {
+		for _, s := range in {
+			if _, err := r.RecordSystem(ctx, q, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	type eventRow struct {
+		TenantID   string          `json:"tenant_id"`
+		ID         string          `json:"id"`
+		ContactID  string          `json:"contact_id"`
+		Name       string          `json:"name"`
+		Properties json.RawMessage `json:"properties"`
+		OccurredAt time.Time       `json:"occurred_at"`
+	}
+	type touchRow struct {
+		TenantID   string    `json:"tenant_id"`
+		ID         string    `json:"id"`
+		OccurredAt time.Time `json:"occurred_at"`
+		Sends      int64     `json:"sends"`
+		Opens      int64     `json:"opens"`
+		Clicks     int64     `json:"clicks"`
+	}
+	evs := make([]eventRow, 0, len(in))
+	touches := map[[2]string]*touchRow{}
+	for _, s := range in {
+		props := json.RawMessage("{}")
+		if len(s.Properties) > 0 {
+			b, err := json.Marshal(s.Properties)
+			if err != nil {
+				return err
+			}
+			props = b
+		}
+		evs = append(evs, eventRow{TenantID: s.TenantID, ID: ids.New(ids.Event), ContactID: s.ContactID,
+			Name: s.Name, Properties: props, OccurredAt: s.Timestamp})
+		k := [2]string{s.TenantID, s.ContactID}
+		t := touches[k]
+		if t == nil {
+			t = &touchRow{TenantID: s.TenantID, ID: s.ContactID, OccurredAt: s.Timestamp}
+			touches[k] = t
+		}
+		if s.Timestamp.After(t.OccurredAt) {
+			t.OccurredAt = s.Timestamp
+		}
+		t.Sends += s.Sends
+		t.Opens += s.Opens
+		t.Clicks += s.Clicks
+	}
+	rows := make([]*touchRow, 0, len(touches))
+	for _, t := range touches {
+		rows = append(rows, t)
+	}
+	// Key order, so a plan that visits contacts in input order locks them
+	// in the order ContactLockMany would.
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].TenantID < rows[j].TenantID || (rows[i].TenantID == rows[j].TenantID && rows[i].ID < rows[j].ID)
+	})
+	evJSON, err := json.Marshal(evs)
+	if err != nil {
+		return err
+	}
+	touchJSON, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	if err := q.ContactTouchDerivedMany(ctx, touchJSON); err != nil {
+		return err
+	}
+	return q.EventInsertMany(ctx, evJSON)
+}

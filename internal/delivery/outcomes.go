@@ -1,0 +1,365 @@
+package delivery
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"tidings/internal/apperr"
+	"tidings/internal/contacts"
+	"tidings/internal/events"
+	"tidings/internal/sendgridevents"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// Outcome is one thing that became of a send: a provider event or a
+// tracking hit. Its kind is a sendgridevents.Outcome whatever its source,
+// so both sources obey one precedence.
+type Outcome struct {
+	TenantID string
+	SendID   string
+	Kind     sendgridevents.Outcome
+	// At is when it happened; zero means now.
+	At time.Time
+	// URL is the clicked link (Clicked).
+	URL string
+	// Reason is the provider's text of a bounce or drop, kept on the event.
+	Reason string
+	// ContactID, when set, must be the send's contact (an unsubscribe
+	// token names both): a mismatch is treated as an unknown send.
+	ContactID string
+}
+
+// Counts says what applying a set of outcomes did.
+type Counts struct {
+	// Applied outcomes found their send (whether or not they changed it).
+	Applied int
+	// Dropped outcomes named a tenant or send that does not exist.
+	Dropped int
+}
+
+// Outcomes applies outcomes to sends: one set of rules for the webhook and
+// for tracking (docs/architecture.md "Who owns which rule").
+type Outcomes struct {
+	DB     *store.DB
+	Events *events.Recorder
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (a *Outcomes) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// UnknownSend is ApplyOutcome's answer for a tenant or send that does not
+// exist (or a contact that is not the send's): a plain NOT_FOUND, since a
+// tracking page should not tell what is missing.
+func UnknownSend() *apperr.Error { return apperr.NotFound("NOT_FOUND", "send") }
+
+// Record applies one outcome in its own transaction (a tracking hit).
+func (a *Outcomes) Record(ctx context.Context, o Outcome) error {
+	return a.DB.Tx(ctx, func(q *queries.Queries) error { return a.ApplyOutcome(ctx, q, o) })
+}
+
+// Subscribed says whether the contact of an unsubscribe token is still
+// subscribed; UnknownSend when the send (or tenant) is gone or the contact
+// is not the send's.
+func (a *Outcomes) Subscribed(ctx context.Context, tenantID, sendID, contactID string) (bool, error) {
+	s, err := a.DB.SendGet(ctx, queries.SendGetParams{TenantID: tenantID, ID: sendID})
+	if err != nil {
+		return false, apperr.Specific(err, apperr.KindNotFound, UnknownSend())
+	}
+	if s.ContactID != contactID {
+		return false, UnknownSend()
+	}
+	c, err := a.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: contactID})
+	if err != nil {
+		return false, apperr.Specific(err, apperr.KindNotFound, UnknownSend())
+	}
+	return c.Subscribed, nil
+}
+
+// ApplyOutcome applies one outcome inside the caller's transaction; an
+// unknown send is UnknownSend.
+func (a *Outcomes) ApplyOutcome(ctx context.Context, q *queries.Queries, o Outcome) error {
+	n, err := a.Apply(ctx, q, []Outcome{o})
+	if err == nil && n.Dropped > 0 {
+		return UnknownSend()
+	}
+	return err
+}
+
+// Apply applies outcomes inside the caller's transaction in a fixed number
+// of statements, however many there are (the webhook applies up to a
+// thousand at once):
+//
+//  1. lock the sends, in key order (SendLockMany); outcomes of sends that
+//     are not there are dropped;
+//  2. fold each send's outcomes, oldest first, through step: the status
+//     moves by sendgridevents.Apply precedence, first-open and first-click
+//     times are the earliest seen, counts grow with every open and click;
+//  3. lock the contacts concerned, in key order, when there are several;
+//  4. write the changed sends (SendUpdateOutcomes);
+//  5. record the system events with the contacts' derived counters
+//     (events.RecordSystemMany): totalOpens and totalClicks grow only with
+//     a send's first open or click (ADDENDUM 4);
+//  6. unsubscribe or suppress contacts (contacts.ApplyOptOut): hard bounce
+//     and complaint suppress, an unsubscribe unsubscribes and records
+//     email.unsubscribed.
+//
+// Applying an outcome twice changes the status and first times nothing,
+// but counts an open or click twice: deduplicating provider events is the
+// caller's (provider_events), and every pixel hit is an open.
+func (a *Outcomes) Apply(ctx context.Context, q *queries.Queries, in []Outcome) (Counts, error) {
+	var n Counts
+	if len(in) == 0 {
+		return n, nil
+	}
+	now := a.now()
+	todo := make([]Outcome, len(in))
+	copy(todo, in)
+	for i := range todo {
+		if todo[i].At.IsZero() {
+			todo[i].At = now
+		}
+	}
+	slices.SortStableFunc(todo, func(x, y Outcome) int {
+		return cmp.Or(cmp.Compare(x.TenantID, y.TenantID), cmp.Compare(x.SendID, y.SendID), x.At.Compare(y.At))
+	})
+
+	var keys queries.SendLockManyParams
+	for i, o := range todo {
+		if i == 0 || o.TenantID != todo[i-1].TenantID || o.SendID != todo[i-1].SendID {
+			keys.TenantIds = append(keys.TenantIds, o.TenantID)
+			keys.Ids = append(keys.Ids, o.SendID)
+		}
+	}
+	locked, err := q.SendLockMany(ctx, keys)
+	if err != nil {
+		return n, err
+	}
+	sends := make(map[[2]string]*queries.Send, len(locked))
+	for i := range locked {
+		sends[[2]string{locked[i].TenantID, locked[i].ID}] = &locked[i]
+	}
+
+	dirty := map[*queries.Send]bool{}
+	var recs []events.System
+	optOuts := map[[2]string]*contacts.OptOut{}
+	for _, o := range todo {
+		s := sends[[2]string{o.TenantID, o.SendID}]
+		if s == nil || (o.ContactID != "" && o.ContactID != s.ContactID) {
+			n.Dropped++
+			continue
+		}
+		n.Applied++
+		e := step(s, o)
+		if e.changed {
+			dirty[s] = true
+		}
+		if e.event != "" {
+			props := sendProps(s)
+			for k, v := range e.props {
+				props[k] = v
+			}
+			recs = append(recs, events.System{TenantID: s.TenantID, ContactID: s.ContactID, Name: e.event,
+				Properties: props, Timestamp: o.At, Opens: e.opens, Clicks: e.clicks})
+		}
+		if e.suppress || e.unsubscribe {
+			k := [2]string{s.TenantID, s.ContactID}
+			oo := optOuts[k]
+			if oo == nil {
+				oo = &contacts.OptOut{TenantID: s.TenantID, ContactID: s.ContactID}
+				optOuts[k] = oo
+			}
+			oo.Suppress = oo.Suppress || e.suppress
+			if e.unsubscribe && !oo.Unsubscribe {
+				oo.Unsubscribe, oo.Record, oo.Properties, oo.At = true, a.Events, sendProps(s), o.At
+			}
+		}
+	}
+
+	if err := lockContacts(ctx, q, recs, optOuts); err != nil {
+		return n, err
+	}
+	if len(dirty) > 0 {
+		rows := make([]outcomeRow, 0, len(dirty))
+		for s := range dirty {
+			rows = append(rows, outcomeRowOf(s))
+		}
+		b, err := json.Marshal(rows)
+		if err != nil {
+			return n, err
+		}
+		if err := q.SendUpdateOutcomes(ctx, b); err != nil {
+			return n, err
+		}
+	}
+	if err := a.Events.RecordSystemMany(ctx, q, recs); err != nil {
+		return n, err
+	}
+	for _, k := range sortedKeys(optOuts) {
+		if _, err := contacts.ApplyOptOut(ctx, q, *optOuts[k]); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// lockContacts locks, in key order, the contacts the outcomes will change,
+// when there are several: with one, its first update is the only lock.
+func lockContacts(ctx context.Context, q *queries.Queries, recs []events.System, optOuts map[[2]string]*contacts.OptOut) error {
+	set := map[[2]string]bool{}
+	for _, r := range recs {
+		set[[2]string{r.TenantID, r.ContactID}] = true
+	}
+	for k := range optOuts {
+		set[k] = true
+	}
+	if len(set) < 2 {
+		return nil
+	}
+	var p queries.ContactLockManyParams
+	for _, k := range sortedKeys(set) {
+		p.TenantIds = append(p.TenantIds, k[0])
+		p.Ids = append(p.Ids, k[1])
+	}
+	return q.ContactLockMany(ctx, p)
+}
+
+func sortedKeys[V any](m map[[2]string]V) [][2]string {
+	keys := make([][2]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y [2]string) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
+	return keys
+}
+
+// effect is what one outcome does beyond the send row.
+type effect struct {
+	changed bool // the send row changed
+	// event is the system event to record ("" for none), with its own
+	// properties besides the send's.
+	event         string
+	props         map[string]any
+	opens, clicks int64 // moves of the contact's derived counters
+	suppress      bool
+	unsubscribe   bool
+}
+
+// step applies one outcome to the send in memory and says what else it
+// does. A status event (delivered, bounced, complained, rejected) is
+// recorded only when the status moved: a delivered after a bounce, or the
+// same bounce reported twice, is no news. Suppression follows the outcome,
+// not the status: a hard bounce after a complaint still suppresses. Every
+// open and click is an event and a count; only a send's first open or
+// click moves the contact's totalOpens or totalClicks.
+func step(s *queries.Send, o Outcome) effect {
+	at := o.At
+	switch o.Kind {
+	case sendgridevents.Delivered, sendgridevents.BouncedHard, sendgridevents.BouncedSoft,
+		sendgridevents.Rejected, sendgridevents.Complained:
+		e := effect{suppress: o.Kind == sendgridevents.BouncedHard || o.Kind == sendgridevents.Complained}
+		cur := sendgridevents.Delivery{Status: s.DeliveryStatus}
+		if s.BounceType != nil {
+			cur.BounceType = *s.BounceType
+		}
+		next, changed := sendgridevents.Apply(cur, o.Kind)
+		if !changed {
+			return e
+		}
+		e.changed = true
+		s.DeliveryStatus, s.BounceType = next.Status, nil
+		if next.BounceType != "" {
+			bt := next.BounceType
+			s.BounceType = &bt
+		}
+		switch next.Status {
+		case sendgridevents.StatusDelivered:
+			s.DeliveredAt, e.event = &at, events.Delivered
+		case sendgridevents.StatusBounced:
+			s.BouncedAt, e.event = &at, events.Bounced
+			e.props = map[string]any{"bounceType": next.BounceType}
+		case sendgridevents.StatusRejected:
+			// API.md has no rejected event or timeline type: the status
+			// and rejectedAt say it.
+			s.RejectedAt = &at
+		case sendgridevents.StatusComplained:
+			s.ComplainedAt, e.event = &at, events.Complained
+		}
+		if o.Reason != "" && e.event != "" {
+			if e.props == nil {
+				e.props = map[string]any{}
+			}
+			e.props["reason"] = o.Reason
+		}
+		return e
+	case sendgridevents.Opened:
+		first := s.OpenedAt == nil
+		if first || at.Before(*s.OpenedAt) {
+			s.OpenedAt = &at
+		}
+		s.OpenCount++
+		e := effect{changed: true, event: events.Opened, props: map[string]any{"first": first}}
+		if first {
+			e.opens = 1
+		}
+		return e
+	case sendgridevents.Clicked:
+		first := s.ClickedAt == nil
+		if first || at.Before(*s.ClickedAt) {
+			s.ClickedAt = &at
+		}
+		s.ClickCount++
+		e := effect{changed: true, event: events.Clicked, props: map[string]any{"first": first, "url": o.URL}}
+		if first {
+			e.clicks = 1
+		}
+		return e
+	case sendgridevents.Unsubscribed:
+		return effect{unsubscribe: true}
+	}
+	return effect{}
+}
+
+// sendProps are the properties every outcome event carries (API.md
+// section 6: send, template and sequence ids).
+func sendProps(s *queries.Send) map[string]any {
+	p := map[string]any{"sendId": s.ID, "templateId": s.TemplateID}
+	if s.SequenceID != nil {
+		p["sequenceId"] = *s.SequenceID
+	}
+	if s.StepID != nil {
+		p["stepId"] = *s.StepID
+	}
+	return p
+}
+
+// outcomeRow is one row of SendUpdateOutcomes.
+type outcomeRow struct {
+	TenantID       string     `json:"tenant_id"`
+	ID             string     `json:"id"`
+	DeliveryStatus string     `json:"delivery_status"`
+	BounceType     *string    `json:"bounce_type"`
+	DeliveredAt    *time.Time `json:"delivered_at"`
+	OpenedAt       *time.Time `json:"opened_at"`
+	ClickedAt      *time.Time `json:"clicked_at"`
+	BouncedAt      *time.Time `json:"bounced_at"`
+	ComplainedAt   *time.Time `json:"complained_at"`
+	RejectedAt     *time.Time `json:"rejected_at"`
+	OpenCount      int32      `json:"open_count"`
+	ClickCount     int32      `json:"click_count"`
+}
+
+func outcomeRowOf(s *queries.Send) outcomeRow {
+	return outcomeRow{TenantID: s.TenantID, ID: s.ID, DeliveryStatus: s.DeliveryStatus, BounceType: s.BounceType,
+		DeliveredAt: s.DeliveredAt, OpenedAt: s.OpenedAt, ClickedAt: s.ClickedAt, BouncedAt: s.BouncedAt,
+		ComplainedAt: s.ComplainedAt, RejectedAt: s.RejectedAt, OpenCount: s.OpenCount, ClickCount: s.ClickCount}
+}

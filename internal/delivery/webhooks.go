@@ -1,0 +1,136 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"tidings/internal/apperr"
+	"tidings/internal/sendgridevents"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// ProviderSendGrid names SendGrid's rows in webhook_batches and
+// provider_events.
+const ProviderSendGrid = "sendgrid"
+
+// Retention of webhook bookkeeping (docs/decisions.md). SendGrid retries an
+// unanswered POST for up to 72 hours, so an event id is kept well beyond
+// that; an applied batch body is kept for operators to look at.
+const (
+	DedupRetention = 7 * 24 * time.Hour
+	BatchRetention = 3 * 24 * time.Hour
+)
+
+// Webhooks keeps and applies the provider's event batches. The HTTP handler
+// stores a verified body (Accept) and answers; the worker applies it
+// (ApplyBatch). The row is the truth: whatever happens to the queue, a
+// stored batch is applied by its task or by the sweep.
+type Webhooks struct {
+	DB       *store.DB
+	Outcomes *Outcomes
+}
+
+// Accept stores a verified SendGrid body and returns the batch id its task
+// is named after.
+func (w *Webhooks) Accept(ctx context.Context, body []byte) (int64, error) {
+	return w.DB.WebhookBatchInsert(ctx, queries.WebhookBatchInsertParams{Provider: ProviderSendGrid, Body: body})
+}
+
+// BatchResult is what applying one batch found.
+type BatchResult struct {
+	Events     int // events in the batch
+	Applied    int // applied to a send
+	Duplicates int // sg_event_id seen before (in this batch or an earlier one)
+	Dropped    int // unknown tenant or send
+	Ignored    int // types Tidings does not act on, or not attributable (no ids)
+	// AlreadyApplied: the batch had been applied before; nothing was done.
+	AlreadyApplied bool
+	// Unreadable: the body was not a batch of events (kept, marked applied).
+	Unreadable error
+}
+
+// ApplyBatch applies one stored batch in one transaction: parse it, claim
+// the event ids in provider_events (ids already there are duplicates and
+// skipped), apply the new events with Outcomes.Apply, and mark the batch
+// applied with its counts. Applying a batch again changes nothing. Events
+// of unknown tenants or sends are counted and dropped, and a body that does
+// not parse is marked applied with nothing done: neither is worth a retry.
+// An unknown batch id is a NOT_FOUND.
+func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error) {
+	var res BatchResult
+	err := w.DB.Tx(ctx, func(q *queries.Queries) error {
+		res = BatchResult{}
+		b, err := q.WebhookBatchGetForUpdate(ctx, id)
+		if err != nil {
+			return apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("NOT_FOUND", "webhook batch"))
+		}
+		if b.AppliedAt != nil {
+			res.AlreadyApplied = true
+			return nil
+		}
+		evs, err := sendgridevents.Parse(b.Body)
+		if err != nil {
+			res.Unreadable = err
+			return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: id})
+		}
+		res.Events = len(evs)
+		if err := w.apply(ctx, q, evs, &res); err != nil {
+			return err
+		}
+		return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: id,
+			Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored)})
+	})
+	return res, err
+}
+
+func (w *Webhooks) apply(ctx context.Context, q *queries.Queries, evs []sendgridevents.Event, res *BatchResult) error {
+	first := make(map[string]int, len(evs)) // event id -> index of its first occurrence
+	ids := make([]string, 0, len(evs))
+	for i, e := range evs {
+		if e.Outcome == sendgridevents.Ignored {
+			res.Ignored++
+			continue
+		}
+		if _, seen := first[e.EventID]; seen {
+			res.Duplicates++
+			continue
+		}
+		first[e.EventID] = i
+		ids = append(ids, e.EventID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	fresh, err := q.ProviderEventClaim(ctx, queries.ProviderEventClaimParams{Provider: ProviderSendGrid, EventIds: ids})
+	if err != nil {
+		return fmt.Errorf("claim event ids: %w", err)
+	}
+	res.Duplicates += len(ids) - len(fresh)
+	outs := make([]Outcome, 0, len(fresh))
+	for _, id := range fresh {
+		e := evs[first[id]]
+		outs = append(outs, Outcome{TenantID: e.TenantID, SendID: e.SendID, Kind: e.Outcome, At: e.Timestamp,
+			URL: e.URL, Reason: e.Reason})
+	}
+	n, err := w.Outcomes.Apply(ctx, q, outs)
+	res.Applied, res.Dropped = n.Applied, n.Dropped
+	return err
+}
+
+// StaleBatches lists batches still unapplied olderThan after they arrived
+// (their task was lost), oldest first, at most limit.
+func (w *Webhooks) StaleBatches(ctx context.Context, olderThan time.Duration, limit int32) ([]int64, error) {
+	return w.DB.WebhookBatchListStale(ctx, queries.WebhookBatchListStaleParams{Before: time.Now().Add(-olderThan), Lim: limit})
+}
+
+// Prune forgets event ids older than DedupRetention and applied batches
+// older than BatchRetention.
+func (w *Webhooks) Prune(ctx context.Context, now time.Time) (ids, batches int64, err error) {
+	if ids, err = w.DB.ProviderEventPrune(ctx, now.Add(-DedupRetention)); err != nil {
+		return 0, 0, err
+	}
+	batches, err = w.DB.WebhookBatchPrune(ctx, now.Add(-BatchRetention))
+	return ids, batches, err
+}
