@@ -34,8 +34,9 @@ const (
 	// maxYAMLDepth bounds YAML nesting. The deepest valid document, a step
 	// condition nested rules.DefaultMaxDepth groups deep, needs about 40.
 	maxYAMLDepth = 64
-	// maxProblems bounds the fields one error lists.
-	maxProblems = 100
+	// maxProblems bounds the fields one error lists: with the summary on
+	// content they fill apperr's bound exactly, so none is dropped there.
+	maxProblems = apperr.MaxFields - 1
 )
 
 var (

@@ -312,7 +312,7 @@ func TestParseErrors(t *testing.T) {
 			}
 			return b.String()
 		}(), want: func() map[string]string {
-			m := map[string]string{"content": "has 5 more problems than the 100 listed"}
+			m := map[string]string{"content": "has 5 more problems than the " + strconv.Itoa(maxProblems) + " listed"}
 			for i := range maxProblems {
 				m["k"+strconv.Itoa(i)] = "line " + strconv.Itoa(i+3) + ": is not a known key"
 			}
