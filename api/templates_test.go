@@ -100,7 +100,7 @@ func TestTemplateValidation(t *testing.T) {
 	b.expect("PUT", "/api/templates/t1", tok, map[string]any{"name": "n", "subject": "s", "content": "<p>x</p>"}, 201)
 	b.expectError("PUT", "/api/templates/t1", tok, map[string]any{}, 400, "VALIDATION_ERROR")
 	b.expectError("PUT", "/api/templates/t1", tok, map[string]any{"content": "<mjml><mj-body><mj-bogus/></mj-body></mjml>"}, 400, "VALIDATION_ERROR")
-	if g := b.expect("GET", "/api/templates/t1", tok, nil, 200); g.body["content"] != "<p>x</p>" || g.body["currentVersion"] != 1.0 {
+	if g := b.expect("GET", "/api/templates/t1", tok, nil, 200); g.body["content"] != "<mjml><mj-body><mj-raw><p>x</p></mj-raw></mj-body></mjml>" || g.body["currentVersion"] != 1.0 {
 		t.Fatalf("failed update changed the template: %s", g.raw)
 	}
 }
@@ -232,7 +232,27 @@ func TestTemplateTenantIsolation(t *testing.T) {
 	}
 	// The same id in another tenant is another template.
 	b.expect("PUT", "/api/templates/mine", other, map[string]any{"name": "theirs", "subject": "s", "content": "<p>x</p>"}, 201)
-	if g := b.expect("GET", "/api/templates/mine", a, nil, 200); g.body["content"] != "<p>secret</p>" {
+	if g := b.expect("GET", "/api/templates/mine", a, nil, 200); g.body["content"] != "<mjml><mj-body><mj-raw><p>secret</p></mj-raw></mj-body></mjml>" {
 		t.Fatalf("%s", g.raw)
+	}
+}
+
+// Raw HTML is stored as the MJML that wraps it (ADDENDUM 5); sending the
+// raw HTML again, or the wrapped form GET returned, makes no new version.
+func TestTemplateRawHTMLStoredWrapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.apiKey(b.tenant("org_tplraw"))
+	raw := `<p>Hi {{ name }}</p>`
+	b.expect("PUT", "/api/templates/raw", tok, map[string]any{"name": "n", "subject": "s", "content": raw}, 201)
+	g := b.expect("GET", "/api/templates/raw", tok, nil, 200)
+	wrapped := "<mjml><mj-body><mj-raw>" + raw + "</mj-raw></mj-body></mjml>"
+	if g.body["content"] != wrapped {
+		t.Fatalf("content %q, want %q", g.body["content"], wrapped)
+	}
+	for _, c := range []string{raw, wrapped} {
+		if r := b.expect("PUT", "/api/templates/raw", tok, map[string]any{"content": c}, 200); r.body["currentVersion"] != 1.0 {
+			t.Fatalf("re-PUT of %q made a new version: %s", c, r.raw)
+		}
 	}
 }

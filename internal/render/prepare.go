@@ -142,7 +142,9 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 		return nil, err
 	}
 	return &Prepared{
-		StoredContent:     stored,
+		// Raw HTML is stored as the MJML that wraps it (ADDENDUM 5: content
+		// is MJML source), so GET returns <mjml><mj-body><mj-raw>...
+		StoredContent:     source,
 		Sanitized:         sanitized,
 		CompiledHTML:      compiled,
 		RequiredVariables: sortedKeys(vars),

@@ -52,8 +52,8 @@ func TestPrepareRawHTML(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.StoredContent != tt.content {
-				t.Errorf("stored %q, want the content as given", p.StoredContent)
+			if p.StoredContent != WrapHTML(tt.content) {
+				t.Errorf("stored %q, want the content wrapped in MJML as given", p.StoredContent)
 			}
 			// MJML keeps mj-raw content verbatim inside its body.
 			if !strings.Contains(p.CompiledHTML, strings.TrimSpace(tt.content)) {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"tidings/internal/apperr"
+	"tidings/internal/render"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -137,7 +138,7 @@ func (s *Store) precompile(ctx context.Context, c Compiler, tenantID, id string,
 	if p.Content != nil {
 		content = *p.Content
 	}
-	if !create && subject == cur.Subject && content == cur.Content {
+	if !create && subject == cur.Subject && storedForm(content) == cur.Content {
 		return nil
 	}
 	if _, err = c.Compile(ctx, subject, content); isInvalid(err) {
@@ -234,7 +235,7 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compile
 		if p.Content != nil {
 			content = *p.Content
 		}
-		if subject != cur.Subject || content != cur.Content {
+		if subject != cur.Subject || storedForm(content) != cur.Content {
 			c, err := compiler.Compile(ctx, subject, content)
 			if err != nil {
 				return cur, err
@@ -297,4 +298,15 @@ func nonNil(s []string) []string {
 
 func equalPtr(a, b *string) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+// storedForm is how content is stored when nothing in it needs stripping:
+// MJML as given, raw HTML wrapped in MJML (ADDENDUM 5). A PUT repeating the
+// stored template (or the raw HTML it was made from) compares equal and
+// compiles nothing.
+func storedForm(content string) string {
+	if render.IsMJML(content) {
+		return content
+	}
+	return render.WrapHTML(content)
 }
