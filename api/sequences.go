@@ -50,9 +50,9 @@ type sequencePutReq struct {
 	Enabled Opt[bool]   `json:"enabled"`
 }
 
-// sequencePut reads a PUT body: the JSON wrapper when the content type is
+// sequencePutBody reads a PUT body: the JSON wrapper when the content type is
 // JSON, raw YAML otherwise (text/yaml, any other type, or none).
-func sequencePut(c *fiber.Ctx) (sequences.Put, error) {
+func sequencePutBody(c *fiber.Ctx) (sequences.Put, error) {
 	if !strings.Contains(strings.ToLower(c.Get(fiber.HeaderContentType)), "json") {
 		// fasthttp reuses the body buffer after the handler: copy it.
 		return sequences.Put{Content: append([]byte(nil), c.Body()...)}, nil
@@ -101,7 +101,7 @@ func (s *Server) sequencePut(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p, err := sequencePut(c)
+	p, err := sequencePutBody(c)
 	if err != nil {
 		return err
 	}
