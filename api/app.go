@@ -30,6 +30,7 @@ import (
 	"tidings/internal/render"
 	"tidings/internal/segments"
 	"tidings/internal/sendgridevents"
+	"tidings/internal/sequences"
 	"tidings/internal/store"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
@@ -88,6 +89,7 @@ type Server struct {
 	segments  *segments.Store
 	campaigns *campaigns.Store
 	templates *templates.Store
+	sequences *sequences.Store
 	renderer  *templates.Renderer
 	sender    *delivery.Sender
 	sends     *delivery.Sends
@@ -127,6 +129,7 @@ func New(d Deps) *fiber.App {
 		campaigns: &campaigns.Store{DB: d.DB},
 		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
 			FreeLimit: d.Config.PlanFreeTemplates},
+		sequences:   &sequences.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeSequences},
 		renderer:    &templates.Renderer{DB: d.DB, R: d.Renderer},
 		sends:       &delivery.Sends{DB: d.DB},
 		idempotency: &idempotency.Store{DB: d.DB}}
@@ -204,6 +207,13 @@ func New(d Deps) *fiber.App {
 	r.delete("/templates/:id", s.templateDelete)
 	r.get("/templates/:id/versions", s.templateVersions)
 	r.post("/templates/:id/preview", s.templatePreview)
+
+	r.put("/sequences/:id", s.sequencePut)
+	r.get("/sequences", s.sequenceList)
+	r.get("/sequences/:id", s.sequenceGet)
+	r.patch("/sequences/:id", s.sequencePatch)
+	r.delete("/sequences/:id", s.sequenceDelete)
+	r.get("/sequences/:id/sends", s.sequenceSends)
 
 	r.post("/segments", s.segmentCreate)
 	r.get("/segments", s.segmentList)

@@ -92,3 +92,6 @@ SELECT s.id, s.name, s.member_count, s.last_computed_at
 FROM segment_members m JOIN segments s ON s.tenant_id = m.tenant_id AND s.id = m.segment_id
 WHERE m.tenant_id = @tenant_id AND m.contact_id = @contact_id
 ORDER BY s.name, s.id;
+
+-- name: SegmentsExisting :many
+SELECT id FROM segments WHERE tenant_id = @tenant_id AND id = ANY (@ids::text[]);

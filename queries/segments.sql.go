@@ -483,6 +483,35 @@ func (q *Queries) SegmentUpdate(ctx context.Context, arg SegmentUpdateParams) (S
 	return i, err
 }
 
+const segmentsExisting = `-- name: SegmentsExisting :many
+SELECT id FROM segments WHERE tenant_id = $1 AND id = ANY ($2::text[])
+`
+
+type SegmentsExistingParams struct {
+	TenantID string
+	Ids      []string
+}
+
+func (q *Queries) SegmentsExisting(ctx context.Context, arg SegmentsExistingParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, segmentsExisting, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const segmentsOfContact = `-- name: SegmentsOfContact :many
 SELECT s.id, s.name, s.member_count, s.last_computed_at
 FROM segment_members m JOIN segments s ON s.tenant_id = m.tenant_id AND s.id = m.segment_id
