@@ -28,9 +28,12 @@ LEFT JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
 WHERE s.tenant_id = @tenant_id AND s.id = @id
 GROUP BY s.tenant_id, s.id;
 
--- name: EnrolmentEverEnrolled :one
-SELECT EXISTS (SELECT 1 FROM enrolments
-    WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND contact_id = @contact_id);
+-- name: EnrolmentLatest :one
+-- The contact's newest enrolment in the sequence, open or ended.
+SELECT * FROM enrolments
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND contact_id = @contact_id
+ORDER BY enrolled_at DESC, id DESC
+LIMIT 1;
 
 -- name: EnrolmentInsert :one
 -- No row when the contact already has an open enrolment in the sequence

@@ -121,24 +121,6 @@ func (q *Queries) EnrolmentEnd(ctx context.Context, arg EnrolmentEndParams) (Enr
 	return i, err
 }
 
-const enrolmentEverEnrolled = `-- name: EnrolmentEverEnrolled :one
-SELECT EXISTS (SELECT 1 FROM enrolments
-    WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3)
-`
-
-type EnrolmentEverEnrolledParams struct {
-	TenantID   string
-	SequenceID string
-	ContactID  string
-}
-
-func (q *Queries) EnrolmentEverEnrolled(ctx context.Context, arg EnrolmentEverEnrolledParams) (bool, error) {
-	row := q.db.QueryRow(ctx, enrolmentEverEnrolled, arg.TenantID, arg.SequenceID, arg.ContactID)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
-}
-
 const enrolmentExitByContact = `-- name: EnrolmentExitByContact :exec
 WITH ended AS (
     UPDATE enrolments SET status = 'exited', exit_reason = $1::text, ended_at = now(), updated_at = now()
@@ -279,6 +261,40 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 		arg.CurrentStepIndex,
 		arg.TriggerEventID,
 	)
+	var i Enrolment
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.SequenceID,
+		&i.ContactID,
+		&i.Status,
+		&i.CurrentStep,
+		&i.CurrentStepIndex,
+		&i.TriggerEventID,
+		&i.EnrolledAt,
+		&i.EndedAt,
+		&i.ExitReason,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const enrolmentLatest = `-- name: EnrolmentLatest :one
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
+WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3
+ORDER BY enrolled_at DESC, id DESC
+LIMIT 1
+`
+
+type EnrolmentLatestParams struct {
+	TenantID   string
+	SequenceID string
+	ContactID  string
+}
+
+// The contact's newest enrolment in the sequence, open or ended.
+func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams) (Enrolment, error) {
+	row := q.db.QueryRow(ctx, enrolmentLatest, arg.TenantID, arg.SequenceID, arg.ContactID)
 	var i Enrolment
 	err := row.Scan(
 		&i.TenantID,

@@ -3,10 +3,12 @@
 -- a failed row is the time of its next attempt.
 
 -- name: ScheduledSendInsert :one
+-- Due delay_seconds after now() on the database's clock, the clock the
+-- claim compares with: a send due now is claimable the moment it commits.
 INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
     template_id, scheduled_for)
 VALUES (@tenant_id, @id, @contact_id, @enrolment_id, @sequence_id, @sequence_version, @step_id,
-    @template_id, @scheduled_for)
+    @template_id, now() + make_interval(secs => @delay_seconds::float8))
 RETURNING *;
 
 -- name: ScheduledSendClaim :one
@@ -79,7 +81,7 @@ UPDATE scheduled_sends SET
     finished_at = CASE WHEN attempts >= @max_attempts::integer THEN now() END,
     scheduled_for = now(), updated_at = now()
 WHERE status = 'claimed' AND claimed_at < @stale_before::timestamptz
-RETURNING tenant_id, id, status, scheduled_for;
+RETURNING tenant_id, id, enrolment_id, status, scheduled_for;
 
 -- name: ScheduledSendPrune :execrows
 -- Sent and cancelled rows are kept 7 days.

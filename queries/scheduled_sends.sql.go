@@ -262,7 +262,7 @@ const scheduledSendInsert = `-- name: ScheduledSendInsert :one
 INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
     template_id, scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-    $8, $9)
+    $8, now() + make_interval(secs => $9::float8))
 RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at
 `
 
@@ -275,12 +275,14 @@ type ScheduledSendInsertParams struct {
 	SequenceVersion int32
 	StepID          string
 	TemplateID      string
-	ScheduledFor    time.Time
+	DelaySeconds    float64
 }
 
 // Scheduled sends (schema 0010, ADDENDUM section 7): the row is the truth,
 // an asynq task with the row's id as task id is the timer. scheduled_for of
 // a failed row is the time of its next attempt.
+// Due delay_seconds after now() on the database's clock, the clock the
+// claim compares with: a send due now is claimable the moment it commits.
 func (q *Queries) ScheduledSendInsert(ctx context.Context, arg ScheduledSendInsertParams) (ScheduledSend, error) {
 	row := q.db.QueryRow(ctx, scheduledSendInsert,
 		arg.TenantID,
@@ -291,7 +293,7 @@ func (q *Queries) ScheduledSendInsert(ctx context.Context, arg ScheduledSendInse
 		arg.SequenceVersion,
 		arg.StepID,
 		arg.TemplateID,
-		arg.ScheduledFor,
+		arg.DelaySeconds,
 	)
 	var i ScheduledSend
 	err := row.Scan(
@@ -426,7 +428,7 @@ UPDATE scheduled_sends SET
     finished_at = CASE WHEN attempts >= $1::integer THEN now() END,
     scheduled_for = now(), updated_at = now()
 WHERE status = 'claimed' AND claimed_at < $2::timestamptz
-RETURNING tenant_id, id, status, scheduled_for
+RETURNING tenant_id, id, enrolment_id, status, scheduled_for
 `
 
 type ScheduledSendReclaimParams struct {
@@ -437,6 +439,7 @@ type ScheduledSendReclaimParams struct {
 type ScheduledSendReclaimRow struct {
 	TenantID     string
 	ID           string
+	EnrolmentID  string
 	Status       string
 	ScheduledFor time.Time
 }
@@ -455,6 +458,7 @@ func (q *Queries) ScheduledSendReclaim(ctx context.Context, arg ScheduledSendRec
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.ID,
+			&i.EnrolmentID,
 			&i.Status,
 			&i.ScheduledFor,
 		); err != nil {
