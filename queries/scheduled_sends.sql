@@ -5,10 +5,12 @@
 -- name: ScheduledSendInsert :one
 -- Due delay_seconds after now() on the database's clock, the clock the
 -- claim compares with: a send due now is claimable the moment it commits.
+-- Times are kept to the millisecond, the precision responses show, so
+-- GET /api/scheduled/{id}?scheduledFor= matches what the list showed.
 INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
     template_id, scheduled_for)
 VALUES (@tenant_id, @id, @contact_id, @enrolment_id, @sequence_id, @sequence_version, @step_id,
-    @template_id, now() + make_interval(secs => @delay_seconds::float8))
+    @template_id, date_trunc('milliseconds', now() + make_interval(secs => @delay_seconds::float8)))
 RETURNING *;
 
 -- name: ScheduledSendClaim :one
@@ -27,7 +29,7 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at 
 -- Ends this claim: failed (retry at scheduled_for), dead, or cancelled.
 UPDATE scheduled_sends SET status = @status::text, last_error = sqlc.narg(last_error)::text,
     cancel_reason = sqlc.narg(cancel_reason)::text,
-    scheduled_for = coalesce(sqlc.narg(retry_at)::timestamptz, scheduled_for),
+    scheduled_for = coalesce(date_trunc('milliseconds', sqlc.narg(retry_at)::timestamptz), scheduled_for),
     finished_at = CASE WHEN @status::text IN ('cancelled', 'dead') THEN now() END, updated_at = now()
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at = @claimed_at;
 
@@ -79,7 +81,7 @@ UPDATE scheduled_sends SET
     status = CASE WHEN attempts >= @max_attempts::integer THEN 'dead' ELSE 'failed' END,
     last_error = 'claim expired: the worker stopped before finishing the attempt',
     finished_at = CASE WHEN attempts >= @max_attempts::integer THEN now() END,
-    scheduled_for = now(), updated_at = now()
+    scheduled_for = date_trunc('milliseconds', now()), updated_at = now()
 WHERE status = 'claimed' AND claimed_at < @stale_before::timestamptz
 RETURNING tenant_id, id, enrolment_id, status, scheduled_for;
 

@@ -189,7 +189,7 @@ func (q *Queries) ScheduledSendDueBySequence(ctx context.Context, arg ScheduledS
 const scheduledSendFinish = `-- name: ScheduledSendFinish :execrows
 UPDATE scheduled_sends SET status = $1::text, last_error = $2::text,
     cancel_reason = $3::text,
-    scheduled_for = coalesce($4::timestamptz, scheduled_for),
+    scheduled_for = coalesce(date_trunc('milliseconds', $4::timestamptz), scheduled_for),
     finished_at = CASE WHEN $1::text IN ('cancelled', 'dead') THEN now() END, updated_at = now()
 WHERE tenant_id = $5 AND id = $6 AND status = 'claimed' AND claimed_at = $7
 `
@@ -262,7 +262,7 @@ const scheduledSendInsert = `-- name: ScheduledSendInsert :one
 INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
     template_id, scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-    $8, now() + make_interval(secs => $9::float8))
+    $8, date_trunc('milliseconds', now() + make_interval(secs => $9::float8)))
 RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at
 `
 
@@ -283,6 +283,8 @@ type ScheduledSendInsertParams struct {
 // a failed row is the time of its next attempt.
 // Due delay_seconds after now() on the database's clock, the clock the
 // claim compares with: a send due now is claimable the moment it commits.
+// Times are kept to the millisecond, the precision responses show, so
+// GET /api/scheduled/{id}?scheduledFor= matches what the list showed.
 func (q *Queries) ScheduledSendInsert(ctx context.Context, arg ScheduledSendInsertParams) (ScheduledSend, error) {
 	row := q.db.QueryRow(ctx, scheduledSendInsert,
 		arg.TenantID,
@@ -426,7 +428,7 @@ UPDATE scheduled_sends SET
     status = CASE WHEN attempts >= $1::integer THEN 'dead' ELSE 'failed' END,
     last_error = 'claim expired: the worker stopped before finishing the attempt',
     finished_at = CASE WHEN attempts >= $1::integer THEN now() END,
-    scheduled_for = now(), updated_at = now()
+    scheduled_for = date_trunc('milliseconds', now()), updated_at = now()
 WHERE status = 'claimed' AND claimed_at < $2::timestamptz
 RETURNING tenant_id, id, enrolment_id, status, scheduled_for
 `
