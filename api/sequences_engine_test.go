@@ -12,9 +12,9 @@ import (
 	"tidings/internal/auth"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
+	"tidings/internal/ratelimit"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/sequences/engine"
-	"tidings/internal/ratelimit"
 	"tidings/internal/testenv"
 	"tidings/queries"
 	"tidings/worker"
@@ -529,4 +529,3 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 		}
 	}
 }
-
