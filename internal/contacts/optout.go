@@ -90,10 +90,13 @@ func ApplyOptOut(ctx context.Context, q *queries.Queries, o OptOut) (queries.Con
 // the provider, and if the message leaves the row says sent after all
 // (queries.ScheduledSendMarkSent), which is the truth.
 func cancelPending(ctx context.Context, q *queries.Queries, tenantID, contactID, reason string) error {
-	if _, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
+	// Enrolments first, then sends: the order the sequence worker locks
+	// them in, so the two cannot deadlock.
+	if err := q.EnrolmentExitByContact(ctx, queries.EnrolmentExitByContactParams{
 		TenantID: tenantID, ContactID: contactID, Reason: reason}); err != nil {
 		return err
 	}
-	return q.EnrolmentExitByContact(ctx, queries.EnrolmentExitByContactParams{
+	_, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
 		TenantID: tenantID, ContactID: contactID, Reason: reason})
+	return err
 }

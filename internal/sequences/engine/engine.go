@@ -268,13 +268,15 @@ func end(ctx context.Context, q *queries.Queries, tenantID, id, status, reason s
 // same reason (a reason outside the cancel reasons cancels nothing: its
 // caller finishes the send itself).
 func exit(ctx context.Context, q *queries.Queries, tenantID, enrolmentID, reason string) (queries.Enrolment, error) {
-	if cancelReason(reason) {
-		if _, err := q.ScheduledSendCancelByEnrolment(ctx, queries.ScheduledSendCancelByEnrolmentParams{
-			TenantID: tenantID, EnrolmentID: enrolmentID, Reason: reason}); err != nil {
-			return queries.Enrolment{}, err
-		}
+	// Enrolment first, then its sends: the order Runner.Run locks them in,
+	// so the two cannot deadlock.
+	e, err := end(ctx, q, tenantID, enrolmentID, Exited, reason, nil)
+	if err != nil || !cancelReason(reason) {
+		return e, err
 	}
-	return end(ctx, q, tenantID, enrolmentID, Exited, reason, nil)
+	_, err = q.ScheduledSendCancelByEnrolment(ctx, queries.ScheduledSendCancelByEnrolmentParams{
+		TenantID: tenantID, EnrolmentID: enrolmentID, Reason: reason})
+	return e, err
 }
 
 func cancelReason(r string) bool {
@@ -317,12 +319,14 @@ func Exit(ctx context.Context, q *queries.Queries, tenantID, sequenceID, contact
 // sends cancelled (sequence_deleted), open enrolments exited. It is the
 // sequences.Store OnDelete hook.
 func CancelSequence(ctx context.Context, q *queries.Queries, tenantID, sequenceID string) error {
-	if _, err := q.ScheduledSendCancelBySequence(ctx, queries.ScheduledSendCancelBySequenceParams{
+	// Enrolments first, then sends (the lock order of Runner.Run).
+	if err := q.EnrolmentExitBySequence(ctx, queries.EnrolmentExitBySequenceParams{
 		TenantID: tenantID, SequenceID: sequenceID, Reason: ReasonSequenceDeleted}); err != nil {
 		return err
 	}
-	return q.EnrolmentExitBySequence(ctx, queries.EnrolmentExitBySequenceParams{
+	_, err := q.ScheduledSendCancelBySequence(ctx, queries.ScheduledSendCancelBySequenceParams{
 		TenantID: tenantID, SequenceID: sequenceID, Reason: ReasonSequenceDeleted})
+	return err
 }
 
 // SetEnabled is what enabling or disabling a sequence does to its
