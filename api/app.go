@@ -31,6 +31,7 @@ import (
 	"tidings/internal/segments"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/sequences"
+	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
@@ -122,14 +123,17 @@ func New(d Deps) *fiber.App {
 		tenants:  &tenants.Store{DB: d.DB, ProviderConnected: d.Config.ProviderConnected()},
 		apiKeys:  &apikeys.Store{DB: d.DB, Cache: d.Keys, Log: d.Log},
 		contacts: &contacts.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeContacts},
-		events:   &events.Recorder{DB: d.DB},
+		events:   &events.Recorder{DB: d.DB, Hooks: []events.Hook{engine.Hook}},
 		feed:     &events.Feed{DB: d.DB},
 		segments: &segments.Store{DB: d.DB, Throttle: &segments.Throttle{Redis: d.Redis, Prefix: d.RedisPrefix,
 			Every: d.Config.SegmentComputeEvery, Log: d.Log}},
 		campaigns: &campaigns.Store{DB: d.DB},
 		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
 			FreeLimit: d.Config.PlanFreeTemplates},
-		sequences:   &sequences.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeSequences},
+		// The engine follows the definitions: disabling pauses enrolments,
+		// enabling releases held sends, deleting cancels pending ones.
+		sequences: &sequences.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeSequences,
+			OnEnabled: engine.SetEnabled, OnDelete: engine.CancelSequence},
 		renderer:    &templates.Renderer{DB: d.DB, R: d.Renderer},
 		sends:       &delivery.Sends{DB: d.DB},
 		idempotency: &idempotency.Store{DB: d.DB}}
@@ -188,8 +192,8 @@ func New(d Deps) *fiber.App {
 	r.patch("/contacts/:id", s.contactUpdate)
 	r.delete("/contacts/:id", s.contactDelete)
 	r.get("/contacts/:id/sends", s.contactSends)
-	r.get("/contacts/:id/scheduled", s.contactEmptyList("hasMore"))
-	r.get("/contacts/:id/sequences", s.contactEmptyList("items"))
+	r.get("/contacts/:id/scheduled", s.contactScheduled)
+	r.get("/contacts/:id/sequences", s.contactSequences)
 	r.get("/contacts/:id/segments", s.contactSegments)
 	r.get("/contacts/:id/timeline", s.contactTimeline)
 
@@ -200,6 +204,16 @@ func New(d Deps) *fiber.App {
 	r.post("/events", s.eventCreate)
 	r.get("/events", s.eventList)
 	r.get("/events/contacts/:id", s.eventListByContact)
+
+	// Sequence enrolments and runs (the sequence engine).
+	r.post("/sequences/:id/contacts", s.enrol)
+	r.get("/sequences/:id/contacts", s.enrolled)
+	r.delete("/sequences/:id/contacts/:contactId", s.unenrol)
+	r.get("/sequences/:id/status", s.sequenceStatus)
+	r.post("/sequences/:id/dry-run", s.dryRun)
+
+	r.get("/scheduled", s.scheduledList)
+	r.get("/scheduled/:id", s.scheduledGet)
 
 	r.put("/templates/:id", s.templatePut)
 	r.get("/templates", s.templateList)

@@ -244,30 +244,6 @@ func (s *Server) contactParam(c *fiber.Ctx) (string, error) {
 	return id, s.contacts.MustExist(c.UserContext(), tenantID(c), id)
 }
 
-// contactEmptyList serves contact sub-lists whose records are produced by
-// capabilities not built yet (sends, scheduled sends, enrolments): the
-// contact and the paging parameters are checked, and the list is empty.
-func (s *Server) contactEmptyList(shape string) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		if _, err := s.contactParam(c); err != nil {
-			return err
-		}
-		switch shape {
-		case "hasMore":
-			if _, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
-				return err
-			}
-			return c.JSON(fiber.Map{"items": []any{}, "hasMore": false})
-		case "cursor":
-			if _, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit); err != nil {
-				return err
-			}
-			return c.JSON(fiber.Map{"items": []any{}, "nextCursor": nil})
-		}
-		return c.JSON(fiber.Map{"items": []any{}})
-	}
-}
-
 // emailQuery reads ?email= keeping "+" literal: form decoding would turn
 // a+tag@x.io into "a tag@x.io", and no address has a space in it.
 func emailQuery(c *fiber.Ctx) string {

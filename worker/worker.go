@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/config"
+	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
 )
 
@@ -28,6 +29,8 @@ type Deps struct {
 	Redis  redis.UniversalClient
 	Client *asynq.Client
 	Log    *slog.Logger
+	// Sequences runs scheduled sends (TypeScheduledSend).
+	Sequences *engine.Runner
 }
 
 // NewServer builds the asynq server with the service's queues.
@@ -37,6 +40,13 @@ func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq
 		Queues:          map[string]int{QueueCritical: 6, QueueDefault: 3, QueueLow: 1},
 		ShutdownTimeout: 30 * time.Second,
 		Logger:          slogAdapter{log},
+		// A due send should leave within about a second: scheduled tasks
+		// move to pending every DelayedTaskCheckInterval (default 5 s), and
+		// idle workers look for pending tasks every TaskCheckInterval
+		// (default 1 s; they sleep half of it plus jitter). Four more
+		// Redis round trips a second per process is cheap.
+		DelayedTaskCheckInterval: 250 * time.Millisecond,
+		TaskCheckInterval:        250 * time.Millisecond,
 		// Failed tasks are logged once, by logTasks (NewMux).
 	})
 }
@@ -49,11 +59,15 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(TypeIdempotencySweep, handleIdempotencySweep(d))
 	mux.Handle(TypeWebhookBatch, HandleWebhookBatch(d))
 	mux.Handle(TypeWebhookSweep, handleWebhookSweep(d))
+	mux.Handle(TypeScheduledSend, HandleScheduledSend(d))
+	mux.Handle(TypeScheduledSweep, handleScheduledSweep(d))
+	mux.Handle(TypeScheduledPrune, handleScheduledPrune(d))
 	return mux
 }
 
 // PeriodicTasks lists the tasks the scheduler enqueues; task families add
 // theirs here.
 func PeriodicTasks(d Deps) []Periodic {
-	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic()}
+	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic(),
+		scheduledSweepPeriodic(), scheduledPrunePeriodic()}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"tidings/internal/config"
+	"tidings/internal/provider"
 	"tidings/internal/store"
 	"tidings/worker"
 )
@@ -57,7 +58,17 @@ func run(log *slog.Logger) error {
 	client := asynq.NewClient(opt)
 	defer client.Close()
 
-	deps := worker.Deps{Config: cfg, DB: db, Redis: rdb, Client: client, Log: log}
+	// Sequence sends go through the same provider and renderer settings
+	// as the api's sends.
+	prov, err := provider.New(cfg)
+	if err != nil {
+		return err
+	}
+	runner, err := worker.NewSequenceRunner(cfg, db, prov, worker.NewRenderer(cfg), log)
+	if err != nil {
+		return err
+	}
+	deps := worker.Deps{Config: cfg, DB: db, Redis: rdb, Client: client, Log: log, Sequences: runner}
 	srv := worker.NewServer(opt, log, 10)
 	if err := srv.Start(worker.NewMux(deps)); err != nil {
 		return err

@@ -78,16 +78,25 @@ func ApplyOptOut(ctx context.Context, q *queries.Queries, o OptOut) (queries.Con
 	return c, nil
 }
 
-// cancelPending is the step that cancels the contact's pending scheduled
-// sends with cancelReason reason and exits its active and paused
-// enrolments (ADDENDUM sections 4, 6 and 8).
+// cancelPending cancels the contact's pending, claimed and failed
+// scheduled sends with cancelReason reason and exits its active and paused
+// enrolments with the same reason (ADDENDUM sections 4, 6 and 8), in the
+// caller's transaction. It is two statements of the sequence engine's
+// queries rather than a call into internal/sequences/engine, which imports
+// this package's callers (delivery) and would close an import cycle; the
+// statements also write the sequence_exited timeline entries.
 //
-// SEQUENCES ISSUE: the scheduled_sends and enrolments tables do not exist
-// yet; the sequence work fills this step in (an UPDATE of the contact's
-// pending/failed scheduled sends to cancelled, and its enrolments to
-// exited), in this transaction. Until then a contact has nothing pending
-// and the step does nothing.
+// A claimed send is cancelled too: its worker may already be talking to
+// the provider, and if the message leaves the row says sent after all
+// (queries.ScheduledSendMarkSent), which is the truth.
 func cancelPending(ctx context.Context, q *queries.Queries, tenantID, contactID, reason string) error {
-	_, _, _, _, _ = ctx, q, tenantID, contactID, reason
-	return nil
+	// Enrolments first, then sends: the order the sequence worker locks
+	// them in, so the two cannot deadlock.
+	if err := q.EnrolmentExitByContact(ctx, queries.EnrolmentExitByContactParams{
+		TenantID: tenantID, ContactID: contactID, Reason: reason}); err != nil {
+		return err
+	}
+	_, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
+		TenantID: tenantID, ContactID: contactID, Reason: reason})
+	return err
 }

@@ -19,6 +19,7 @@ const (
 	Campaign      = "cmp_"
 	Event         = "evt_"
 	ScheduledSend = "sch_"
+	Enrolment     = "enr_"
 )
 
 // New returns prefix followed by a lower-case ULID. ULIDs sort by creation

@@ -1,0 +1,564 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"tidings/internal/auth"
+	"tidings/internal/config"
+	"tidings/internal/contacts"
+	"tidings/internal/ratelimit"
+	"tidings/internal/sequences/definition"
+	"tidings/internal/sequences/engine"
+	"tidings/internal/testenv"
+	"tidings/queries"
+	"tidings/worker"
+)
+
+// seqFixture is a sendFixture with the sequence engine's runner, driven
+// by hand (runDue) instead of through asynq, except in the end-to-end test.
+type seqFixture struct {
+	sendFixture
+	runner *engine.Runner
+}
+
+func newSeqFixture(t *testing.T, org string) seqFixture {
+	t.Helper()
+	f := newSendFixture(t, org)
+	f.b.expect("PUT", "/api/templates/tips", f.key, map[string]any{"name": "Tips", "subject": "Tips for {{ contact.email }}",
+		"content": `<mjml><mj-body><mj-section><mj-column><mj-text>Tip: {{ event.properties.plan }}</mj-text></mj-column></mj-section></mj-body></mjml>`}, 201)
+	r, err := worker.NewSequenceRunner(f.b.cfg, f.b.db, f.b.provider, testRenderer, testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seqFixture{sendFixture: f, runner: r}
+}
+
+// putSequence stores a sequence as the definitions API will (its parse
+// as definition).
+func (f seqFixture) putSequence(id, src string, enabled bool) {
+	f.b.t.Helper()
+	def, err := definition.Parse([]byte(src), definition.Options{})
+	if err != nil {
+		f.b.t.Fatal(err)
+	}
+	j, _ := json.Marshal(def)
+	f.exec(`INSERT INTO sequences (tenant_id, id, name, content, definition, trigger_event, enabled, version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 1)
+		ON CONFLICT (tenant_id, id) DO UPDATE SET definition = EXCLUDED.definition, content = EXCLUDED.content,
+		version = sequences.version + 1`, f.org, id, id, src, j, def.Trigger.Event, enabled)
+}
+
+func (f seqFixture) event(name string, props map[string]any) resp {
+	f.b.t.Helper()
+	return f.b.expect("POST", "/api/events", f.key, map[string]any{"email": "ann@example.com", "name": name,
+		"properties": props}, 201)
+}
+
+// runDue runs every due scheduled send of the test's tenant once.
+func (f seqFixture) runDue() []engine.Outcome {
+	f.b.t.Helper()
+	rows, err := f.b.db.Pool.Query(context.Background(),
+		`SELECT id FROM scheduled_sends WHERE tenant_id = $1 AND status IN ('pending','failed') AND scheduled_for <= now() ORDER BY scheduled_for`, f.org)
+	if err != nil {
+		f.b.t.Fatal(err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		_ = rows.Scan(&id)
+		ids = append(ids, id)
+	}
+	rows.Close()
+	var out []engine.Outcome
+	for _, id := range ids {
+		res, err := f.runner.Run(context.Background(), f.org, id)
+		if err != nil {
+			f.b.t.Fatal(err)
+		}
+		out = append(out, res.Outcome)
+	}
+	return out
+}
+
+// makeDue moves the tenant's open sends to the past, as if their delay
+// had passed.
+func (f seqFixture) makeDue() {
+	f.exec(`UPDATE scheduled_sends SET scheduled_for = date_trunc('milliseconds', now()) - interval '1 second'
+		WHERE tenant_id = $1 AND status IN ('pending','failed')`, f.org)
+}
+
+func (f seqFixture) scheduled(query string) []map[string]any {
+	f.b.t.Helper()
+	r := f.b.expect("GET", "/api/scheduled?"+query, f.key, nil, 200)
+	var out []map[string]any
+	for _, it := range r.items() {
+		out = append(out, it.(map[string]any))
+	}
+	return out
+}
+
+func (f seqFixture) enrolment(seqID string) map[string]any {
+	f.b.t.Helper()
+	for _, it := range f.b.expect("GET", "/api/contacts/"+f.contactID+"/sequences", f.key, nil, 200).items() {
+		m := it.(map[string]any)
+		if m["sequenceId"] == seqID {
+			return m
+		}
+	}
+	return nil
+}
+
+func (f seqFixture) tx(fn func(q *queries.Queries) error) {
+	f.b.t.Helper()
+	if err := f.b.db.Tx(context.Background(), fn); err != nil {
+		f.b.t.Fatal(err)
+	}
+}
+
+func wantOutcomes(t *testing.T, got []engine.Outcome, want ...engine.Outcome) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("outcomes %v, want %v", got, want)
+		}
+	}
+}
+
+const dripYAML = `name: Onboarding
+trigger: {event: signed_up}
+steps:
+  - send: welcome
+  - delay: 1d
+  - id: tips
+    action: email
+    template: tips
+`
+
+func TestSequenceEnrolOnEventSendsStepsThenCompletes(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_drip")
+	f.putSequence("onboarding", dripYAML, true)
+	r := f.event("signed_up", map[string]any{"plan": "pro"})
+	ev := r.body["event"].(map[string]any)
+	if strings.Join(toStrings(ev["processedSequences"]), ",") != "onboarding" ||
+		strings.Join(toStrings(r.body["triggeredSequences"]), ",") != "onboarding" {
+		t.Fatalf("%s", r.raw)
+	}
+	pending := f.scheduled("contactId=" + f.contactID)
+	if len(pending) != 1 || pending[0]["stepId"] != "step-1" || pending[0]["status"] != "pending" {
+		t.Fatalf("%v", pending)
+	}
+	// A leading send is due now.
+	at, _ := time.Parse(time.RFC3339Nano, pending[0]["scheduledFor"].(string))
+	if time.Since(at) < -time.Second || time.Since(at) > 10*time.Second {
+		t.Fatalf("leading send scheduled for %v", at)
+	}
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
+	if f.b.sg.Count() != 1 || f.b.sg.Messages()[0].Mail.Subject != "Hi Ann" {
+		t.Fatalf("provider got %d", f.b.sg.Count())
+	}
+	// The delay counts from the send: the next step is a day away.
+	next := f.scheduled("contactId=" + f.contactID)
+	if len(next) != 1 || next[0]["stepId"] != "tips" {
+		t.Fatalf("%v", next)
+	}
+	at, _ = time.Parse(time.RFC3339Nano, next[0]["scheduledFor"].(string))
+	if d := time.Until(at); d < 23*time.Hour || d > 25*time.Hour {
+		t.Fatalf("second step due in %v", d)
+	}
+	if e := f.enrolment("onboarding"); e["status"] != "active" || e["currentStep"] != float64(3) {
+		t.Fatalf("%v", e)
+	}
+	wantOutcomes(t, f.runDue()) // not due yet
+	f.makeDue()
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
+	msgs := f.b.sg.Messages()
+	if len(msgs) != 2 || !strings.Contains(msgs[1].Mail.Content[0].Value, "Tip: pro") {
+		t.Fatalf("second message: %+v", msgs)
+	}
+	if e := f.enrolment("onboarding"); e["status"] != "completed" {
+		t.Fatalf("%v", e)
+	}
+	st := f.b.expect("GET", "/api/sequences/onboarding/status", f.key, nil, 200)
+	if st.body["version"] != "1" || st.body["contacts"].(map[string]any)["completed"] != float64(1) {
+		t.Fatalf("%s", st.raw)
+	}
+	sent := f.scheduled("status=sent")
+	if len(sent) != 2 || sent[0]["sendId"] == nil {
+		t.Fatalf("%v", sent)
+	}
+	// The timeline tells the story.
+	tl := f.b.expect("GET", "/api/contacts/"+f.contactID+"/timeline", f.key, nil, 200)
+	for _, typ := range []string{"sequence_entered", "scheduled", "send", "sequence_completed"} {
+		if !strings.Contains(string(tl.raw), `"type":"`+typ+`"`) {
+			t.Fatalf("timeline lacks %s: %s", typ, tl.raw)
+		}
+	}
+	// Without reenroll the contact never enters again.
+	r = f.event("signed_up", nil)
+	if len(toStrings(r.body["triggeredSequences"])) != 0 || len(toStrings(r.body["event"].(map[string]any)["processedSequences"])) != 1 {
+		t.Fatalf("%s", r.raw)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func TestSequenceReenrolAfterEnd(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_reenrol")
+	f.putSequence("again", "name: A\ntrigger: {event: ping, reenroll: true}\nsteps: [{send: welcome}]\n", true)
+	f.event("ping", nil)
+	// While enrolled, the contact is not enrolled twice.
+	if r := f.event("ping", nil); len(toStrings(r.body["triggeredSequences"])) != 0 {
+		t.Fatalf("%s", r.raw)
+	}
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
+	if r := f.event("ping", nil); len(toStrings(r.body["triggeredSequences"])) != 1 {
+		t.Fatalf("%s", r.raw)
+	}
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
+	if f.b.sg.Count() != 2 {
+		t.Fatalf("sent %d", f.b.sg.Count())
+	}
+}
+
+func TestSequenceGateBlockedExitConditionAndSkip(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_gates")
+	f.putSequence("gated", `name: G
+trigger: {event: go}
+gates: {operator: and, conditions: [{type: property, field: country, operator: equals, value: NL}]}
+steps: [{send: welcome}]
+`, true)
+	f.putSequence("exits", `name: E
+trigger: {event: go}
+exit: {operator: or, conditions: [{type: event, name: purchase, operator: occurred}, {type: event, name: go, operator: occurred}]}
+steps: [{delay: 1h}, {send: welcome}]
+`, true)
+	f.putSequence("skips", `name: S
+trigger: {event: go}
+steps:
+  - {id: a, action: email, template: welcome, conditions: {operator: and, conditions: [{type: derived, field: totalOpens, operator: greaterThan, value: 0}]}}
+  - {send: tips}
+`, true)
+	f.event("go", nil)
+	// The enrolling event does not count toward the exit condition.
+	if e := f.enrolment("exits"); e["status"] != "active" {
+		t.Fatalf("%v", e)
+	}
+	dr := f.b.expect("POST", "/api/sequences/gated/dry-run", f.key, map[string]any{"contactId": f.contactID}, 200)
+	if dr.body["outcome"] != "blocked" || !strings.Contains(string(dr.raw), `country equals \"NL\" (contact has \"(not set)\")`) {
+		t.Fatalf("%s", dr.raw)
+	}
+	if dr := f.b.expect("POST", "/api/sequences/skips/dry-run", f.key, map[string]any{"contactId": f.contactID}, 200); dr.body["outcome"] != "would_skip" {
+		t.Fatalf("%s", dr.raw)
+	}
+	out := f.runDue() // gated: blocked; skips: a skipped
+	if len(out) != 2 {
+		t.Fatalf("%v", out)
+	}
+	if e := f.enrolment("gated"); e["status"] != "exited" || e["exitReason"] != "gate_blocked" {
+		t.Fatalf("%v", e)
+	}
+	if c := f.scheduled("status=cancelled&cancelReason=gate_blocked"); len(c) != 1 || c[0]["sequenceId"] != "gated" {
+		t.Fatalf("%v", c)
+	}
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent) // skips: tips
+	if ms := f.b.sg.Messages(); len(ms) != 1 || !strings.HasPrefix(ms[0].Mail.Subject, "Tips") {
+		t.Fatalf("%d messages", len(ms))
+	}
+	if dr := f.b.expect("POST", "/api/sequences/exits/dry-run", f.key, map[string]any{"contactId": f.contactID}, 200); dr.body["outcome"] != "would_send" || dr.body["templatePreview"].(map[string]any)["subject"] != "Hi Ann" || dr.body["inSequence"] != true {
+		t.Fatalf("%s", dr.raw)
+	}
+	// A new event satisfies the exit condition.
+	f.event("purchase", nil)
+	if e := f.enrolment("exits"); e["status"] != "exited" || e["exitReason"] != "exit_condition" {
+		t.Fatalf("%v", e)
+	}
+	if c := f.scheduled("status=cancelled&cancelReason=exit_condition"); len(c) != 1 {
+		t.Fatalf("%v", c)
+	}
+	f.b.expectError("POST", "/api/sequences/skips/dry-run", f.key, map[string]any{"contactId": f.contactID, "stepId": "nope"}, 400, "VALIDATION_ERROR")
+}
+
+func TestSequenceDisableHoldsEnableReleases(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_hold")
+	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	f.event("go", nil)
+	setEnabled := func(on bool) []engine.Timer {
+		ctx, timers := engine.WithTimers(context.Background())
+		f.tx(func(q *queries.Queries) error {
+			if _, err := f.b.db.Pool.Exec(ctx, `UPDATE sequences SET enabled = $2 WHERE tenant_id = $1 AND id = 's'`, f.org, on); err != nil {
+				return err
+			}
+			return engine.SetEnabled(ctx, q, f.org, "s", on)
+		})
+		return timers.List()
+	}
+	setEnabled(false)
+	if e := f.enrolment("s"); e["status"] != "paused" {
+		t.Fatalf("%v", e)
+	}
+	f.b.expectError("POST", "/api/sequences/s/contacts", f.key, map[string]any{"contactId": f.contactID}, 400, "VALIDATION_ERROR")
+	wantOutcomes(t, f.runDue(), engine.OutcomeHeld)
+	if p := f.scheduled("status=pending"); len(p) != 1 || p[0]["attempts"] != float64(0) {
+		t.Fatalf("%v", p)
+	}
+	if timers := setEnabled(true); len(timers) != 1 {
+		t.Fatalf("enable released %v", timers)
+	}
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
+}
+
+func TestScheduledCancelledByOptOutDeleteAndSequenceDelete(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_cancel")
+	f.putSequence("s", "name: S\ntrigger: {event: go, reenroll: true}\nsteps: [{delay: 1h}, {send: welcome}]\n", true)
+	f.putSequence("d", "name: D\ntrigger: {event: go}\nsteps: [{delay: 1h}, {send: welcome}]\n", true)
+	f.event("go", nil)
+	f.tx(func(q *queries.Queries) error { return engine.CancelSequence(context.Background(), q, f.org, "d") })
+	if c := f.scheduled("status=cancelled&cancelReason=sequence_deleted"); len(c) != 1 || c[0]["sequenceId"] != "d" {
+		t.Fatalf("%v", c)
+	}
+	f.b.expect("PATCH", "/api/contacts/"+f.contactID, f.key, map[string]any{"subscribed": false}, 200)
+	if c := f.scheduled("status=cancelled&cancelReason=unsubscribed"); len(c) != 1 {
+		t.Fatalf("%v", c)
+	}
+	if e := f.enrolment("s"); e["status"] != "exited" || e["exitReason"] != "unsubscribed" {
+		t.Fatalf("%v", e)
+	}
+	// Suppression, after the contact subscribes again and re-enters.
+	f.b.expect("PATCH", "/api/contacts/"+f.contactID, f.key, map[string]any{"subscribed": true}, 200)
+	f.event("go", nil)
+	f.tx(func(q *queries.Queries) error {
+		_, err := contacts.ApplyOptOut(context.Background(), q, contacts.OptOut{TenantID: f.org, ContactID: f.contactID, Suppress: true})
+		return err
+	})
+	if c := f.scheduled("status=cancelled&cancelReason=suppressed"); len(c) != 1 {
+		t.Fatalf("%v", c)
+	}
+	// Manual exit, then the contact's deletion takes its rows.
+	f.exec(`UPDATE contacts SET suppressed = false WHERE tenant_id = $1`, f.org)
+	f.event("go", nil)
+	f.b.expect("DELETE", "/api/sequences/s/contacts/"+f.contactID, f.key, nil, 204)
+	if c := f.scheduled("status=cancelled&cancelReason=manual"); len(c) != 1 {
+		t.Fatalf("%v", c)
+	}
+	f.b.expect("DELETE", "/api/contacts/"+f.contactID, f.key, nil, 204)
+	if c := f.scheduled("status=cancelled"); len(c) != 0 {
+		t.Fatalf("%v", c)
+	}
+}
+
+func TestScheduledStepRemovedRetryDeadAndReclaim(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_retry")
+	f.runner.MaxAttempts = 2
+	f.putSequence("s", "name: S\ntrigger: {event: go, reenroll: true}\nsteps: [{send: welcome}, {id: b, action: email, template: tips}]\n", true)
+	f.event("go", nil)
+	f.b.sg.FailNext(1, 503, 0)
+	wantOutcomes(t, f.runDue(), engine.OutcomeFailed)
+	p := f.scheduled("status=failed")
+	if len(p) != 1 || p[0]["attempts"] != float64(1) || p[0]["lastError"] == nil {
+		t.Fatalf("%v", p)
+	}
+	at, _ := time.Parse(time.RFC3339Nano, p[0]["scheduledFor"].(string))
+	if d := time.Until(at); d < 5*time.Second || d > 11*time.Second {
+		t.Fatalf("retry in %v, want about 10s", d)
+	}
+	f.makeDue()
+	f.b.sg.FailNext(1, 503, 0)
+	wantOutcomes(t, f.runDue(), engine.OutcomeDead)
+	if e := f.enrolment("s"); e["status"] != "exited" || e["exitReason"] != "send_failed" {
+		t.Fatalf("%v", e)
+	}
+
+	// A claim whose worker died is taken back by the sweep and sent once;
+	// a duplicate task claims nothing.
+	f.event("go", nil) // re-enters: the dead send ended the last enrolment
+	f.exec(`UPDATE scheduled_sends SET status = 'claimed', claimed_at = now() - interval '10 minutes', attempts = 1
+		WHERE tenant_id = $1 AND status = 'pending'`, f.org)
+	deps := worker.Deps{Config: f.b.cfg, DB: f.b.db, Log: testLog()}
+	if _, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil {
+		t.Fatal(err)
+	}
+	p = f.scheduled("status=failed")
+	if len(p) != 1 {
+		t.Fatalf("%v", p)
+	}
+	id := p[0]["scheduledSendId"].(string)
+	before := f.b.sg.Count()
+	res, err := f.runner.Run(context.Background(), f.org, id)
+	if err != nil || res.Outcome != engine.OutcomeSent {
+		t.Fatal(res, err)
+	}
+	if res, _ := f.runner.Run(context.Background(), f.org, id); res.Outcome != engine.OutcomeNone {
+		t.Fatal(res)
+	}
+	// The worker that sent it died before marking it: the retry finds the
+	// send record and does not send again.
+	f.exec(`UPDATE scheduled_sends SET status = 'failed', send_id = NULL WHERE id = $1`, id)
+	if res, _ := f.runner.Run(context.Background(), f.org, id); res.Outcome != engine.OutcomeSent {
+		t.Fatal(res)
+	}
+	if f.b.sg.Count() != before+1 {
+		t.Fatalf("sent %d times", f.b.sg.Count()-before)
+	}
+	// The next step was scheduled once; remove it from the sequence.
+	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	wantOutcomes(t, f.runDue(), engine.OutcomeCancelled)
+	if c := f.scheduled("status=cancelled&cancelReason=step_removed"); len(c) != 1 {
+		t.Fatalf("%v", c)
+	}
+}
+
+func TestScheduledAPIFiltersAndTenantIsolation(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_api")
+	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{delay: 1h}, {send: welcome}]\n", true)
+	f.b.expectError("GET", "/api/scheduled", f.key, nil, 400, "VALIDATION_ERROR")
+	f.b.expectError("GET", "/api/scheduled?status=bogus", f.key, nil, 400, "VALIDATION_ERROR")
+	r := f.b.expect("POST", "/api/sequences/s/contacts", f.key, map[string]any{"contactId": f.contactID}, 201)
+	if r.body["status"] != "active" || r.body["currentStep"] != float64(2) {
+		t.Fatalf("%s", r.raw)
+	}
+	f.b.expect("POST", "/api/sequences/s/contacts", f.key, map[string]any{"contactId": f.contactID}, 200)
+	f.b.expectError("POST", "/api/sequences/nope/contacts", f.key, map[string]any{"contactId": f.contactID}, 404, "SEQUENCE_NOT_FOUND")
+	f.b.expectError("POST", "/api/sequences/s/contacts", f.key, map[string]any{"contactId": "cnt_nope"}, 404, "CONTACT_NOT_FOUND")
+	if l := f.b.expect("GET", "/api/sequences/s/contacts", f.key, nil, 200).items(); len(l) != 1 || l[0].(map[string]any)["email"] != "ann@example.com" {
+		t.Fatalf("%v", l)
+	}
+	p := f.scheduled("status=pending&limit=1")
+	if len(p) != 1 {
+		t.Fatalf("%v", p)
+	}
+	id, at := p[0]["scheduledSendId"].(string), p[0]["scheduledFor"].(string)
+	f.b.expect("GET", "/api/scheduled/"+id+"?scheduledFor="+at, f.key, nil, 200)
+	f.b.expectError("GET", "/api/scheduled/"+id, f.key, nil, 400, "VALIDATION_ERROR")
+	f.b.expectError("GET", "/api/scheduled/"+id+"?scheduledFor=2020-01-01T00:00:00.000Z", f.key, nil, 404, "SCHEDULED_SEND_NOT_FOUND")
+	if l := f.b.expect("GET", "/api/contacts/"+f.contactID+"/scheduled", f.key, nil, 200); len(l.items()) != 1 || l.body["hasMore"] != false {
+		t.Fatalf("%s", l.raw)
+	}
+	if c := f.scheduled("status=sent"); len(c) != 0 {
+		t.Fatalf("%v", c)
+	}
+
+	other := f.b.apiKey(f.b.tenant("org_seq_api_other"))
+	f.b.expectError("GET", "/api/scheduled/"+id+"?scheduledFor="+at, other, nil, 404, "SCHEDULED_SEND_NOT_FOUND")
+	if l := f.b.expect("GET", "/api/scheduled?contactId="+f.contactID, other, nil, 200).items(); len(l) != 0 {
+		t.Fatalf("%v", l)
+	}
+	f.b.expectError("GET", "/api/sequences/s/contacts", other, nil, 404, "SEQUENCE_NOT_FOUND")
+	f.b.expectError("GET", "/api/sequences/s/status", other, nil, 404, "SEQUENCE_NOT_FOUND")
+	f.b.expectError("DELETE", "/api/sequences/s/contacts/"+f.contactID, other, nil, 404, "SEQUENCE_NOT_FOUND")
+	f.b.expectError("POST", "/api/sequences/s/dry-run", other, map[string]any{"contactId": f.contactID}, 404, "SEQUENCE_NOT_FOUND")
+}
+
+// TestSequenceEndToEndThroughAsynq runs a two-step drip with a 2 s delay
+// through the real asynq server; Redis is flushed between the steps, and
+// the sweep re-feeds the queue from the rows.
+func TestSequenceEndToEndThroughAsynq(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_e2e")
+	url, rdb := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	b := f.b
+	// The same service with a queue: POST /api/events enqueues after commit.
+	qb := *b
+	qb.app = New(Deps{Config: b.cfg, DB: b.db, Redis: b.rdb,
+		Limiter:  ratelimit.NewPer(b.rdb, b.cfg.RateLimitPerMinute, time.Hour, b.prefix),
+		Sessions: auth.NewSessionVerifier(testSecret, "", ""),
+		Keys:     runKeyCache(t, b.db, b.rdb, b.prefix, time.Minute),
+		Log:      testLog(), RedisPrefix: b.prefix, MJML: testPool(t), Renderer: testRenderer, Provider: b.provider, Queue: client})
+	deps := worker.Deps{Config: b.cfg, DB: b.db, Redis: rdb, Client: client, Log: testLog(), Sequences: f.runner}
+	srv := worker.NewServer(opt, testLog(), 4)
+	if err := srv.Start(worker.NewMux(deps)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	f.putSequence("drip", "name: D\ntrigger: {event: go}\nsteps: [{send: welcome}, {delay: 2s}, {send: tips}]\n", true)
+	start := time.Now()
+	qb.expect("POST", "/api/events", f.key, map[string]any{"email": "ann@example.com", "name": "go"}, 201)
+	waitFor(t, 5*time.Second, func() bool { return b.sg.Count() == 1 })
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("first send took %v", d)
+	}
+	// Redis loses every task: the second step's timer is gone.
+	rdb.FlushDB(context.Background())
+	sched := worker.NewScheduler(client, worker.PeriodicTasks(deps), testLog())
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sched.Run(sctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	waitFor(t, 20*time.Second, func() bool { return b.sg.Count() == 2 })
+	time.Sleep(500 * time.Millisecond)
+	if b.sg.Count() != 2 {
+		t.Fatalf("sent %d", b.sg.Count())
+	}
+	if e := f.enrolment("drip"); e["status"] != "completed" {
+		t.Fatalf("%v", e)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", d)
+		}
+	}
+}
+
+// The definitions API drives the engine: PATCH enabled pauses and resumes
+// enrolments, DELETE cancels pending sends (sequence_deleted).
+func TestSequenceAPIDrivesEngine(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_api")
+	b := f.b
+	r := b.do("PUT", "/api/sequences/drip", f.key, map[string]any{
+		"content": "name: Drip\ntrigger: {event: go}\nsteps:\n  - delay: 1d\n  - send: welcome\n"})
+	if r.status != 201 {
+		t.Fatalf("PUT: %d %s", r.status, r.raw)
+	}
+	ev := f.event("go", nil)
+	if got := toStrings(ev.body["triggeredSequences"]); len(got) != 1 || got[0] != "drip" {
+		t.Fatalf("triggered %v", ev.body["triggeredSequences"])
+	}
+	b.expect("PATCH", "/api/sequences/drip", f.key, map[string]any{"enabled": false}, 200)
+	if e := f.enrolment("drip"); e["status"] != "paused" {
+		t.Fatalf("after disable: %v", e)
+	}
+	b.expect("PATCH", "/api/sequences/drip", f.key, map[string]any{"enabled": true}, 200)
+	if e := f.enrolment("drip"); e["status"] != "active" {
+		t.Fatalf("after enable: %v", e)
+	}
+	b.expect("DELETE", "/api/sequences/drip", f.key, nil, 204)
+	c := f.scheduled("status=cancelled")
+	if len(c) != 1 || c[0]["cancelReason"] != "sequence_deleted" {
+		t.Fatalf("cancelled after delete: %v", c)
+	}
+	if p := f.scheduled("status=pending"); len(p) != 0 {
+		t.Fatalf("pending after delete: %v", p)
+	}
+}

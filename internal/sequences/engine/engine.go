@@ -1,0 +1,361 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"tidings/internal/apperr"
+	"tidings/internal/ids"
+	"tidings/internal/sequences/definition"
+	"tidings/internal/store"
+	"tidings/queries"
+)
+
+// Enrolment statuses (API.md section 3).
+const (
+	Active    = "active"
+	Paused    = "paused"
+	Completed = "completed"
+	Exited    = "exited"
+)
+
+// Reasons an enrolment exits and a scheduled send is cancelled (ADDENDUM
+// sections 6-7). ReasonStepRemoved and ReasonSendFailed end enrolments
+// only: the send of a removed step is cancelled step_removed, a send that
+// failed for good is dead.
+const (
+	ReasonExitCondition   = "exit_condition"
+	ReasonGateBlocked     = "gate_blocked"
+	ReasonManual          = "manual"
+	ReasonSequenceDeleted = "sequence_deleted"
+	ReasonStepRemoved     = "step_removed"
+	ReasonSendFailed      = "send_failed"
+)
+
+// Sequence is what the engine reads of a stored sequence.
+type Sequence struct {
+	ID      string
+	Name    string
+	Enabled bool
+	Version int32
+	Def     *definition.Definition
+}
+
+// NotFound is the SEQUENCE_NOT_FOUND error.
+func NotFound() *apperr.Error { return apperr.NotFound("SEQUENCE_NOT_FOUND", "sequence") }
+
+// LoadSequence reads one sequence (queries.SequenceForStep) and its parsed
+// definition.
+func LoadSequence(ctx context.Context, q *queries.Queries, tenantID, id string) (Sequence, error) {
+	row, err := q.SequenceForStep(ctx, queries.SequenceForStepParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return Sequence{}, apperr.Specific(err, apperr.KindNotFound, NotFound())
+	}
+	return sequenceOf(row.ID, row.Name, row.Enabled, row.Version, row.Definition)
+}
+
+func sequenceOf(id, name string, enabled bool, version int32, raw json.RawMessage) (Sequence, error) {
+	// The JSON form is the long form of the YAML, which Parse reads back
+	// (definition package). A row whose definition is empty ({}: inserted
+	// by hand before 0010) has no steps and fails to parse.
+	def, err := definition.Parse(raw, definition.Options{})
+	if err != nil {
+		return Sequence{}, fmt.Errorf("sequence %s: stored definition: %w", id, err)
+	}
+	return Sequence{ID: id, Name: name, Enabled: enabled, Version: version, Def: def}, nil
+}
+
+// Event is the event that enrols a contact.
+type Event struct {
+	ID         string
+	Name       string
+	Properties json.RawMessage
+	Timestamp  time.Time
+}
+
+// Timer is a scheduled send to hand to the queue once the transaction that
+// wrote it has committed: the row is the truth, the task is the timer.
+type Timer struct {
+	TenantID string
+	ID       string
+	At       time.Time
+}
+
+// Timers collects the scheduled sends that the engine functions write in
+// a transaction (WithTimers), for the caller to enqueue after the commit.
+type Timers struct {
+	mu   sync.Mutex
+	list []Timer
+}
+
+type timersKey struct{}
+
+// WithTimers returns a context in which the engine's functions record the
+// sends they schedule into the returned Timers. Without it the sends are
+// left to the worker's sweep.
+func WithTimers(ctx context.Context) (context.Context, *Timers) {
+	t := &Timers{}
+	return context.WithValue(ctx, timersKey{}, t), t
+}
+
+// List returns the timers recorded so far.
+func (t *Timers) List() []Timer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Timer(nil), t.list...)
+}
+
+// Reset forgets the recorded timers (a transaction that is retried).
+func (t *Timers) Reset() {
+	t.mu.Lock()
+	t.list = nil
+	t.mu.Unlock()
+}
+
+func addTimer(ctx context.Context, tm Timer) {
+	if t, ok := ctx.Value(timersKey{}).(*Timers); ok {
+		t.mu.Lock()
+		t.list = append(t.list, tm)
+		t.mu.Unlock()
+	}
+}
+
+// Enroll enrols a contact in an enabled sequence, in the caller's
+// transaction. An open (active or paused) enrolment is returned as it is
+// (created false). Without trigger.reenroll a contact that was ever
+// enrolled is not enrolled again: its newest enrolment is returned,
+// created false; with it, a contact enters again once the previous
+// enrolment ended. A new enrolment starts at the first email step: its
+// scheduled send is due after the delays before it (now for a leading
+// send), with sequence_entered and scheduled timeline entries. A sequence
+// without email steps completes at once. ev is the triggering event, nil
+// for a manual enrolment.
+func Enroll(ctx context.Context, q *queries.Queries, tenantID string, seq Sequence, contactID string, ev *Event) (queries.Enrolment, bool, error) {
+	if !seq.Enabled {
+		return queries.Enrolment{}, false, apperr.Invalid("sequenceId", "the sequence is disabled: it enrols no contacts")
+	}
+	latest, err := q.EnrolmentLatest(ctx, queries.EnrolmentLatestParams{TenantID: tenantID, SequenceID: seq.ID, ContactID: contactID})
+	switch {
+	case err == nil:
+		if isOpen(latest.Status) || !seq.Def.Trigger.Reenroll {
+			return latest, false, nil
+		}
+	case !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound):
+		return queries.Enrolment{}, false, err
+	}
+	step, delay, found := plan(seq.Def, "")
+	first := seq.Def.Steps[0]
+	at, idx := first.ID, 1
+	if found {
+		at, idx = step.ID, seq.Def.StepIndex(step.ID)+1
+	}
+	var evID *string
+	if ev != nil {
+		evID = &ev.ID
+	}
+	e, err := q.EnrolmentInsert(ctx, queries.EnrolmentInsertParams{TenantID: tenantID, ID: ids.New(ids.Enrolment),
+		SequenceID: seq.ID, ContactID: contactID, CurrentStep: at, CurrentStepIndex: int32(idx), TriggerEventID: evID})
+	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		// A concurrent enrolment of the same contact won the open slot.
+		e, err = q.EnrolmentOpen(ctx, queries.EnrolmentOpenParams{TenantID: tenantID, SequenceID: seq.ID, ContactID: contactID})
+		return e, false, err
+	}
+	if err != nil {
+		return e, false, apperr.Specific(err, apperr.KindInvalid, apperr.NotFound("CONTACT_NOT_FOUND", "contact"))
+	}
+	data := map[string]any{"sequenceId": seq.ID, "enrolmentId": e.ID, "sequenceVersion": seq.Version}
+	if ev != nil {
+		data["eventId"], data["eventName"] = ev.ID, ev.Name
+	}
+	if err := timeline(ctx, q, tenantID, e.ContactID, "tle_"+e.ID+":entered", "sequence_entered", data); err != nil {
+		return e, false, err
+	}
+	if !found {
+		e2, err := end(ctx, q, tenantID, e.ID, Completed, "", nil)
+		return e2, true, err
+	}
+	if _, err := schedule(ctx, q, e, seq, step, delay); err != nil {
+		return e, false, err
+	}
+	return e, true, nil
+}
+
+func isOpen(status string) bool { return status == Active || status == Paused }
+
+// plan walks the steps after the step with id after (from the first when
+// after is empty) to the next email step, summing the delays on the way.
+// It returns false when no email step follows: the enrolment completes.
+// Trailing delays therefore do not postpone completion.
+func plan(def *definition.Definition, after string) (definition.Step, time.Duration, bool) {
+	var delay time.Duration
+	for {
+		s, ok := def.Next(after)
+		if !ok {
+			return definition.Step{}, 0, false
+		}
+		if s.Kind == definition.KindEmail {
+			return s, delay, true
+		}
+		delay += s.Delay
+		after = s.ID
+	}
+}
+
+// schedule writes the scheduled send of an email step due delay from now
+// (the database's clock), its timeline entry, and records its timer.
+func schedule(ctx context.Context, q *queries.Queries, e queries.Enrolment, seq Sequence, step definition.Step, delay time.Duration) (queries.ScheduledSend, error) {
+	ss, err := q.ScheduledSendInsert(ctx, queries.ScheduledSendInsertParams{TenantID: e.TenantID, ID: ids.New(ids.ScheduledSend),
+		ContactID: e.ContactID, EnrolmentID: e.ID, SequenceID: seq.ID, SequenceVersion: seq.Version, StepID: step.ID,
+		TemplateID: step.Template, DelaySeconds: delay.Seconds()})
+	if err != nil {
+		return ss, err
+	}
+	if err := timeline(ctx, q, e.TenantID, e.ContactID, "tle_"+ss.ID+":scheduled", "scheduled", map[string]any{
+		"scheduledSendId": ss.ID, "sequenceId": seq.ID, "stepId": step.ID, "templateId": step.Template,
+		"scheduledFor": ss.ScheduledFor.UTC().Format(time.RFC3339Nano)}); err != nil {
+		return ss, err
+	}
+	addTimer(ctx, Timer{TenantID: ss.TenantID, ID: ss.ID, At: ss.ScheduledFor})
+	return ss, nil
+}
+
+// advance moves an active enrolment past the step with id after: to the
+// next email step, scheduled after the delays between (counted from now,
+// the moment this step was processed), or to completed.
+func advance(ctx context.Context, q *queries.Queries, e queries.Enrolment, seq Sequence, after string) error {
+	step, delay, ok := plan(seq.Def, after)
+	if !ok {
+		last := seq.Def.Steps[len(seq.Def.Steps)-1].ID
+		n := int32(len(seq.Def.Steps))
+		_, err := end(ctx, q, e.TenantID, e.ID, Completed, "", &stepAt{id: last, index: n})
+		return ignoreNoRows(err)
+	}
+	moved, err := q.EnrolmentAdvance(ctx, queries.EnrolmentAdvanceParams{TenantID: e.TenantID, ID: e.ID,
+		CurrentStep: step.ID, CurrentStepIndex: int32(seq.Def.StepIndex(step.ID) + 1)})
+	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		return nil // no longer active: exited or paused meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	_, err = schedule(ctx, q, moved, seq, step, delay)
+	return err
+}
+
+type stepAt struct {
+	id    string
+	index int32
+}
+
+// end ends an open enrolment with its timeline entry; NotFound when it had
+// ended already.
+func end(ctx context.Context, q *queries.Queries, tenantID, id, status, reason string, at *stepAt) (queries.Enrolment, error) {
+	p := queries.EnrolmentEndParams{TenantID: tenantID, ID: id, Status: status}
+	if reason != "" {
+		p.ExitReason = &reason
+	}
+	if at != nil {
+		p.CurrentStep, p.CurrentStepIndex = &at.id, &at.index
+	}
+	r, err := q.EnrolmentEnd(ctx, p)
+	return queries.Enrolment(r), err
+}
+
+// exit ends an open enrolment as exited and cancels its open sends with the
+// same reason (a reason outside the cancel reasons cancels nothing: its
+// caller finishes the send itself).
+func exit(ctx context.Context, q *queries.Queries, tenantID, enrolmentID, reason string) (queries.Enrolment, error) {
+	// Enrolment first, then its sends: the order Runner.Run locks them in,
+	// so the two cannot deadlock.
+	e, err := end(ctx, q, tenantID, enrolmentID, Exited, reason, nil)
+	if err != nil || !cancelReason(reason) {
+		return e, err
+	}
+	_, err = q.ScheduledSendCancelByEnrolment(ctx, queries.ScheduledSendCancelByEnrolmentParams{
+		TenantID: tenantID, EnrolmentID: enrolmentID, Reason: reason})
+	return e, err
+}
+
+func cancelReason(r string) bool {
+	switch r {
+	case "contact_deleted", "unsubscribed", "suppressed", ReasonSequenceDeleted, ReasonExitCondition,
+		ReasonGateBlocked, ReasonManual, ReasonStepRemoved:
+		return true
+	}
+	return false
+}
+
+func ignoreNoRows(err error) error {
+	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		return nil
+	}
+	return err
+}
+
+func timeline(ctx context.Context, q *queries.Queries, tenantID, contactID, id, typ string, data map[string]any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	return q.EnrolmentTimelineInsert(ctx, queries.EnrolmentTimelineInsertParams{TenantID: tenantID, ID: id,
+		ContactID: contactID, Type: typ, Data: b})
+}
+
+// Exit ends the contact's open enrolment in the sequence (DELETE
+// /api/sequences/{id}/contacts/{contactId}: reason manual) and cancels its
+// pending sends. NotFound when there is none.
+func Exit(ctx context.Context, q *queries.Queries, tenantID, sequenceID, contactID, reason string) (queries.Enrolment, error) {
+	e, err := q.EnrolmentOpen(ctx, queries.EnrolmentOpenParams{TenantID: tenantID, SequenceID: sequenceID, ContactID: contactID})
+	if err != nil {
+		return e, apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("NOT_FOUND", "enrolment"))
+	}
+	return exit(ctx, q, tenantID, e.ID, reason)
+}
+
+// CancelSequence is what deleting a sequence does to its contacts: open
+// sends cancelled (sequence_deleted), open enrolments exited. It is the
+// sequences.Store OnDelete hook.
+func CancelSequence(ctx context.Context, q *queries.Queries, tenantID, sequenceID string) error {
+	// Enrolments first, then sends (the lock order of Runner.Run).
+	if err := q.EnrolmentExitBySequence(ctx, queries.EnrolmentExitBySequenceParams{
+		TenantID: tenantID, SequenceID: sequenceID, Reason: ReasonSequenceDeleted}); err != nil {
+		return err
+	}
+	_, err := q.ScheduledSendCancelBySequence(ctx, queries.ScheduledSendCancelBySequenceParams{
+		TenantID: tenantID, SequenceID: sequenceID, Reason: ReasonSequenceDeleted})
+	return err
+}
+
+// SetEnabled is what enabling or disabling a sequence does to its
+// contacts (the sequences.Store OnEnabled hook): disabling pauses the
+// active enrolments, whose due sends then wait (the worker gives a claimed
+// one back untried); enabling resumes the paused ones and records a timer
+// for every send that came due meanwhile, so they leave promptly once the
+// caller commits and enqueues (WithTimers).
+func SetEnabled(ctx context.Context, q *queries.Queries, tenantID, sequenceID string, enabled bool) error {
+	if _, err := q.EnrolmentSetPaused(ctx, queries.EnrolmentSetPausedParams{TenantID: tenantID, SequenceID: sequenceID,
+		Paused: !enabled}); err != nil {
+		return err
+	}
+	if !enabled {
+		return nil
+	}
+	due, err := q.ScheduledSendDueBySequence(ctx, queries.ScheduledSendDueBySequenceParams{TenantID: tenantID, SequenceID: sequenceID})
+	if err != nil {
+		return err
+	}
+	for _, d := range due {
+		addTimer(ctx, Timer{TenantID: d.TenantID, ID: d.ID, At: d.ScheduledFor})
+	}
+	return nil
+}
+
+// Dead ends the enrolment of a send that is dead (exited, send_failed):
+// the sweep calls it for a claim that ran out of attempts.
+func Dead(ctx context.Context, q *queries.Queries, tenantID, enrolmentID string) error {
+	_, err := end(ctx, q, tenantID, enrolmentID, Exited, ReasonSendFailed, nil)
+	return ignoreNoRows(err)
+}

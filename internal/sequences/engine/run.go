@@ -1,0 +1,432 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"tidings/internal/apperr"
+	"tidings/internal/delivery"
+	"tidings/internal/provider"
+	"tidings/internal/render"
+	"tidings/internal/sequences/definition"
+	"tidings/internal/store"
+	"tidings/internal/tenants"
+	"tidings/queries"
+)
+
+// Outcome is what one run of a scheduled send did.
+type Outcome string
+
+// Outcomes of Runner.Run.
+const (
+	OutcomeNone      Outcome = "none"      // not claimable: done, cancelled, not due, or another worker has it
+	OutcomeSent      Outcome = "sent"      // sent (or found sent by an earlier attempt)
+	OutcomeSkipped   Outcome = "skipped"   // step conditions false
+	OutcomeHeld      Outcome = "held"      // sequence disabled: back to pending
+	OutcomeCancelled Outcome = "cancelled" // step removed, sequence deleted, enrolment ended
+	OutcomeExited    Outcome = "exited"    // gate blocked or exit condition
+	OutcomeFailed    Outcome = "failed"    // temporary failure, retried later
+	OutcomeDead      Outcome = "dead"      // failed for good
+)
+
+// Retry backoff of ADDENDUM section 7.
+const (
+	RetryBase = 10 * time.Second
+	RetryMax  = time.Hour
+)
+
+// Backoff is the wait after the attempts-th failed attempt:
+// 10 s × 2^(attempts-1), at most an hour.
+func Backoff(attempts int) time.Duration {
+	if attempts < 1 {
+		attempts = 1
+	}
+	if attempts > 20 {
+		return RetryMax
+	}
+	return min(RetryBase<<(attempts-1), RetryMax)
+}
+
+// Runner runs due scheduled sends: the asynq handler's whole work.
+type Runner struct {
+	DB     *store.DB
+	Sender *delivery.Sender
+	// MaxAttempts is SEND_MAX_ATTEMPTS: a send failing that often is dead.
+	MaxAttempts int
+	Log         *slog.Logger
+}
+
+// Result is what Run did and the sends it scheduled, to enqueue.
+type Result struct {
+	Outcome Outcome
+	Timers  []Timer
+	Err     error // the send failure of OutcomeFailed and OutcomeDead
+}
+
+// Run processes one scheduled send. It claims the row atomically (a
+// duplicate task, or a row handled meanwhile, claims nothing), then in one
+// transaction checks, in ADDENDUM 6 order, the sequence (deleted:
+// cancelled; disabled: back to pending, held; step removed: cancelled
+// step_removed), the built-in gates (contact subscribed, not suppressed,
+// tenant not paused, whitelisted in sandbox) and the YAML gates (failing:
+// exited gate_blocked), the exit condition (exited exit_condition) and the
+// step conditions (false: skipped, the enrolment moves on). A step that
+// passes is sent outside any transaction, then marked sent and the
+// enrolment advanced. See doc.go for failures and the crash windows.
+func (r *Runner) Run(ctx context.Context, tenantID, id string) (Result, error) {
+	row, err := r.DB.ScheduledSendClaim(ctx, queries.ScheduledSendClaimParams{TenantID: tenantID, ID: id})
+	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		return Result{Outcome: OutcomeNone}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	// An earlier attempt whose message left but whose worker stopped before
+	// marking the row: the send record (unique per scheduled send) says so.
+	if sendID, err := r.DB.ScheduledSendSentID(ctx, queries.ScheduledSendSentIDParams{TenantID: tenantID,
+		ScheduledSendID: &row.ID}); err == nil {
+		return r.sent(ctx, row, sendID)
+	} else if !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
+		return Result{}, r.giveBack(ctx, row, err)
+	}
+
+	var st *delivery.Step
+	ctx2, timers := WithTimers(ctx)
+	var out Outcome
+	err = r.DB.Tx(ctx2, func(q *queries.Queries) error {
+		timers.Reset()
+		var err error
+		out, st, err = r.check(ctx2, q, row)
+		return err
+	})
+	if err != nil {
+		return Result{}, r.giveBack(ctx, row, err)
+	}
+	if st == nil {
+		return Result{Outcome: out, Timers: timers.List()}, nil
+	}
+	res, sendErr := r.Sender.SendStep(ctx, *st)
+	if sendErr != nil {
+		return r.failed(ctx, row, sendErr)
+	}
+	return r.sent(ctx, row, res.SendID)
+}
+
+// giveBack returns a claimed row to failed after an error of ours (the
+// database), so that the sweep retries it; the attempt counts.
+func (r *Runner) giveBack(ctx context.Context, row queries.ScheduledSend, cause error) error {
+	if _, err := r.failed(ctx, row, cause); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// check decides what to do with a claimed row, in a transaction; a non-nil
+// step is to be sent.
+func (r *Runner) check(ctx context.Context, q *queries.Queries, row queries.ScheduledSend) (Outcome, *delivery.Step, error) {
+	e, err := q.EnrolmentGetForUpdate(ctx, queries.EnrolmentGetForUpdateParams{TenantID: row.TenantID, ID: row.EnrolmentID})
+	if err != nil {
+		return "", nil, err
+	}
+	seq, err := LoadSequence(ctx, q, row.TenantID, row.SequenceID)
+	if apperr.IsCode(err, "SEQUENCE_NOT_FOUND") {
+		if err := r.finish(ctx, q, row, "cancelled", ReasonSequenceDeleted, ""); err != nil {
+			return "", nil, err
+		}
+		_, err := exit(ctx, q, row.TenantID, e.ID, ReasonSequenceDeleted)
+		return OutcomeCancelled, nil, ignoreNoRows(err)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if !isOpen(e.Status) {
+		reason := deref(e.ExitReason)
+		if !cancelReason(reason) {
+			reason = ReasonManual
+		}
+		return OutcomeCancelled, nil, r.finish(ctx, q, row, "cancelled", reason, "")
+	}
+	// Built-in gate 1: the sequence is enabled. A disabled sequence holds
+	// its sends rather than ending its enrolments (ADDENDUM 6).
+	if !seq.Enabled || e.Status == Paused {
+		_, err := q.ScheduledSendRelease(ctx, queries.ScheduledSendReleaseParams{TenantID: row.TenantID, ID: row.ID,
+			ClaimedAt: row.ClaimedAt})
+		return OutcomeHeld, nil, err
+	}
+	idx := seq.Def.StepIndex(row.StepID)
+	if idx < 0 || seq.Def.Steps[idx].Kind != "email" {
+		if err := r.finish(ctx, q, row, "cancelled", ReasonStepRemoved, ""); err != nil {
+			return "", nil, err
+		}
+		_, err := exit(ctx, q, row.TenantID, e.ID, ReasonStepRemoved)
+		return OutcomeCancelled, nil, ignoreNoRows(err)
+	}
+	step := seq.Def.Steps[idx]
+	c, err := q.ContactGet(ctx, queries.ContactGetParams{TenantID: row.TenantID, ID: row.ContactID})
+	if err != nil {
+		return "", nil, err
+	}
+	t, err := q.TenantGet(ctx, row.TenantID)
+	if err != nil {
+		return "", nil, err
+	}
+	evr, err := newEvaluator(ctx, q, c, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
+	if err != nil {
+		return "", nil, err
+	}
+	d := decide(evr, c, t, seq, step)
+	if d.err != nil {
+		return "", nil, d.err
+	}
+	switch d.outcome {
+	case WouldBlock, WouldExit:
+		reason := ReasonGateBlocked
+		if d.outcome == WouldExit {
+			reason = ReasonExitCondition
+		}
+		if err := r.finish(ctx, q, row, "cancelled", reason, ""); err != nil {
+			return "", nil, err
+		}
+		_, err := exit(ctx, q, row.TenantID, e.ID, reason)
+		return OutcomeExited, nil, ignoreNoRows(err)
+	case WouldSkip:
+		// A skipped step's send ends cancelled without a cancelReason:
+		// nothing went wrong, and the schema's reasons name faults.
+		if err := r.finish(ctx, q, row, "cancelled", "", ""); err != nil {
+			return "", nil, err
+		}
+		return OutcomeSkipped, nil, advance(ctx, q, e, seq, step.ID)
+	}
+	st := &delivery.Step{TenantID: row.TenantID, ContactID: row.ContactID, TemplateID: step.Template,
+		SequenceID: seq.ID, StepID: step.ID, ScheduledSendID: row.ID, From: seq.Def.From}
+	if e.TriggerEventID != nil {
+		ev, err := q.EnrolmentTriggerEvent(ctx, queries.EnrolmentTriggerEventParams{TenantID: row.TenantID, ID: *e.TriggerEventID})
+		if err == nil {
+			var props map[string]any
+			_ = json.Unmarshal(ev.Properties, &props)
+			st.Event = &render.Event{Name: ev.Name, Properties: props, Timestamp: ev.OccurredAt}
+		} else if !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
+			return "", nil, err
+		}
+	}
+	return OutcomeSent, st, nil
+}
+
+// Dry-run outcomes, also the engine's decisions.
+const (
+	WouldSend  = "would_send"
+	WouldSkip  = "would_skip"
+	WouldExit  = "would_exit"
+	WouldBlock = "blocked"
+)
+
+// Decision is the outcome of the checks before a step and how it was
+// reached (the dry run shows it).
+type Decision struct {
+	outcome string
+	path    []map[string]any
+	err     error
+}
+
+// decide runs the checks of ADDENDUM 6 in order for one email step: gates
+// (built-in, then YAML), exit condition, step conditions.
+func decide(evr *evaluator, c queries.Contact, t queries.Tenant, seq Sequence, step definition.Step) Decision {
+	var d Decision
+	add := func(stage string, passed bool, explanation string, details map[string]any) {
+		d.path = append(d.path, map[string]any{"stage": stage, "passed": passed, "explanation": explanation,
+			"details": details})
+	}
+	builtin := []struct {
+		name string
+		err  error
+	}{
+		{"sequence_enabled", boolErr(seq.Enabled, "the sequence is disabled")},
+		{"contact_subscribed", boolErr(c.Subscribed, "the contact is unsubscribed")},
+		{"contact_not_suppressed", boolErr(!c.Suppressed, "the contact is suppressed (bounced or complained)")},
+		{"tenant_may_send", tenants.MayReceive(t, c.Email)},
+	}
+	checks := []map[string]any{}
+	for _, b := range builtin {
+		passed := b.err == nil
+		m := map[string]any{"gate": b.name, "passed": passed}
+		if !passed {
+			m["reason"] = errMessage(b.err)
+		}
+		checks = append(checks, m)
+		if !passed {
+			add("gates", false, "blocked by a built-in gate: "+errMessage(b.err), map[string]any{"builtIn": checks})
+			d.outcome = WouldBlock
+			return d
+		}
+	}
+	gates, err := evr.holds(seq.Def.Gates, true)
+	if err != nil {
+		d.err = err
+		return d
+	}
+	details := map[string]any{"builtIn": checks}
+	if seq.Def.Gates != nil {
+		details["conditions"] = evr.explain(seq.Def.Gates)
+	}
+	if !gates {
+		add("gates", false, "blocked by the sequence's gates: "+failing(details["conditions"].([]map[string]any)), details)
+		d.outcome = WouldBlock
+		return d
+	}
+	add("gates", true, "all gates pass", details)
+
+	exitNow, err := evr.holds(seq.Def.Exit, false)
+	if err != nil {
+		d.err = err
+		return d
+	}
+	switch {
+	case seq.Def.Exit == nil:
+		add("exit_conditions", true, "the sequence has no exit condition", map[string]any{})
+	case exitNow:
+		add("exit_conditions", false, "the exit condition holds: the contact would leave the sequence",
+			map[string]any{"conditions": evr.explain(seq.Def.Exit)})
+		d.outcome = WouldExit
+		return d
+	default:
+		add("exit_conditions", true, "the exit condition does not hold", map[string]any{"conditions": evr.explain(seq.Def.Exit)})
+	}
+
+	cond, err := evr.holds(step.Conditions, true)
+	if err != nil {
+		d.err = err
+		return d
+	}
+	switch {
+	case step.Conditions == nil:
+		add("step_conditions", true, "the step has no conditions", map[string]any{"stepId": step.ID})
+	case !cond:
+		leaves := evr.explain(step.Conditions)
+		add("step_conditions", false, "the step would be skipped: "+failing(leaves),
+			map[string]any{"stepId": step.ID, "conditions": leaves})
+		d.outcome = WouldSkip
+		return d
+	default:
+		add("step_conditions", true, "the step's conditions hold",
+			map[string]any{"stepId": step.ID, "conditions": evr.explain(step.Conditions)})
+	}
+	d.outcome = WouldSend
+	return d
+}
+
+func boolErr(ok bool, msg string) error {
+	if ok {
+		return nil
+	}
+	return errors.New(msg)
+}
+
+func errMessage(err error) string {
+	if e, ok := apperr.As(err); ok {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// finish ends this claim of row with status; reason is the cancelReason,
+// lastErr the error of failed and dead.
+func (r *Runner) finish(ctx context.Context, q *queries.Queries, row queries.ScheduledSend, status, reason, lastErr string) error {
+	p := queries.ScheduledSendFinishParams{TenantID: row.TenantID, ID: row.ID, ClaimedAt: row.ClaimedAt, Status: status}
+	if reason != "" {
+		p.CancelReason = &reason
+	}
+	if lastErr != "" {
+		p.LastError = &lastErr
+	}
+	if status == "failed" {
+		at := time.Now().Add(Backoff(int(row.Attempts)))
+		p.RetryAt = &at
+	}
+	_, err := q.ScheduledSendFinish(ctx, p)
+	return err
+}
+
+// sent marks the row sent and moves the enrolment on, scheduling its next
+// email step from now.
+func (r *Runner) sent(ctx context.Context, row queries.ScheduledSend, sendID string) (Result, error) {
+	ctx2, timers := WithTimers(ctx)
+	// The message has left: record it even if the task's context is done.
+	ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx2), 30*time.Second)
+	defer cancel()
+	err := r.DB.Tx(ctx2, func(q *queries.Queries) error {
+		timers.Reset()
+		if _, err := q.ScheduledSendMarkSent(ctx2, queries.ScheduledSendMarkSentParams{TenantID: row.TenantID,
+			ID: row.ID, SendID: &sendID}); err != nil {
+			return err
+		}
+		e, err := q.EnrolmentGetForUpdate(ctx2, queries.EnrolmentGetForUpdateParams{TenantID: row.TenantID, ID: row.EnrolmentID})
+		if err != nil || e.Status != Active || e.CurrentStep != row.StepID {
+			return ignoreNoRows(err) // ended, paused or moved on meanwhile
+		}
+		seq, err := LoadSequence(ctx2, q, row.TenantID, row.SequenceID)
+		if err != nil {
+			return ignoreNoRows(err)
+		}
+		if seq.Def.StepIndex(row.StepID) < 0 {
+			_, err := exit(ctx2, q, row.TenantID, e.ID, ReasonStepRemoved)
+			return ignoreNoRows(err)
+		}
+		return advance(ctx2, q, e, seq, row.StepID)
+	})
+	if err != nil {
+		r.Log.Error("scheduled send went out but was not marked sent; the sweep will find its send record",
+			"err", err, "tenant_id", row.TenantID, "scheduled_send_id", row.ID, "send_id", sendID)
+		return Result{}, err
+	}
+	return Result{Outcome: OutcomeSent, Timers: timers.List()}, nil
+}
+
+// failed records a failed attempt: failed with a retry time when the error
+// may pass and attempts are left, dead otherwise (which exits the
+// enrolment, reason send_failed).
+func (r *Runner) failed(ctx context.Context, row queries.ScheduledSend, cause error) (Result, error) {
+	status := "failed"
+	if permanent(cause) || int(row.Attempts) >= r.MaxAttempts {
+		status = "dead"
+	}
+	msg := cause.Error()
+	if len(msg) > 1000 {
+		msg = msg[:1000]
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := r.DB.Tx(ctx, func(q *queries.Queries) error {
+		if err := r.finish(ctx, q, row, status, "", msg); err != nil {
+			return err
+		}
+		if status == "dead" {
+			_, err := end(ctx, q, row.TenantID, row.EnrolmentID, Exited, ReasonSendFailed, nil)
+			return ignoreNoRows(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("record failed attempt of %s: %w", row.ID, err)
+	}
+	return Result{Outcome: Outcome(status), Err: cause}, nil
+}
+
+// permanent reports whether a send failure will not pass by retrying: the
+// provider refused the message itself (not a temporary answer), or our own
+// checks failed (template missing or disabled, render budget, from
+// domain). Anything else (temporary provider answers, network, database)
+// is retried.
+func permanent(err error) bool {
+	if provider.IsTemporary(err) {
+		return false
+	}
+	switch apperr.KindOf(err) {
+	case apperr.KindInvalid, apperr.KindNotFound, apperr.KindForbidden, apperr.KindUnprocessable, apperr.KindUpstream:
+		return true
+	}
+	return false
+}

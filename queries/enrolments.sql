@@ -1,0 +1,158 @@
+-- Enrolments (schema 0010) and the two reads of sequences the engine owns.
+-- Timeline entries of an enrolment's life have ids derived from the
+-- enrolment's id (tle_<enrolment>:entered, :exited, :completed): each
+-- happens once per enrolment, and statements that end many enrolments at
+-- once write them in SQL without a round trip per row.
+
+-- name: SequencesTriggeredBy :many
+-- The enabled sequences of a tenant that the custom event name triggers
+-- (index sequences_trigger).
+SELECT id, name, enabled, version, definition FROM sequences
+WHERE tenant_id = @tenant_id AND trigger_event = @name AND enabled
+ORDER BY id;
+
+-- name: SequenceForStep :one
+-- What the engine needs of one sequence to run a step.
+SELECT id, name, enabled, version, definition FROM sequences
+WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: EnrolmentSequenceStatus :one
+-- GET /api/sequences/{id}/status: the sequence and its enrolment counts.
+SELECT s.id, s.name, s.enabled, s.version, s.created_at, s.updated_at,
+    count(e.id) FILTER (WHERE e.status = 'active')::bigint AS active,
+    count(e.id) FILTER (WHERE e.status = 'paused')::bigint AS paused,
+    count(e.id) FILTER (WHERE e.status = 'completed')::bigint AS completed,
+    count(e.id) FILTER (WHERE e.status = 'exited')::bigint AS exited
+FROM sequences s
+LEFT JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
+WHERE s.tenant_id = @tenant_id AND s.id = @id
+GROUP BY s.tenant_id, s.id;
+
+-- name: EnrolmentLatest :one
+-- The contact's newest enrolment in the sequence, open or ended.
+SELECT * FROM enrolments
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND contact_id = @contact_id
+ORDER BY enrolled_at DESC, id DESC
+LIMIT 1;
+
+-- name: EnrolmentInsert :one
+-- No row when the contact already has an open enrolment in the sequence
+-- (enrolments_open): a concurrent enrolment won.
+INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
+VALUES (@tenant_id, @id, @sequence_id, @contact_id, @current_step, @current_step_index, @trigger_event_id)
+ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
+RETURNING *;
+
+-- name: EnrolmentOpen :one
+-- The contact's open (active or paused) enrolment in the sequence.
+SELECT * FROM enrolments
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND contact_id = @contact_id
+  AND status IN ('active', 'paused');
+
+-- name: EnrolmentGetForUpdate :one
+SELECT * FROM enrolments WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: EnrolmentOpenByContact :many
+-- The contact's open enrolments, locked: an event evaluates their exit
+-- conditions.
+SELECT * FROM enrolments
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('active', 'paused')
+ORDER BY id
+FOR UPDATE;
+
+-- name: EnrolmentAdvance :one
+-- Moves an active enrolment to the step its next scheduled send is for.
+UPDATE enrolments SET current_step = @current_step, current_step_index = @current_step_index, updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'active'
+RETURNING *;
+
+-- name: EnrolmentEnd :one
+-- Ends one open enrolment (completed, or exited with a reason) and writes
+-- its timeline entry. No row: it had ended already.
+WITH ended AS (
+    UPDATE enrolments SET status = @status::text, exit_reason = sqlc.narg(exit_reason)::text,
+        current_step = coalesce(sqlc.narg(current_step)::text, current_step),
+        current_step_index = coalesce(sqlc.narg(current_step_index)::integer, current_step_index),
+        ended_at = now(), updated_at = now()
+    WHERE enrolments.tenant_id = @tenant_id AND enrolments.id = @id AND enrolments.status IN ('active', 'paused')
+    RETURNING *
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT e.tenant_id, 'tle_' || e.id || ':' || e.status, e.contact_id,
+        CASE WHEN e.status = 'completed' THEN 'sequence_completed' ELSE 'sequence_exited' END, now(),
+        jsonb_strip_nulls(jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'reason', e.exit_reason))
+    FROM ended e
+)
+SELECT * FROM ended;
+
+-- name: EnrolmentExitByContact :exec
+-- Exits the contact's open enrolments (unsubscribed, suppressed), with
+-- their timeline entries.
+WITH ended AS (
+    UPDATE enrolments SET status = 'exited', exit_reason = @reason::text, ended_at = now(), updated_at = now()
+    WHERE enrolments.tenant_id = @tenant_id AND enrolments.contact_id = @contact_id AND enrolments.status IN ('active', 'paused')
+    RETURNING tenant_id, id, sequence_id, contact_id
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT x.tenant_id, 'tle_' || x.id || ':exited', x.contact_id, 'sequence_exited', now(),
+        jsonb_build_object('sequenceId', x.sequence_id, 'enrolmentId', x.id, 'reason', @reason::text)
+    FROM ended x
+)
+SELECT count(*) FROM ended;
+
+-- name: EnrolmentExitBySequence :exec
+-- Exits the sequence's open enrolments (sequence_deleted).
+WITH ended AS (
+    UPDATE enrolments SET status = 'exited', exit_reason = @reason::text, ended_at = now(), updated_at = now()
+    WHERE enrolments.tenant_id = @tenant_id AND enrolments.sequence_id = @sequence_id AND enrolments.status IN ('active', 'paused')
+    RETURNING tenant_id, id, sequence_id, contact_id
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT x.tenant_id, 'tle_' || x.id || ':exited', x.contact_id, 'sequence_exited', now(),
+        jsonb_build_object('sequenceId', x.sequence_id, 'enrolmentId', x.id, 'reason', @reason::text)
+    FROM ended x
+)
+SELECT count(*) FROM ended;
+
+-- name: EnrolmentSetPaused :execrows
+-- Disabling pauses the sequence's active enrolments; enabling resumes the
+-- paused ones.
+UPDATE enrolments SET status = CASE WHEN @paused::boolean THEN 'paused' ELSE 'active' END, updated_at = now()
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id
+  AND status = CASE WHEN @paused::boolean THEN 'active' ELSE 'paused' END;
+
+-- name: EnrolmentListBySequence :many
+-- Open enrolments of a sequence, newest first, with the contact's email.
+SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id
+FROM enrolments e
+JOIN contacts c ON c.tenant_id = e.tenant_id AND c.id = e.contact_id
+WHERE e.tenant_id = @tenant_id AND e.sequence_id = @sequence_id AND e.status IN ('active', 'paused')
+  AND (e.enrolled_at, e.id) < (@before_time::timestamptz, @before_id::text)
+ORDER BY e.enrolled_at DESC, e.id DESC
+LIMIT @lim;
+
+-- name: EnrolmentListByContact :many
+-- Every enrolment of a contact, newest first (bounded by lim).
+SELECT * FROM enrolments
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id
+ORDER BY enrolled_at DESC, id DESC
+LIMIT @lim;
+
+-- name: EnrolmentHasEvent :one
+-- Whether the contact had an event called name at or after after, the
+-- event that enrolled it (exclude_id) left out.
+SELECT EXISTS (SELECT 1 FROM events
+    WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND name = @name
+      AND occurred_at >= @after::timestamptz AND id <> @exclude_id::text);
+
+-- name: EnrolmentTriggerEvent :one
+-- The event that enrolled a contact, for the render context.
+SELECT name, properties, occurred_at FROM events WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: EnrolmentTimelineInsert :exec
+-- The timeline entry of an enrolment's start, or of a scheduled send; the
+-- id is derived (see the top of this file), so a retried statement cannot
+-- write it twice.
+INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+VALUES (@tenant_id, @id, @contact_id, @type, now(), @data)
+ON CONFLICT DO NOTHING;

@@ -1,0 +1,106 @@
+-- Scheduled sends (schema 0010, ADDENDUM section 7): the row is the truth,
+-- an asynq task with the row's id as task id is the timer. scheduled_for of
+-- a failed row is the time of its next attempt.
+
+-- name: ScheduledSendInsert :one
+-- Due delay_seconds after now() on the database's clock, the clock the
+-- claim compares with: a send due now is claimable the moment it commits.
+-- Times are kept to the millisecond, the precision responses show, so
+-- GET /api/scheduled/{id}?scheduledFor= matches what the list showed.
+INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
+    template_id, scheduled_for)
+VALUES (@tenant_id, @id, @contact_id, @enrolment_id, @sequence_id, @sequence_version, @step_id,
+    @template_id, date_trunc('milliseconds', now() + make_interval(secs => @delay_seconds::float8)))
+RETURNING *;
+
+-- name: ScheduledSendClaim :one
+-- A worker takes a due row; no row: another worker has it, or it is done.
+UPDATE scheduled_sends SET status = 'claimed', claimed_at = now(), attempts = attempts + 1, updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status IN ('pending', 'failed') AND scheduled_for <= now()
+RETURNING *;
+
+-- name: ScheduledSendRelease :execrows
+-- Gives a claimed row back untried (its sequence is disabled): pending, and
+-- the claim was not an attempt.
+UPDATE scheduled_sends SET status = 'pending', attempts = greatest(attempts - 1, 0), claimed_at = NULL, updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at = @claimed_at;
+
+-- name: ScheduledSendFinish :execrows
+-- Ends this claim: failed (retry at scheduled_for), dead, or cancelled.
+UPDATE scheduled_sends SET status = @status::text, last_error = sqlc.narg(last_error)::text,
+    cancel_reason = sqlc.narg(cancel_reason)::text,
+    scheduled_for = coalesce(date_trunc('milliseconds', sqlc.narg(retry_at)::timestamptz), scheduled_for),
+    finished_at = CASE WHEN @status::text IN ('cancelled', 'dead') THEN now() END, updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at = @claimed_at;
+
+-- name: ScheduledSendMarkSent :execrows
+-- The message left: that is recorded whatever happened to the row
+-- meanwhile (cancelled by an unsubscribe in flight, reclaimed by the sweep).
+UPDATE scheduled_sends SET status = 'sent', send_id = @send_id, cancel_reason = NULL, last_error = NULL,
+    finished_at = now(), updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status <> 'sent';
+
+-- name: ScheduledSendSentID :one
+-- The send recorded for a scheduled send, if any (sends has a unique index
+-- on scheduled_send_id): a retry after a crash finds the message that left.
+SELECT id FROM sends WHERE tenant_id = @tenant_id AND scheduled_send_id = @scheduled_send_id;
+
+-- name: ScheduledSendCancelByContact :execrows
+UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('pending', 'claimed', 'failed');
+
+-- name: ScheduledSendCancelByEnrolment :execrows
+UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
+WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id AND status IN ('pending', 'claimed', 'failed');
+
+-- name: ScheduledSendCancelBySequence :execrows
+UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'claimed', 'failed');
+
+-- name: ScheduledSendDueBySequence :many
+-- The sequence's due rows, to enqueue when it is enabled again.
+SELECT tenant_id, id, scheduled_for FROM scheduled_sends
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'failed')
+  AND scheduled_for <= now();
+
+-- name: ScheduledSendDue :many
+-- The sweep: due rows to (re-)enqueue, oldest first. Rows of a disabled
+-- sequence wait (SetEnabled enqueues them); a deleted sequence's rows are
+-- cancelled with it, and any left over go through the handler.
+SELECT ss.tenant_id, ss.id, ss.scheduled_for FROM scheduled_sends ss
+LEFT JOIN sequences sq ON sq.tenant_id = ss.tenant_id AND sq.id = ss.sequence_id
+WHERE ss.status IN ('pending', 'failed') AND ss.scheduled_for <= @now::timestamptz
+  AND sq.enabled IS NOT FALSE
+ORDER BY ss.scheduled_for
+LIMIT @lim;
+
+-- name: ScheduledSendReclaim :many
+-- Claims older than stale_before belong to a worker that died: failed and
+-- due now, or dead when no attempt is left.
+UPDATE scheduled_sends SET
+    status = CASE WHEN attempts >= @max_attempts::integer THEN 'dead' ELSE 'failed' END,
+    last_error = 'claim expired: the worker stopped before finishing the attempt',
+    finished_at = CASE WHEN attempts >= @max_attempts::integer THEN now() END,
+    scheduled_for = date_trunc('milliseconds', now()), updated_at = now()
+WHERE status = 'claimed' AND claimed_at < @stale_before::timestamptz
+RETURNING tenant_id, id, enrolment_id, status, scheduled_for;
+
+-- name: ScheduledSendPrune :execrows
+-- Sent and cancelled rows are kept 7 days.
+DELETE FROM scheduled_sends WHERE status IN ('sent', 'cancelled') AND finished_at < @before::timestamptz;
+
+-- name: ScheduledSendGet :one
+SELECT * FROM scheduled_sends WHERE tenant_id = @tenant_id AND id = @id AND scheduled_for = @scheduled_for;
+
+-- name: ScheduledSendList :many
+-- GET /api/scheduled and /api/contacts/{id}/scheduled. Without a status,
+-- sent and cancelled rows are left out; with one, only rows of that status.
+SELECT * FROM scheduled_sends
+WHERE tenant_id = @tenant_id
+  AND (sqlc.narg(status)::text IS NULL AND status IN ('pending', 'claimed', 'failed', 'dead')
+       OR status = sqlc.narg(status)::text)
+  AND (sqlc.narg(contact_id)::text IS NULL OR contact_id = sqlc.narg(contact_id)::text)
+  AND (sqlc.narg(cancel_reason)::text IS NULL OR cancel_reason = sqlc.narg(cancel_reason)::text)
+  AND (finished_at IS NULL OR finished_at >= now() - interval '7 days' OR status = 'dead')
+ORDER BY scheduled_for, id
+LIMIT @lim;
