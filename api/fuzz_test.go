@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"tidings/internal/config"
 )
@@ -28,6 +31,12 @@ var (
 		"/api/templates", "/api/templates/:p", "/api/templates/:p/versions", "/api/templates/:p/preview",
 		"/api/segments", "/api/segments/:p", "/api/segments/:p/members", "/api/segments/:p/compute",
 		"/api/campaigns", "/api/campaigns/:p", "/api/campaigns/:p/sequences/:p", "/api/campaigns/:p/templates/:p",
+		"/api/send", "/api/sends", "/api/sends/:p",
+		"/api/domains", "/api/domains/:p", "/api/domains/:p/verify",
+		"/api/sequences", "/api/sequences/:p", "/api/sequences/:p/status", "/api/sequences/:p/contacts",
+		"/api/sequences/:p/contacts/:p", "/api/sequences/:p/sends", "/api/sequences/:p/dry-run",
+		"/api/scheduled", "/api/scheduled/:p",
+		"/t/o/:p", "/t/c/:p", "/t/u/:p", "/webhooks/sendgrid",
 		"/api/nowhere/:p",
 	}
 )
@@ -87,6 +96,13 @@ func FuzzAPI(f *testing.F) {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		res, err := b.app.Test(req, -1)
+		if err != nil && errors.As(err, new(*fasthttp.ErrSmallBuffer)) {
+			// A request line or headers beyond fasthttp's 4 KiB read buffer
+			// never reach the app: a real server answers 431 through
+			// errorHandler (fiber maps ErrSmallBuffer); app.Test returns
+			// the error instead.
+			return
+		}
 		if err != nil {
 			t.Fatalf("%s %s: %v", m, path, err)
 		}
