@@ -6,7 +6,6 @@ package contacts
 import (
 	"bytes"
 	"encoding/json"
-	"sort"
 	"unicode/utf8"
 
 	"tidings/internal/apperr"
@@ -16,8 +15,6 @@ import (
 // Limits of what a contact stores (documented in docs/decisions.md).
 // Numbers are bounded by storable.Number.
 const (
-	maxProperties  = 200  // keys per write
-	maxPropertyKey = 128  // characters
 	maxStringValue = 4096 // bytes of a string value or array element
 	maxArrayValue  = 100  // elements
 	maxUserID      = 256
@@ -57,22 +54,14 @@ func (p Patch) RemoveKeys() []string {
 func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
 	var f apperr.Fields
 	p := Patch{Set: map[string]any{}}
-	if len(raw) > maxProperties {
-		f.Add("properties", "at most 200 properties")
+	keys, keyProblems, whole := storable.PropertyKeys(raw)
+	if whole != "" {
+		f.Add("properties", whole)
 	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	for _, k := range keys {
 		field := "properties." + k
-		if k == "" || utf8.RuneCountInString(k) > maxPropertyKey {
-			f.Add(field, "keys must be 1-128 characters")
-			continue
-		}
-		if p := storable.Text(k); p != "" {
-			f.Add(field, "keys "+p)
+		if msg := keyProblems[k]; msg != "" {
+			f.Add(field, msg)
 			continue
 		}
 		v, err := decodeValue(raw[k])

@@ -69,8 +69,6 @@ func ValidateName(name string) error {
 // Limits of an event's properties (documented in docs/decisions.md);
 // numbers are bounded by storable.Number.
 const (
-	maxProperties  = 200  // keys
-	maxPropertyKey = 128  // characters
 	maxStringValue = 4096 // bytes
 )
 
@@ -80,22 +78,14 @@ const (
 // sent (PostgreSQL writes them out in full, which the digit limits bound).
 func ValidateProperties(props map[string]json.RawMessage) ([]byte, error) {
 	var f apperr.Fields
-	if len(props) > maxProperties {
-		f.Add("properties", "at most 200 properties")
+	keys, keyProblems, whole := storable.PropertyKeys(props)
+	if whole != "" {
+		f.Add("properties", whole)
 	}
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	for _, k := range keys {
 		field := "properties." + k
-		if k == "" || utf8.RuneCountInString(k) > maxPropertyKey {
-			f.Add(field, "keys must be 1-128 characters")
-			continue
-		}
-		if p := storable.Text(k); p != "" {
-			f.Add(field, "keys "+p)
+		if msg := keyProblems[k]; msg != "" {
+			f.Add(field, msg)
 			continue
 		}
 		if msg := valueProblem(props[k]); msg != "" {

@@ -10,6 +10,7 @@ package storable
 
 import (
 	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -261,4 +262,40 @@ func hex4(b []byte, at int) (rune, bool) {
 	}
 	v, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
 	return rune(v), err == nil
+}
+
+// Limits of a properties object (contacts and events share them).
+const (
+	MaxProperties  = 200 // keys in one object (one write, for contacts)
+	MaxPropertyKey = 128 // characters in a key
+)
+
+// PropertyKeys returns the keys of a properties object in order, each with
+// what is wrong with it as a key ("" when fine), and what is wrong with the
+// object as a whole (too many keys; "" when fine). Callers report problems
+// under "properties" and "properties.<key>".
+func PropertyKeys[V any](props map[string]V) (keys []string, keyProblems map[string]string, whole string) {
+	if len(props) > MaxProperties {
+		whole = "at most " + strconv.Itoa(MaxProperties) + " properties"
+	}
+	keys = make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+		switch {
+		case k == "" || utf8.RuneCountInString(k) > MaxPropertyKey:
+			keyProblems = setProblem(keyProblems, k, "keys must be 1-"+strconv.Itoa(MaxPropertyKey)+" characters")
+		case Text(k) != "":
+			keyProblems = setProblem(keyProblems, k, "keys "+Text(k))
+		}
+	}
+	slices.Sort(keys)
+	return keys, keyProblems, whole
+}
+
+func setProblem(m map[string]string, k, p string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = p
+	return m
 }

@@ -1,6 +1,11 @@
 package storable
 
-import "testing"
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestText(t *testing.T) {
 	t.Parallel()
@@ -87,4 +92,42 @@ func FuzzJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		JSON(doc)
 	})
+}
+
+func TestPropertyKeys(t *testing.T) {
+	t.Parallel()
+	many := map[string]int{}
+	for i := range MaxProperties + 1 {
+		many[strconv.Itoa(i)] = i
+	}
+	tests := []struct {
+		desc     string
+		props    map[string]int
+		keys     []string
+		problems []string // keys with a problem
+		whole    bool
+	}{
+		{"sorted, fine", map[string]int{"b": 1, "a": 2}, []string{"a", "b"}, nil, false},
+		{"empty key", map[string]int{"": 1, "a": 2}, []string{"", "a"}, []string{""}, false},
+		{"long key", map[string]int{strings.Repeat("k", MaxPropertyKey+1): 1}, []string{strings.Repeat("k", MaxPropertyKey+1)}, []string{strings.Repeat("k", MaxPropertyKey+1)}, false},
+		{"NUL in key", map[string]int{"a\x00": 1}, []string{"a\x00"}, []string{"a\x00"}, false},
+		{"too many", many, nil, nil, true},
+	}
+	for _, tt := range tests {
+		keys, problems, whole := PropertyKeys(tt.props)
+		if tt.keys != nil && !slices.Equal(keys, tt.keys) {
+			t.Errorf("%s: keys %q, want %q", tt.desc, keys, tt.keys)
+		}
+		if len(problems) != len(tt.problems) {
+			t.Errorf("%s: problems %v, want keys %q", tt.desc, problems, tt.problems)
+		}
+		for _, k := range tt.problems {
+			if problems[k] == "" {
+				t.Errorf("%s: no problem for %q", tt.desc, k)
+			}
+		}
+		if (whole != "") != tt.whole {
+			t.Errorf("%s: whole %q, want problem %v", tt.desc, whole, tt.whole)
+		}
+	}
 }
