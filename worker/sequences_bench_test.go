@@ -145,15 +145,17 @@ func ms(seconds float64) float64 { return seconds * 1000 }
 // the engine's writers do (EnqueueScheduledSends: task id = row id,
 // ProcessAt = scheduledFor), then drained by the worker's own asynq server
 // (NewServer, NewMux, cmd/worker's concurrency) with the periodic sweep
-// running, through engine.Runner against the fake SendGrid. Reported:
-// sends/s (N over T0 → last row finished), p50/p99 lateness (sends.sent_at
-// − scheduled_for, from the database). Then, on the same Redis with the
+// running, through engine.Runner against the fake SendGrid.
+// SEQ_DRAIN_CONCURRENCY (default 10, cmd/worker's) sets both servers'
+// concurrency. Reported: sends/s (N over T0 → last row finished), p50/p99
+// lateness (sends.sent_at − scheduled_for, from the database). Then, on the same Redis with the
 // same server configuration, the ceiling: N no-op tasks of the same type
 // and options due at one instant; noop-tasks/s and the ratio.
 //
 //	SEQ_DRAIN_N=10000 go test -run '^$' -bench ScheduledDrain -benchtime 1x -timeout 30m ./worker/
 func BenchmarkScheduledDrain(b *testing.B) {
 	n := envInt(b, "SEQ_DRAIN_N", 10000)
+	conc := envInt(b, "SEQ_DRAIN_CONCURRENCY", benchConcurrency)
 	ctx := context.Background()
 	s := newSeqBench(b, n)
 	def := s.putSequence("drain", "name: Drain\ntrigger: {event: go}\nsteps: [{send: reset}]\n")
@@ -172,7 +174,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	deps := Deps{Config: s.cfg, DB: s.db, Client: s.client, Log: s.log, Sequences: runner}
-	srv := NewServer(s.opt, s.log, benchConcurrency)
+	srv := NewServer(s.opt, s.log, conc)
 	if err := srv.Start(NewMux(deps)); err != nil {
 		b.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 		}
 		return nil
 	})
-	noop := NewServer(s.opt, s.log, benchConcurrency)
+	noop := NewServer(s.opt, s.log, conc)
 	if err := noop.Start(mux); err != nil {
 		b.Fatal(err)
 	}
