@@ -1,0 +1,352 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"tidings/internal/config"
+	"tidings/internal/events"
+	"tidings/internal/provider"
+	"tidings/internal/provider/providertest"
+	"tidings/internal/sequences/definition"
+	"tidings/internal/sequences/engine"
+	"tidings/internal/store"
+	"tidings/internal/templates"
+	"tidings/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// Benchmarks of issue 13 (docs/benchmarks.md, "Sequences (issue 13)").
+// Each runs its scenario once per call, so run them with -benchtime 1x;
+// the sizes come from the environment.
+
+const (
+	benchTenant      = "ten_seqbench"
+	benchConcurrency = 10 // cmd/worker's
+	benchEnqueuers   = 8  // concurrent writers enqueueing after their commits
+)
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// seqBench is one tenant with contacts c1..cN, a verified domain, the small
+// transactional template "reset", the fake SendGrid and a leased Redis DB.
+type seqBench struct {
+	b      *testing.B
+	db     *store.DB
+	cfg    *config.Config
+	opt    asynq.RedisConnOpt
+	client *asynq.Client
+	sg     *providertest.SendGrid
+	prov   provider.Provider
+	log    *slog.Logger
+}
+
+func newSeqBench(b *testing.B, contacts int) *seqBench {
+	ctx := context.Background()
+	s := &seqBench{b: b, db: testenv.DB(b), log: slog.New(slog.DiscardHandler)}
+	url, _ := testenv.RedisDB(b)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.opt, s.client = opt, asynq.NewClient(opt)
+	b.Cleanup(func() { _ = s.client.Close() })
+	s.sg = providertest.NewSendGrid(b)
+	s.sg.KeepMessages(false)
+	if s.cfg, err = config.FromLookup(func(string) (string, bool) { return "", false }); err != nil {
+		b.Fatal(err)
+	}
+	s.sg.Configure(s.cfg)
+	if s.prov, err = provider.New(s.cfg); err != nil {
+		b.Fatal(err)
+	}
+	s.exec(`INSERT INTO tenants (id, name, sending_status, default_from_address) VALUES ($1, 'Bench', 'enabled', 'News <news@bench.example>')`, benchTenant)
+	s.exec(`INSERT INTO domains (tenant_id, domain, status, sending_enabled, verification_token, dkim_tokens)
+		VALUES ($1, 'bench.example', 'verified', true, 't', '{a,b,c}')`, benchTenant)
+	s.exec(`INSERT INTO contacts (tenant_id, id, email, properties)
+		SELECT $1, 'cnt_' || g, 'c' || g || '@example.com', jsonb_build_object('firstName', 'C' || g)
+		FROM generate_series(1, $2::int) g`, benchTenant, contacts)
+	ts := &templates.Store{DB: s.db, Compiler: templates.Prepare{MJML: testenv.MJML(b)}, FreeLimit: 100}
+	// The transactional template of BenchmarkSend (internal/delivery).
+	name, subject, content := "Reset", "Reset your password, {{ contact.properties.firstName }}", `<mjml><mj-body><mj-section><mj-column>
+<mj-text font-size="20px">Hi {{ contact.properties.firstName }},</mj-text>
+<mj-text>Someone asked to reset the password of {{ contact.email }}. If it was you, follow the link; it works for an hour.</mj-text>
+<mj-button href="https://app.example.com/reset">Reset password</mj-button>
+<mj-text font-size="12px">Not you? Ignore this email. <a href="{{ unsubscribeUrl }}">Unsubscribe</a></mj-text>
+</mj-column></mj-section></mj-body></mjml>`
+	if _, _, err := ts.Put(ctx, benchTenant, "reset", templates.Put{Name: &name, Subject: &subject, Content: &content}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func (s *seqBench) exec(sql string, args ...any) {
+	s.b.Helper()
+	if _, err := s.db.Pool.Exec(context.Background(), sql, args...); err != nil {
+		s.b.Fatal(err)
+	}
+}
+
+// putSequence stores an enabled sequence as the definitions API does.
+func (s *seqBench) putSequence(id, src string) *definition.Definition {
+	def, err := definition.Parse([]byte(src), definition.Options{})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	j, _ := json.Marshal(def)
+	s.exec(`INSERT INTO sequences (tenant_id, id, name, content, definition, trigger_event, enabled, version)
+		VALUES ($1, $2, $2, $3, $4, $5, true, 1)`, benchTenant, id, src, j, def.Trigger.Event)
+	return def
+}
+
+// enqueueAll enqueues the timers from benchEnqueuers goroutines, as many
+// api requests and worker tasks do after their commits.
+func enqueueAll(c *asynq.Client, log *slog.Logger, timers []engine.Timer) {
+	var wg sync.WaitGroup
+	per := (len(timers) + benchEnqueuers - 1) / benchEnqueuers
+	for chunk := range slices.Chunk(timers, max(per, 1)) {
+		wg.Go(func() { EnqueueScheduledSends(context.Background(), c, log, chunk) })
+	}
+	wg.Wait()
+}
+
+// enqueueLead is how far ahead of the enqueue the sends are due: enough to
+// enqueue them all first on a loaded machine (reported if not).
+func enqueueLead(n int) time.Duration { return 3*time.Second + time.Duration(n)*200*time.Microsecond }
+
+func ms(seconds float64) float64 { return seconds * 1000 }
+
+// BenchmarkScheduledDrain: SEQ_DRAIN_N (default 10,000) scheduled sends of
+// one tenant, one per contact, all due at the same instant T0, written
+// directly (enrolments and scheduled_sends by generate_series, one email
+// step of the small transactional template), enqueued after "commit" as
+// the engine's writers do (EnqueueScheduledSends: task id = row id,
+// ProcessAt = scheduledFor), then drained by the worker's own asynq server
+// (NewServer, NewMux, cmd/worker's concurrency) with the periodic sweep
+// running, through engine.Runner against the fake SendGrid.
+// SEQ_DRAIN_CONCURRENCY (default 10, cmd/worker's) sets both servers'
+// concurrency. Reported: sends/s (N over T0 → last row finished), p50/p99
+// lateness (sends.sent_at − scheduled_for, from the database). Then, on the same Redis with the
+// same server configuration, the ceiling: N no-op tasks of the same type
+// and options due at one instant; noop-tasks/s and the ratio.
+//
+//	SEQ_DRAIN_N=10000 go test -run '^$' -bench ScheduledDrain -benchtime 1x -timeout 30m ./worker/
+func BenchmarkScheduledDrain(b *testing.B) {
+	n := envInt(b, "SEQ_DRAIN_N", 10000)
+	conc := envInt(b, "SEQ_DRAIN_CONCURRENCY", benchConcurrency)
+	ctx := context.Background()
+	s := newSeqBench(b, n)
+	def := s.putSequence("drain", "name: Drain\ntrigger: {event: go}\nsteps: [{send: reset}]\n")
+	step := def.Steps[0].ID
+	// Far in the future until everything is in place.
+	s.exec(`INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index)
+		SELECT $1, 'enr_' || g, 'drain', 'cnt_' || g, $2, 1 FROM generate_series(1, $3::int) g`, benchTenant, step, n)
+	s.exec(`INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for)
+		SELECT $1, 'sch_' || g, 'cnt_' || g, 'enr_' || g, 'drain', 1, $2, 'reset', now() + interval '1 day'
+		FROM generate_series(1, $3::int) g`, benchTenant, step, n)
+	s.exec(`ANALYZE scheduled_sends`)
+	s.exec(`ANALYZE enrolments`)
+
+	runner, err := NewSequenceRunner(s.cfg, s.db, s.prov, NewRenderer(s.cfg), s.log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	deps := Deps{Config: s.cfg, DB: s.db, Client: s.client, Log: s.log, Sequences: runner}
+	srv := NewServer(s.opt, s.log, conc)
+	if err := srv.Start(NewMux(deps)); err != nil {
+		b.Fatal(err)
+	}
+	sctx, stopSched := context.WithCancel(ctx)
+	schedDone := make(chan struct{})
+	go func() { defer close(schedDone); NewScheduler(s.client, PeriodicTasks(deps), s.log).Run(sctx) }()
+
+	t0 := time.Now().Add(enqueueLead(n)).Truncate(time.Millisecond)
+	s.exec(`UPDATE scheduled_sends SET scheduled_for = $2 WHERE tenant_id = $1`, benchTenant, t0)
+	timers := make([]engine.Timer, n)
+	for i := range n {
+		timers[i] = engine.Timer{TenantID: benchTenant, ID: fmt.Sprintf("sch_%d", i+1), At: t0}
+	}
+	enqStart := time.Now()
+	enqueueAll(s.client, s.log, timers)
+	enqDone := time.Now()
+	if enqDone.After(t0) {
+		b.Logf("enqueue finished %v after T0: lateness includes it", enqDone.Sub(t0))
+	}
+	b.Logf("drain: %d sends enqueued in %v; due at T0, %v after the enqueue ended", n, enqDone.Sub(enqStart), t0.Sub(enqDone))
+
+	deadline := t0.Add(time.Duration(n)*20*time.Millisecond + time.Minute)
+	for {
+		var sent, other int
+		if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent'),
+			count(*) FILTER (WHERE status IN ('cancelled', 'dead')) FROM scheduled_sends WHERE tenant_id = $1`,
+			benchTenant).Scan(&sent, &other); err != nil {
+			b.Fatal(err)
+		}
+		if other > 0 {
+			b.Fatalf("%d scheduled sends cancelled or dead", other)
+		}
+		if sent == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d sent by the deadline", sent, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopSched()
+	<-schedDone
+	srv.Shutdown()
+
+	var drain, p50, p99, first float64
+	var failedOnce int
+	if err := s.db.Pool.QueryRow(ctx, `SELECT
+			extract(epoch FROM max(ss.finished_at) - $2::timestamptz),
+			extract(epoch FROM min(s.sent_at) - $2::timestamptz),
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.sent_at - ss.scheduled_for)),
+			percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM s.sent_at - ss.scheduled_for)),
+			count(*) FILTER (WHERE ss.attempts > 1)
+		FROM scheduled_sends ss JOIN sends s ON s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id
+		WHERE ss.tenant_id = $1`, benchTenant, t0).Scan(&drain, &first, &p50, &p99, &failedOnce); err != nil {
+		b.Fatal(err)
+	}
+	if got := s.sg.Count(); got != n {
+		b.Fatalf("fake SendGrid accepted %d messages, want %d", got, n)
+	}
+	b.Logf("drain: first send %.0f ms after T0, last row finished %.2f s after T0; %d rows took more than one attempt", ms(first), drain, failedOnce)
+	sendsPerS := float64(n) / drain
+	b.ReportMetric(sendsPerS, "sends/s")
+	b.ReportMetric(ms(p50), "p50-late-ms")
+	b.ReportMetric(ms(p99), "p99-late-ms")
+
+	// The ceiling: the same server configuration draining no-op tasks.
+	var done atomic.Int64
+	late := make([]time.Duration, n)
+	var t1 time.Time
+	finished := make(chan struct{})
+	mux := asynq.NewServeMux()
+	mux.Use(logTasks(s.log))
+	mux.HandleFunc(TypeScheduledSend, func(context.Context, *asynq.Task) error {
+		l := time.Since(t1)
+		i := done.Add(1)
+		if int(i) <= n {
+			late[i-1] = l
+		}
+		if int(i) == n {
+			close(finished)
+		}
+		return nil
+	})
+	noop := NewServer(s.opt, s.log, conc)
+	if err := noop.Start(mux); err != nil {
+		b.Fatal(err)
+	}
+	defer noop.Shutdown()
+	t1 = time.Now().Add(enqueueLead(n)).Truncate(time.Millisecond)
+	for i := range timers {
+		timers[i] = engine.Timer{TenantID: benchTenant, ID: fmt.Sprintf("noop_%d", i+1), At: t1}
+	}
+	enqStart = time.Now()
+	enqueueAll(s.client, s.log, timers)
+	enqDone = time.Now()
+	if enqDone.After(t1) {
+		b.Logf("no-op enqueue finished %v after T1: lateness includes it", enqDone.Sub(t1))
+	}
+	b.Logf("no-op: %d tasks enqueued in %v", n, enqDone.Sub(enqStart))
+	select {
+	case <-finished:
+	case <-time.After(time.Until(t1) + time.Duration(n)*5*time.Millisecond + time.Minute):
+		b.Fatalf("no-op: %d of %d tasks ran", done.Load(), n)
+	}
+	slices.Sort(late)
+	noopDrain := late[n-1]
+	noopPerS := float64(n) / noopDrain.Seconds()
+	b.ReportMetric(noopPerS, "noop-tasks/s")
+	b.ReportMetric(float64(late[n/2].Microseconds())/1000, "noop-p50-late-ms")
+	b.ReportMetric(float64(late[n*99/100].Microseconds())/1000, "noop-p99-late-ms")
+	b.ReportMetric(sendsPerS/noopPerS, "ratio")
+}
+
+// BenchmarkEventFanout: what POST /api/events does past HTTP and
+// authentication (events.Recorder with the engine's hook, then
+// EnqueueScheduledSends of the timers after the commit, as api/events.go),
+// from 16 goroutines, each event for a different contact (b.N contacts),
+// for an event that five enabled sequences trigger (each enrols the
+// contact and schedules its first email an hour ahead: nothing sends) and
+// for an event no sequence triggers. Compare events/s of the two:
+//
+//	go test -run '^$' -bench EventFanout -benchtime 5000x ./worker/
+func BenchmarkEventFanout(b *testing.B) {
+	for _, tc := range []struct{ name, event string }{{"match5", "signup"}, {"none", "page_view"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := newSeqBench(b, b.N)
+			for i := range 5 {
+				s.putSequence(fmt.Sprintf("onboard%d", i+1), "name: Onboard\ntrigger: {event: signup}\nsteps: [{delay: 1h}, {send: reset}]\n")
+			}
+			rec := &events.Recorder{DB: s.db, Hooks: []events.Hook{engine.Hook}}
+			const workers = 16
+			var next atomic.Int64
+			var enrolled atomic.Int64
+			lat := make([][]time.Duration, workers)
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						t0 := time.Now()
+						ctx, timers := engine.WithTimers(context.Background())
+						r, err := rec.RecordCustom(ctx, events.Custom{TenantID: benchTenant, Email: fmt.Sprintf("c%d@example.com", i),
+							Name: tc.event, Properties: []byte(`{"plan":"pro","source":"bench"}`), Timestamp: time.Now()})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						EnqueueScheduledSends(ctx, s.client, s.log, timers.List())
+						enrolled.Add(int64(len(r.TriggeredSequences)))
+						lat[w] = append(lat[w], time.Since(t0))
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			all := slices.Concat(lat...)
+			if len(all) == 0 {
+				return
+			}
+			slices.Sort(all)
+			if want := map[string]int64{"match5": 5, "none": 0}[tc.name] * int64(b.N); enrolled.Load() != want {
+				b.Fatalf("%d enrolments, want %d", enrolled.Load(), want)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
