@@ -91,9 +91,12 @@ type Server struct {
 	campaigns *campaigns.Store
 	templates *templates.Store
 	sequences *sequences.Store
-	renderer  *templates.Renderer
-	sender    *delivery.Sender
-	sends     *delivery.Sends
+	// enrolments is the engine's face for the enrolment, dry-run and
+	// scheduled-send routes.
+	enrolments *engine.Store
+	renderer   *templates.Renderer
+	sender     *delivery.Sender
+	sends      *delivery.Sends
 	// idempotency keeps Idempotency-Key records (see idempotent).
 	idempotency *idempotency.Store
 	domains     *domains.Store
@@ -142,6 +145,7 @@ func New(d Deps) *fiber.App {
 		panic("api.New: " + err.Error()) // config.Load always sets a secret
 	}
 	s.domains = domainStore(d)
+	s.enrolments = &engine.Store{DB: d.DB, Templates: s.renderer, BaseURL: d.Config.PublicBaseURL}
 	s.tracking, s.webhookKey, s.queue = signer, d.WebhookKey, d.Queue
 	s.outcomes = &delivery.Outcomes{DB: d.DB, Events: s.events}
 	s.webhooks = &delivery.Webhooks{DB: d.DB, Outcomes: s.outcomes}

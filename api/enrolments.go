@@ -1,18 +1,14 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
 	"tidings/internal/apperr"
 	"tidings/internal/page"
-	"tidings/internal/render"
-	"tidings/internal/sequences/engine"
 	"tidings/queries"
 	"tidings/worker"
 )
@@ -56,25 +52,11 @@ func (s *Server) enrol(c *fiber.Ctx) error {
 	if !ok || contactID == "" {
 		return apperr.Invalid("contactId", "is required")
 	}
-	ctx, timers := engine.WithTimers(c.UserContext())
-	var e queries.Enrolment
-	var created bool
-	err = s.db.Tx(ctx, func(q *queries.Queries) error {
-		timers.Reset()
-		seq, err := engine.LoadSequence(ctx, q, tenantID(c), seqID)
-		if err != nil {
-			return err
-		}
-		if _, err := q.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID(c), ID: contactID}); err != nil {
-			return apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("CONTACT_NOT_FOUND", "contact"))
-		}
-		e, created, err = engine.Enroll(ctx, q, tenantID(c), seq, contactID, nil)
-		return err
-	})
+	e, created, timers, err := s.enrolments.Enrol(c.UserContext(), tenantID(c), seqID, contactID)
 	if err != nil {
 		return err
 	}
-	worker.EnqueueScheduledSends(ctx, s.queue, s.log, timers.List())
+	worker.EnqueueScheduledSends(c.UserContext(), s.queue, s.log, timers)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -93,14 +75,7 @@ func (s *Server) unenrol(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	err = s.db.Tx(c.UserContext(), func(q *queries.Queries) error {
-		if _, err := engine.LoadSequence(c.UserContext(), q, tenantID(c), seqID); err != nil {
-			return err
-		}
-		_, err := engine.Exit(c.UserContext(), q, tenantID(c), seqID, contactID, engine.ReasonManual)
-		return err
-	})
-	if err != nil {
+	if err := s.enrolments.Unenrol(c.UserContext(), tenantID(c), seqID, contactID); err != nil {
 		return err
 	}
 	return c.SendStatus(http.StatusNoContent)
@@ -125,16 +100,7 @@ func (s *Server) enrolled(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	if _, err := engine.LoadSequence(ctx, s.db.Queries, tenantID(c), seqID); err != nil {
-		return err
-	}
-	rows, next, err := page.List(p, func(pq page.Query) ([]queries.EnrolmentListBySequenceRow, error) {
-		return s.db.EnrolmentListBySequence(ctx, queries.EnrolmentListBySequenceParams{TenantID: tenantID(c),
-			SequenceID: seqID, BeforeTime: pq.BeforeTime, BeforeID: pq.BeforeID, Lim: pq.Limit})
-	}, func(r queries.EnrolmentListBySequenceRow) page.Cursor {
-		return page.Cursor{Time: r.EnrolledAt, ID: r.ID}
-	})
+	rows, next, err := s.enrolments.Enrolled(c.UserContext(), tenantID(c), seqID, p)
 	if err != nil {
 		return err
 	}
@@ -152,9 +118,9 @@ func (s *Server) sequenceStatus(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.db.EnrolmentSequenceStatus(c.UserContext(), queries.EnrolmentSequenceStatusParams{TenantID: tenantID(c), ID: seqID})
+	r, err := s.enrolments.Status(c.UserContext(), tenantID(c), seqID)
 	if err != nil {
-		return apperr.Specific(err, apperr.KindNotFound, engine.NotFound())
+		return err
 	}
 	return c.JSON(fiber.Map{"sequenceId": r.ID, "name": r.Name, "enabled": r.Enabled,
 		"version": strconv.Itoa(int(r.Version)), "createdAt": formatTime(r.CreatedAt), "updatedAt": formatTime(r.UpdatedAt),
@@ -168,8 +134,7 @@ func (s *Server) contactSequences(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.db.EnrolmentListByContact(c.UserContext(), queries.EnrolmentListByContactParams{
-		TenantID: tenantID(c), ContactID: id, Lim: 1000})
+	rows, err := s.enrolments.OfContact(c.UserContext(), tenantID(c), id)
 	if err != nil {
 		return err
 	}
@@ -184,8 +149,6 @@ type dryRunReq struct {
 	ContactID Opt[string] `json:"contactId"`
 	StepID    Opt[string] `json:"stepId"`
 }
-
-const textPreviewChars = 200
 
 // dryRun is POST /api/sequences/{id}/dry-run: what a step would do for a
 // contact now, persisting and sending nothing.
@@ -203,8 +166,7 @@ func (s *Server) dryRun(c *fiber.Ctx) error {
 		return apperr.Invalid("contactId", "is required")
 	}
 	stepID, _ := req.StepID.Value()
-	ctx := c.UserContext()
-	res, err := engine.DryRun(ctx, s.db.Queries, tenantID(c), seqID, contactID, stepID)
+	res, preview, err := s.enrolments.DryRunWithPreview(c.UserContext(), tenantID(c), seqID, contactID, stepID)
 	if err != nil {
 		return err
 	}
@@ -214,45 +176,8 @@ func (s *Server) dryRun(c *fiber.Ctx) error {
 		"sequenceInfo": fiber.Map{"sequenceId": res.Sequence.ID, "name": res.Sequence.Name, "enabled": res.Sequence.Enabled,
 			"version": strconv.Itoa(int(res.Sequence.Version))},
 		"inSequence": res.Enrolment != nil, "timestamp": formatTime(time.Now())}
-	if res.Outcome == engine.WouldSend {
-		preview, err := s.stepPreview(c, res)
-		if err != nil {
-			return err
-		}
-		out["templatePreview"] = preview
+	if preview != nil {
+		out["templatePreview"] = fiber.Map{"subject": preview.Subject, "textPreview": preview.TextPreview}
 	}
 	return c.JSON(out)
-}
-
-// stepPreview renders the step's template for the contact as a send would
-// (the enrolling event in context), with a placeholder unsubscribe link.
-func (s *Server) stepPreview(c *fiber.Ctx, res engine.DryRunResult) (fiber.Map, error) {
-	ctx := c.UserContext()
-	tmpl, err := s.db.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID(c), ID: res.Step.Template})
-	if err != nil {
-		return nil, apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("TEMPLATE_NOT_FOUND", "template"))
-	}
-	var props map[string]any
-	_ = json.Unmarshal(res.Contact.Properties, &props)
-	userID := ""
-	if res.Contact.UserID != nil {
-		userID = *res.Contact.UserID
-	}
-	rc := render.Context{UnsubscribeURL: s.cfg.PublicBaseURL + "/t/u/dry-run",
-		Contact: &render.Contact{ContactID: res.Contact.ID, Email: res.Contact.Email, UserID: userID,
-			Subscribed: res.Contact.Subscribed, Properties: props}}
-	if ev := res.TriggerEvent; ev != nil {
-		var ep map[string]any
-		_ = json.Unmarshal(ev.Properties, &ep)
-		rc.Event = &render.Event{Name: ev.Name, Properties: ep, Timestamp: ev.OccurredAt}
-	}
-	msg, err := s.renderer.RenderCurrent(ctx, tenantID(c), tmpl, rc)
-	if err != nil {
-		return nil, err
-	}
-	text := msg.Text
-	if utf8.RuneCountInString(text) > textPreviewChars {
-		text = string([]rune(text)[:textPreviewChars])
-	}
-	return fiber.Map{"subject": msg.Subject, "textPreview": text}, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/page"
+	"tidings/internal/sequences/engine"
 	"tidings/queries"
 )
 
@@ -96,14 +97,10 @@ func (s *Server) contactScheduled(c *fiber.Ctx) error {
 }
 
 func (s *Server) scheduledPage(c *fiber.Ctx, status, contactID, reason *string, limit int) error {
-	rows, err := s.db.ScheduledSendList(c.UserContext(), queries.ScheduledSendListParams{TenantID: tenantID(c),
-		Status: status, ContactID: contactID, CancelReason: reason, Lim: int32(limit + 1)})
+	rows, more, err := s.enrolments.Scheduled(c.UserContext(), tenantID(c),
+		engine.ScheduledFilter{Status: status, ContactID: contactID, CancelReason: reason, Limit: limit})
 	if err != nil {
 		return err
-	}
-	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
 	}
 	items := make([]scheduledJSON, len(rows))
 	for i, r := range rows {
@@ -127,9 +124,9 @@ func (s *Server) scheduledGet(c *fiber.Ctx) error {
 	if err != nil {
 		return apperr.Invalid("scheduledFor", "must be an ISO 8601 timestamp")
 	}
-	r, err := s.db.ScheduledSendGet(c.UserContext(), queries.ScheduledSendGetParams{TenantID: tenantID(c), ID: id, ScheduledFor: at})
+	r, err := s.enrolments.ScheduledGet(c.UserContext(), tenantID(c), id, at)
 	if err != nil {
-		return apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("SCHEDULED_SEND_NOT_FOUND", "scheduled send"))
+		return err
 	}
 	return c.JSON(scheduledView(r))
 }

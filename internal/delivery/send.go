@@ -215,18 +215,12 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		return Result{}, err
 	}
 	unsubURL := tracking.UnsubscribeURL(s.BaseURL, unsubToken)
-	var props map[string]any
-	if err := json.Unmarshal(o.contact.Properties, &props); err != nil {
-		return Result{}, fmt.Errorf("contact %s properties: %w", o.contact.ID, err)
-	}
-	userID := ""
-	if o.contact.UserID != nil {
-		userID = *o.contact.UserID
+	recipient, err := RecipientOf(o.contact)
+	if err != nil {
+		return Result{}, err
 	}
 	msg, err := s.Templates.RenderCurrent(ctx, o.tenant.ID, o.tmpl, render.Context{
-		Variables: o.variables, Event: o.event, UnsubscribeURL: unsubURL,
-		Contact: &render.Contact{ContactID: o.contact.ID, Email: o.contact.Email, UserID: userID,
-			Subscribed: o.contact.Subscribed, Properties: props},
+		Variables: o.variables, Event: o.event, UnsubscribeURL: unsubURL, Contact: recipient,
 	})
 	if err != nil {
 		return Result{}, err
@@ -295,4 +289,27 @@ func providerError(err error) error {
 		msg += ": " + pe.Message
 	}
 	return apperr.Upstream("PROVIDER_ERROR", msg, err)
+}
+
+// RecipientOf is a stored contact as the render context sees it; a dry
+// run's preview and a send build it the same way.
+func RecipientOf(c queries.Contact) (*render.Contact, error) {
+	var props map[string]any
+	if err := json.Unmarshal(c.Properties, &props); err != nil {
+		return nil, fmt.Errorf("contact %s properties: %w", c.ID, err)
+	}
+	userID := ""
+	if c.UserID != nil {
+		userID = *c.UserID
+	}
+	return &render.Contact{ContactID: c.ID, Email: c.Email, UserID: userID,
+		Subscribed: c.Subscribed, Properties: props}, nil
+}
+
+// EventOf is a stored event (the one that enrolled a contact) as the
+// render context's `event`.
+func EventOf(e queries.EnrolmentTriggerEventRow) *render.Event {
+	var props map[string]any
+	_ = json.Unmarshal(e.Properties, &props) // stored by events.Record: valid JSON
+	return &render.Event{Name: e.Name, Properties: props, Timestamp: e.OccurredAt}
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/delivery"
 	"tidings/internal/provider"
-	"tidings/internal/render"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/store"
 	"tidings/internal/tenants"
@@ -206,9 +204,7 @@ func (r *Runner) check(ctx context.Context, q *queries.Queries, row queries.Sche
 	if e.TriggerEventID != nil {
 		ev, err := q.EnrolmentTriggerEvent(ctx, queries.EnrolmentTriggerEventParams{TenantID: row.TenantID, ID: *e.TriggerEventID})
 		if err == nil {
-			var props map[string]any
-			_ = json.Unmarshal(ev.Properties, &props)
-			st.Event = &render.Event{Name: ev.Name, Properties: props, Timestamp: ev.OccurredAt}
+			st.Event = delivery.EventOf(ev)
 		} else if !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
 			return "", nil, err
 		}
