@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"tidings/internal/config"
+	"tidings/internal/testenv"
+)
+
+// The webhook sweep re-enqueues a batch stored but never applied (its
+// enqueue failed, or Redis lost it), leaves a fresh or applied one alone,
+// and prunes applied batches and event ids past their retention.
+func TestWebhookSweepRefeedsAndPrunes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t)
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(opt)
+	defer client.Close()
+	inspector := asynq.NewInspector(opt)
+	defer inspector.Close()
+	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Deps{Config: cfg, DB: db, Client: client, Log: slog.New(slog.DiscardHandler)}
+
+	var stale, fresh, old int64
+	for _, q := range []struct {
+		dst *int64
+		sql string
+	}{
+		{&stale, `INSERT INTO webhook_batches (provider, body, received_at) VALUES ('sendgrid', '[]', now() - interval '5 minutes') RETURNING id`},
+		{&fresh, `INSERT INTO webhook_batches (provider, body) VALUES ('sendgrid', '[]') RETURNING id`},
+		{&old, `INSERT INTO webhook_batches (provider, body, received_at, applied_at) VALUES ('sendgrid', '[]', now() - interval '30 days', now() - interval '30 days') RETURNING id`},
+	} {
+		if err := db.Pool.QueryRow(ctx, q.sql).Scan(q.dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO provider_events (provider, event_id, received_at) VALUES
+		('sendgrid', 'old', now() - interval '30 days'), ('sendgrid', 'new', now())`); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(TypeWebhookSweep, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inspector.GetTaskInfo(QueueDefault, WebhookTaskID(stale)); err != nil {
+		t.Fatalf("stale batch %d not re-enqueued: %v", stale, err)
+	}
+	if _, err := inspector.GetTaskInfo(QueueDefault, WebhookTaskID(fresh)); err == nil {
+		t.Fatalf("fresh batch %d enqueued by the sweep", fresh)
+	}
+	var batches, ids int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_batches WHERE id = $1`, old).Scan(&batches); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM provider_events`).Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	if batches != 0 || ids != 1 {
+		t.Fatalf("after the sweep: old batch rows %d, event ids %d; want 0 and 1", batches, ids)
+	}
+}
