@@ -124,6 +124,10 @@ type Step struct {
 	// Event is the event that enrolled the contact, for the render
 	// context; nil for a manual enrolment.
 	Event *render.Event
+	// Tenant and Contact, when set, are the rows the engine read for its
+	// gates a moment before; SendStep uses them instead of reading again.
+	Tenant  *queries.Tenant
+	Contact *queries.Contact
 }
 
 // SendStep sends a sequence step: the template's current version rendered
@@ -132,14 +136,21 @@ type Step struct {
 // exists and is enabled, and the from address. A failure it returns is
 // final unless provider.IsTemporary says the provider may take it later.
 func (s *Sender) SendStep(ctx context.Context, st Step) (Result, error) {
-	tenant, err := s.DB.TenantGet(ctx, st.TenantID)
-	if err != nil {
-		return Result{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
+	if st.Tenant == nil {
+		t, err := s.DB.TenantGet(ctx, st.TenantID)
+		if err != nil {
+			return Result{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
+		}
+		st.Tenant = &t
 	}
-	contact, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: st.TenantID, ID: st.ContactID})
-	if err != nil {
-		return Result{}, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
+	if st.Contact == nil {
+		c, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: st.TenantID, ID: st.ContactID})
+		if err != nil {
+			return Result{}, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
+		}
+		st.Contact = &c
 	}
+	tenant, contact := *st.Tenant, *st.Contact
 	tmpl, err := s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: st.TenantID, ID: st.TemplateID})
 	if err != nil {
 		return Result{}, apperr.Specific(err, apperr.KindNotFound, templates.NotFound())

@@ -200,7 +200,8 @@ func (r *Runner) check(ctx context.Context, q *queries.Queries, row queries.Sche
 		return OutcomeSkipped, nil, advance(ctx, q, e, seq, step.ID)
 	}
 	st := &delivery.Step{TenantID: row.TenantID, ContactID: row.ContactID, TemplateID: step.Template,
-		SequenceID: seq.ID, StepID: step.ID, ScheduledSendID: row.ID, From: seq.Def.From}
+		SequenceID: seq.ID, StepID: step.ID, ScheduledSendID: row.ID, From: seq.Def.From,
+		Tenant: &t, Contact: &c}
 	if e.TriggerEventID != nil {
 		ev, err := q.EnrolmentTriggerEvent(ctx, queries.EnrolmentTriggerEventParams{TenantID: row.TenantID, ID: *e.TriggerEventID})
 		if err == nil {
