@@ -72,7 +72,7 @@ func (s *Server) scheduledList(c *fiber.Ctx) error {
 		reason = &v
 	}
 	if status == nil && contactID == nil {
-		f.Add("status", "status or contactId is required")
+		f.Add("status", "or contactId is required")
 	}
 	limit, err := page.Limit(c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	mergeFields(&f, err)

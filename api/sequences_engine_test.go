@@ -612,3 +612,76 @@ steps: [{delay: 1h}, {send: welcome}]
 		t.Fatalf("%v", p)
 	}
 }
+
+// A task that arrives before its row is due (asynq keeps process times in
+// whole seconds and releases a task up to a second early) waits for the
+// row instead of claiming nothing and leaving it to the sweep.
+func TestScheduledEarlyTaskWaitsForItsRow(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_early")
+	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	f.event("go", nil)
+	f.exec(`UPDATE scheduled_sends SET scheduled_for = date_trunc('milliseconds', now() + interval '700 milliseconds')
+		WHERE tenant_id = $1`, f.org)
+	id := f.scheduled("status=pending")[0]["scheduledSendId"].(string)
+	res, err := f.runner.Run(context.Background(), f.org, id)
+	if err != nil || res.Outcome != engine.OutcomeSent {
+		t.Fatal(res, err)
+	}
+	// Due later than the wait: left to its own task or the sweep.
+	f.event("go", nil) // no reenroll: enrols nobody
+	f.putSequence("later", "name: L\ntrigger: {event: go2}\nsteps: [{send: welcome}]\n", true)
+	f.event("go2", nil)
+	f.exec(`UPDATE scheduled_sends SET scheduled_for = now() + interval '1 hour' WHERE tenant_id = $1 AND status = 'pending'`, f.org)
+	id = f.scheduled("status=pending")[0]["scheduledSendId"].(string)
+	if res, err := f.runner.Run(context.Background(), f.org, id); err != nil || res.Outcome != engine.OutcomeNone {
+		t.Fatal(res, err)
+	}
+	if f.b.sg.Count() != 1 {
+		t.Fatalf("sent %d", f.b.sg.Count())
+	}
+}
+
+// A worker killed mid-send leaves its claim and an asynq task that asynq
+// archives when the lease runs out, keeping the row's task id. The sweep
+// takes the claim back and frees the id, so the row's new task is queued.
+func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_archived")
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, inspector := asynq.NewClient(opt), asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = client.Close(); _ = inspector.Close() })
+	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	f.event("go", nil)
+	id := f.scheduled("status=pending")[0]["scheduledSendId"].(string)
+	worker.EnqueueScheduledSends(context.Background(), client, testLog(), []engine.Timer{{TenantID: f.org, ID: id, At: time.Now()}})
+	if err := inspector.ArchiveTask(worker.QueueCritical, id); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE scheduled_sends SET status = 'claimed', claimed_at = now() - interval '10 minutes', attempts = 1
+		WHERE tenant_id = $1`, f.org)
+
+	deps := worker.Deps{Config: f.b.cfg, DB: f.b.db, Client: client, Inspector: inspector, Log: testLog()}
+	if n, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	info, err := inspector.GetTaskInfo(worker.QueueCritical, id)
+	if err != nil || info.State == asynq.TaskStateArchived {
+		t.Fatalf("task %v, %v: want queued again", info, err)
+	}
+	// A sweep while the new task waits leaves it alone.
+	if _, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if info2, err := inspector.GetTaskInfo(worker.QueueCritical, id); err != nil || info2.State != info.State {
+		t.Fatalf("task %v, %v", info2, err)
+	}
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
+	if f.b.sg.Count() != 1 {
+		t.Fatalf("sent %d", f.b.sg.Count())
+	}
+}

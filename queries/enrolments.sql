@@ -52,6 +52,15 @@ WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND contact_id = @co
 -- name: EnrolmentGetForUpdate :one
 SELECT * FROM enrolments WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
 
+-- name: EnrolmentForAdvance :one
+-- The enrolment, locked, and its sequence's version and definition (null
+-- when deleted): what moving on after a sent step reads, in one round trip.
+SELECT sqlc.embed(e), sq.version AS seq_version, sq.definition AS seq_definition
+FROM enrolments e
+LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
+WHERE e.tenant_id = @tenant_id AND e.id = @id
+FOR UPDATE OF e;
+
 -- name: EnrolmentOpenByContact :many
 -- The contact's open enrolments, locked: an event evaluates their exit
 -- conditions.

@@ -174,6 +174,49 @@ func (q *Queries) EnrolmentExitBySequence(ctx context.Context, arg EnrolmentExit
 	return err
 }
 
+const enrolmentForAdvance = `-- name: EnrolmentForAdvance :one
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, sq.version AS seq_version, sq.definition AS seq_definition
+FROM enrolments e
+LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
+WHERE e.tenant_id = $1 AND e.id = $2
+FOR UPDATE OF e
+`
+
+type EnrolmentForAdvanceParams struct {
+	TenantID string
+	ID       string
+}
+
+type EnrolmentForAdvanceRow struct {
+	Enrolment     Enrolment
+	SeqVersion    *int32
+	SeqDefinition []byte
+}
+
+// The enrolment, locked, and its sequence's version and definition (null
+// when deleted): what moving on after a sent step reads, in one round trip.
+func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvanceParams) (EnrolmentForAdvanceRow, error) {
+	row := q.db.QueryRow(ctx, enrolmentForAdvance, arg.TenantID, arg.ID)
+	var i EnrolmentForAdvanceRow
+	err := row.Scan(
+		&i.Enrolment.TenantID,
+		&i.Enrolment.ID,
+		&i.Enrolment.SequenceID,
+		&i.Enrolment.ContactID,
+		&i.Enrolment.Status,
+		&i.Enrolment.CurrentStep,
+		&i.Enrolment.CurrentStepIndex,
+		&i.Enrolment.TriggerEventID,
+		&i.Enrolment.EnrolledAt,
+		&i.Enrolment.EndedAt,
+		&i.Enrolment.ExitReason,
+		&i.Enrolment.UpdatedAt,
+		&i.SeqVersion,
+		&i.SeqDefinition,
+	)
+	return i, err
+}
+
 const enrolmentGetForUpdate = `-- name: EnrolmentGetForUpdate :one
 SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `

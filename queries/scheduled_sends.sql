@@ -15,9 +15,35 @@ RETURNING *;
 
 -- name: ScheduledSendClaim :one
 -- A worker takes a due row; no row: another worker has it, or it is done.
-UPDATE scheduled_sends SET status = 'claimed', claimed_at = now(), attempts = attempts + 1, updated_at = now()
-WHERE tenant_id = @tenant_id AND id = @id AND status IN ('pending', 'failed') AND scheduled_for <= now()
-RETURNING *;
+-- sent_id is the send already recorded for the row (sends has a unique
+-- index on scheduled_send_id): an earlier attempt whose message left but
+-- whose worker stopped before marking the row ("" for none).
+UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
+WHERE ss.tenant_id = @tenant_id AND ss.id = @id AND ss.status IN ('pending', 'failed') AND ss.scheduled_for <= now()
+RETURNING sqlc.embed(ss),
+    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id;
+
+-- name: ScheduledSendUntilDue :one
+-- How long until a claimable row is due (negative: due), on the clock the
+-- claim compares with. No row: nothing to wait for.
+SELECT extract(epoch FROM scheduled_for - now())::float8 AS seconds FROM scheduled_sends
+WHERE tenant_id = @tenant_id AND id = @id AND status IN ('pending', 'failed');
+
+-- name: ScheduledSendStepContext :one
+-- What the engine reads to decide a claimed send, in one round trip and
+-- one snapshot: the enrolment, the contact, the tenant, the sequence (null
+-- columns when it was deleted) and the event that enrolled the contact
+-- (null columns for a manual enrolment). Nothing is locked: a decision
+-- other than "send" is taken again under locks (engine.Runner.check).
+SELECT sqlc.embed(e), sqlc.embed(c), sqlc.embed(t),
+    sq.enabled AS seq_enabled, sq.version AS seq_version, sq.definition AS seq_definition, sq.name AS seq_name,
+    ev.name AS event_name, ev.properties AS event_properties, ev.occurred_at AS event_occurred_at
+FROM enrolments e
+JOIN contacts c ON c.tenant_id = e.tenant_id AND c.id = e.contact_id
+JOIN tenants t ON t.id = e.tenant_id
+LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
+LEFT JOIN events ev ON ev.tenant_id = e.tenant_id AND ev.id = e.trigger_event_id
+WHERE e.tenant_id = @tenant_id AND e.id = @enrolment_id;
 
 -- name: ScheduledSendRelease :execrows
 -- Gives a claimed row back untried (its sequence is disabled): pending, and
@@ -39,11 +65,6 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at 
 UPDATE scheduled_sends SET status = 'sent', send_id = @send_id, cancel_reason = NULL, last_error = NULL,
     finished_at = now(), updated_at = now()
 WHERE tenant_id = @tenant_id AND id = @id AND status <> 'sent';
-
--- name: ScheduledSendSentID :one
--- The send recorded for a scheduled send, if any (sends has a unique index
--- on scheduled_send_id): a retry after a crash finds the message that left.
-SELECT id FROM sends WHERE tenant_id = @tenant_id AND scheduled_send_id = @scheduled_send_id;
 
 -- name: ScheduledSendCancelByContact :execrows
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()

@@ -68,9 +68,10 @@ func (q *Queries) ScheduledSendCancelBySequence(ctx context.Context, arg Schedul
 }
 
 const scheduledSendClaim = `-- name: ScheduledSendClaim :one
-UPDATE scheduled_sends SET status = 'claimed', claimed_at = now(), attempts = attempts + 1, updated_at = now()
-WHERE tenant_id = $1 AND id = $2 AND status IN ('pending', 'failed') AND scheduled_for <= now()
-RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at
+UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
+WHERE ss.tenant_id = $1 AND ss.id = $2 AND ss.status IN ('pending', 'failed') AND ss.scheduled_for <= now()
+RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at,
+    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id
 `
 
 type ScheduledSendClaimParams struct {
@@ -78,29 +79,38 @@ type ScheduledSendClaimParams struct {
 	ID       string
 }
 
+type ScheduledSendClaimRow struct {
+	ScheduledSend ScheduledSend
+	SentID        string
+}
+
 // A worker takes a due row; no row: another worker has it, or it is done.
-func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaimParams) (ScheduledSend, error) {
+// sent_id is the send already recorded for the row (sends has a unique
+// index on scheduled_send_id): an earlier attempt whose message left but
+// whose worker stopped before marking the row ("" for none).
+func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaimParams) (ScheduledSendClaimRow, error) {
 	row := q.db.QueryRow(ctx, scheduledSendClaim, arg.TenantID, arg.ID)
-	var i ScheduledSend
+	var i ScheduledSendClaimRow
 	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.ContactID,
-		&i.EnrolmentID,
-		&i.SequenceID,
-		&i.SequenceVersion,
-		&i.StepID,
-		&i.TemplateID,
-		&i.ScheduledFor,
-		&i.Status,
-		&i.Attempts,
-		&i.LastError,
-		&i.CancelReason,
-		&i.ClaimedAt,
-		&i.SendID,
-		&i.FinishedAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+		&i.ScheduledSend.TenantID,
+		&i.ScheduledSend.ID,
+		&i.ScheduledSend.ContactID,
+		&i.ScheduledSend.EnrolmentID,
+		&i.ScheduledSend.SequenceID,
+		&i.ScheduledSend.SequenceVersion,
+		&i.ScheduledSend.StepID,
+		&i.ScheduledSend.TemplateID,
+		&i.ScheduledSend.ScheduledFor,
+		&i.ScheduledSend.Status,
+		&i.ScheduledSend.Attempts,
+		&i.ScheduledSend.LastError,
+		&i.ScheduledSend.CancelReason,
+		&i.ScheduledSend.ClaimedAt,
+		&i.ScheduledSend.SendID,
+		&i.ScheduledSend.FinishedAt,
+		&i.ScheduledSend.CreatedAt,
+		&i.ScheduledSend.UpdatedAt,
+		&i.SentID,
 	)
 	return i, err
 }
@@ -495,20 +505,112 @@ func (q *Queries) ScheduledSendRelease(ctx context.Context, arg ScheduledSendRel
 	return result.RowsAffected(), nil
 }
 
-const scheduledSendSentID = `-- name: ScheduledSendSentID :one
-SELECT id FROM sends WHERE tenant_id = $1 AND scheduled_send_id = $2
+const scheduledSendStepContext = `-- name: ScheduledSendStepContext :one
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, c.tenant_id, c.id, c.email, c.user_id, c.properties, c.subscribed, c.suppressed, c.total_sends, c.total_opens, c.total_clicks, c.last_event_at, c.created_at, c.updated_at, t.id, t.name, t.plan, t.sending_status, t.sandbox_whitelist, t.contact_count, t.monthly_send_count, t.monthly_send_count_period, t.billing_status, t.billing_customer_id, t.billing_subscription_id, t.plan_period_end, t.default_from_address, t.preferred_region, t.created_at, t.updated_at,
+    sq.enabled AS seq_enabled, sq.version AS seq_version, sq.definition AS seq_definition, sq.name AS seq_name,
+    ev.name AS event_name, ev.properties AS event_properties, ev.occurred_at AS event_occurred_at
+FROM enrolments e
+JOIN contacts c ON c.tenant_id = e.tenant_id AND c.id = e.contact_id
+JOIN tenants t ON t.id = e.tenant_id
+LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
+LEFT JOIN events ev ON ev.tenant_id = e.tenant_id AND ev.id = e.trigger_event_id
+WHERE e.tenant_id = $1 AND e.id = $2
 `
 
-type ScheduledSendSentIDParams struct {
-	TenantID        string
-	ScheduledSendID *string
+type ScheduledSendStepContextParams struct {
+	TenantID    string
+	EnrolmentID string
 }
 
-// The send recorded for a scheduled send, if any (sends has a unique index
-// on scheduled_send_id): a retry after a crash finds the message that left.
-func (q *Queries) ScheduledSendSentID(ctx context.Context, arg ScheduledSendSentIDParams) (string, error) {
-	row := q.db.QueryRow(ctx, scheduledSendSentID, arg.TenantID, arg.ScheduledSendID)
-	var id string
-	err := row.Scan(&id)
-	return id, err
+type ScheduledSendStepContextRow struct {
+	Enrolment       Enrolment
+	Contact         Contact
+	Tenant          Tenant
+	SeqEnabled      *bool
+	SeqVersion      *int32
+	SeqDefinition   []byte
+	SeqName         *string
+	EventName       *string
+	EventProperties []byte
+	EventOccurredAt *time.Time
+}
+
+// What the engine reads to decide a claimed send, in one round trip and
+// one snapshot: the enrolment, the contact, the tenant, the sequence (null
+// columns when it was deleted) and the event that enrolled the contact
+// (null columns for a manual enrolment). Nothing is locked: a decision
+// other than "send" is taken again under locks (engine.Runner.check).
+func (q *Queries) ScheduledSendStepContext(ctx context.Context, arg ScheduledSendStepContextParams) (ScheduledSendStepContextRow, error) {
+	row := q.db.QueryRow(ctx, scheduledSendStepContext, arg.TenantID, arg.EnrolmentID)
+	var i ScheduledSendStepContextRow
+	err := row.Scan(
+		&i.Enrolment.TenantID,
+		&i.Enrolment.ID,
+		&i.Enrolment.SequenceID,
+		&i.Enrolment.ContactID,
+		&i.Enrolment.Status,
+		&i.Enrolment.CurrentStep,
+		&i.Enrolment.CurrentStepIndex,
+		&i.Enrolment.TriggerEventID,
+		&i.Enrolment.EnrolledAt,
+		&i.Enrolment.EndedAt,
+		&i.Enrolment.ExitReason,
+		&i.Enrolment.UpdatedAt,
+		&i.Contact.TenantID,
+		&i.Contact.ID,
+		&i.Contact.Email,
+		&i.Contact.UserID,
+		&i.Contact.Properties,
+		&i.Contact.Subscribed,
+		&i.Contact.Suppressed,
+		&i.Contact.TotalSends,
+		&i.Contact.TotalOpens,
+		&i.Contact.TotalClicks,
+		&i.Contact.LastEventAt,
+		&i.Contact.CreatedAt,
+		&i.Contact.UpdatedAt,
+		&i.Tenant.ID,
+		&i.Tenant.Name,
+		&i.Tenant.Plan,
+		&i.Tenant.SendingStatus,
+		&i.Tenant.SandboxWhitelist,
+		&i.Tenant.ContactCount,
+		&i.Tenant.MonthlySendCount,
+		&i.Tenant.MonthlySendCountPeriod,
+		&i.Tenant.BillingStatus,
+		&i.Tenant.BillingCustomerID,
+		&i.Tenant.BillingSubscriptionID,
+		&i.Tenant.PlanPeriodEnd,
+		&i.Tenant.DefaultFromAddress,
+		&i.Tenant.PreferredRegion,
+		&i.Tenant.CreatedAt,
+		&i.Tenant.UpdatedAt,
+		&i.SeqEnabled,
+		&i.SeqVersion,
+		&i.SeqDefinition,
+		&i.SeqName,
+		&i.EventName,
+		&i.EventProperties,
+		&i.EventOccurredAt,
+	)
+	return i, err
+}
+
+const scheduledSendUntilDue = `-- name: ScheduledSendUntilDue :one
+SELECT extract(epoch FROM scheduled_for - now())::float8 AS seconds FROM scheduled_sends
+WHERE tenant_id = $1 AND id = $2 AND status IN ('pending', 'failed')
+`
+
+type ScheduledSendUntilDueParams struct {
+	TenantID string
+	ID       string
+}
+
+// How long until a claimable row is due (negative: due), on the clock the
+// claim compares with. No row: nothing to wait for.
+func (q *Queries) ScheduledSendUntilDue(ctx context.Context, arg ScheduledSendUntilDueParams) (float64, error) {
+	row := q.db.QueryRow(ctx, scheduledSendUntilDue, arg.TenantID, arg.ID)
+	var seconds float64
+	err := row.Scan(&seconds)
+	return seconds, err
 }

@@ -73,16 +73,55 @@ func EnqueueScheduledSends(ctx context.Context, c *asynq.Client, log *slog.Logge
 }
 
 func enqueueScheduled(ctx context.Context, c *asynq.Client, t engine.Timer) error {
+	err := enqueueTask(ctx, c, t)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil
+	}
+	return err
+}
+
+func enqueueTask(ctx context.Context, c *asynq.Client, t engine.Timer) error {
 	payload, err := json.Marshal(scheduledPayload{TenantID: t.TenantID, ID: t.ID})
 	if err != nil {
 		return err
 	}
 	// Retries are the rows' (failed, with a retry time), not asynq's: a
-	// task that errors is not retried by asynq (MaxRetry 0), the sweep
-	// re-feeds the row.
+	// task is not retried by asynq (MaxRetry 0), the sweep re-feeds the row.
 	_, err = c.EnqueueContext(ctx, asynq.NewTask(TypeScheduledSend, payload),
 		asynq.TaskID(t.ID), asynq.ProcessAt(t.At), asynq.Queue(QueueCritical),
 		asynq.MaxRetry(0), asynq.Timeout(sendTimeout))
+	return err
+}
+
+// enqueueSwept is the sweep's enqueue, which also frees a task id that a
+// dead task still holds. A task whose worker was killed is archived by
+// asynq when its lease runs out (MaxRetry 0), and an archived task keeps
+// its id: without this the row's new task would be refused as a duplicate
+// until the archive is trimmed, months later.
+func enqueueSwept(ctx context.Context, d Deps, t engine.Timer) error {
+	if d.Client == nil {
+		return nil
+	}
+	err := enqueueTask(ctx, d.Client, t)
+	if !errors.Is(err, asynq.ErrTaskIDConflict) || d.Inspector == nil {
+		return ignoreConflict(err)
+	}
+	info, err := d.Inspector.GetTaskInfo(QueueCritical, t.ID)
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound):
+	case err != nil:
+		return err
+	case info.State != asynq.TaskStateArchived && info.State != asynq.TaskStateCompleted:
+		return nil // waiting or running: it will claim the row
+	default:
+		if err := d.Inspector.DeleteTask(QueueCritical, t.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+			return err
+		}
+	}
+	return ignoreConflict(enqueueTask(ctx, d.Client, t))
+}
+
+func ignoreConflict(err error) error {
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil
 	}
@@ -99,7 +138,11 @@ func HandleScheduledSend(d Deps) asynq.HandlerFunc {
 		}
 		res, err := d.Sequences.Run(ctx, p.TenantID, p.ID)
 		if err != nil {
-			return err // the row is failed; the sweep retries it
+			// The row is failed (or still pending) and the sweep re-feeds
+			// it. The task succeeds all the same: a failed task would be
+			// archived and keep the row's task id.
+			d.Log.Error("scheduled send attempt failed; the sweep retries it", "scheduled_send_id", p.ID, "err", err)
+			return nil
 		}
 		EnqueueScheduledSends(ctx, d.Client, d.Log, res.Timers)
 		switch res.Outcome {
@@ -133,12 +176,12 @@ func SweepScheduled(ctx context.Context, d Deps, now time.Time, claimTimeout tim
 	if err != nil {
 		return 0, err
 	}
-	timers := make([]engine.Timer, len(due))
-	for i, r := range due {
-		timers[i] = engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor}
+	for _, r := range due {
+		if err := enqueueSwept(ctx, d, engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor}); err != nil {
+			d.Log.Warn("scheduled send not enqueued by the sweep", "scheduled_send_id", r.ID, "err", err)
+		}
 	}
-	EnqueueScheduledSends(ctx, d.Client, d.Log, timers)
-	return len(timers), nil
+	return len(due), nil
 }
 
 func scheduledSweepPeriodic() Periodic {

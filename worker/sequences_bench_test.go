@@ -136,6 +136,12 @@ func enqueueAll(c *asynq.Client, log *slog.Logger, timers []engine.Timer) {
 // enqueue them all first on a loaded machine (reported if not).
 func enqueueLead(n int) time.Duration { return 3*time.Second + time.Duration(n)*200*time.Microsecond }
 
+// dueAt is the instant the sends (or no-op tasks) are due: a whole second,
+// because asynq keeps process times in whole seconds and releases a task
+// once its second has begun; at a fraction the no-op tasks would run up to
+// a second before it and the two drains would not compare.
+func dueAt(n int) time.Time { return time.Now().Add(enqueueLead(n)).Truncate(time.Second).Add(time.Second) }
+
 func ms(seconds float64) float64 { return seconds * 1000 }
 
 // BenchmarkScheduledDrain: SEQ_DRAIN_N (default 10,000) scheduled sends of
@@ -182,7 +188,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); NewScheduler(s.client, PeriodicTasks(deps), s.log).Run(sctx) }()
 
-	t0 := time.Now().Add(enqueueLead(n)).Truncate(time.Millisecond)
+	t0 := dueAt(n)
 	s.exec(`UPDATE scheduled_sends SET scheduled_for = $2 WHERE tenant_id = $1`, benchTenant, t0)
 	timers := make([]engine.Timer, n)
 	for i := range n {
@@ -263,7 +269,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer noop.Shutdown()
-	t1 = time.Now().Add(enqueueLead(n)).Truncate(time.Millisecond)
+	t1 = dueAt(n)
 	for i := range timers {
 		timers[i] = engine.Timer{TenantID: benchTenant, ID: fmt.Sprintf("noop_%d", i+1), At: t1}
 	}

@@ -28,7 +28,9 @@ type Deps struct {
 	DB     *store.DB
 	Redis  redis.UniversalClient
 	Client *asynq.Client
-	Log    *slog.Logger
+	// Inspector lets the sweep free the task id of a dead (archived) task.
+	Inspector *asynq.Inspector
+	Log       *slog.Logger
 	// Sequences runs scheduled sends (TypeScheduledSend).
 	Sequences *engine.Runner
 }

@@ -68,7 +68,9 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	deps := worker.Deps{Config: cfg, DB: db, Redis: rdb, Client: client, Log: log, Sequences: runner}
+	inspector := asynq.NewInspector(opt)
+	defer inspector.Close()
+	deps := worker.Deps{Config: cfg, DB: db, Redis: rdb, Client: client, Inspector: inspector, Log: log, Sequences: runner}
 	srv := worker.NewServer(opt, log, 10)
 	if err := srv.Start(worker.NewMux(deps)); err != nil {
 		return err

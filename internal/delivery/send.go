@@ -41,6 +41,9 @@ type Request struct {
 type Result struct {
 	SendID    string
 	MessageID string
+	// InRecordDone says Step.InRecord ran and committed with the send
+	// record.
+	InRecordDone bool
 }
 
 // Sender sends one message to one contact: the transactional send here,
@@ -128,6 +131,13 @@ type Step struct {
 	// gates a moment before; SendStep uses them instead of reading again.
 	Tenant  *queries.Tenant
 	Contact *queries.Contact
+	// InRecord, when set, runs in the transaction that records the send:
+	// the engine marks its scheduled send sent and moves the enrolment on
+	// there, one commit instead of two and no window between the record
+	// and the mark. If the transaction fails with it, the send is recorded
+	// without it (the message has left; its record comes first) and
+	// Result.InRecordDone is false.
+	InRecord func(ctx context.Context, q *queries.Queries, sendID string) error
 }
 
 // SendStep sends a sequence step: the template's current version rendered
@@ -163,7 +173,7 @@ func (s *Sender) SendStep(ctx context.Context, st Step) (Result, error) {
 		return Result{}, err
 	}
 	return s.deliver(ctx, outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from, event: st.Event,
-		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID})
+		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, inRecord: st.InRecord})
 }
 
 // MayMail is the contact's own gate: it is subscribed and not suppressed.
@@ -214,6 +224,8 @@ type outgoing struct {
 	// sequenceID, stepID and scheduledSendID are set for sequence sends,
 	// which also carry List-Unsubscribe.
 	sequenceID, stepID, scheduledSendID string
+	// inRecord is Step.InRecord.
+	inRecord func(ctx context.Context, q *queries.Queries, sendID string) error
 }
 
 // deliver renders, hands the message to the provider, and records the send
@@ -263,17 +275,29 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	// abandoned meanwhile, or a retry would send it twice.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := s.record(rctx, rec); err != nil {
+	res := Result{SendID: sendID, MessageID: messageID}
+	err = s.record(rctx, rec, o.inRecord)
+	if err == nil {
+		res.InRecordDone = o.inRecord != nil
+		return res, nil
+	}
+	if o.inRecord != nil {
+		s.Log.Warn("recording a send with its step failed; recording the send alone", "err", err,
+			"tenant_id", o.tenant.ID, "send_id", sendID)
+		err = s.record(rctx, rec, nil)
+	}
+	if err != nil {
 		// The provider accepted the message; answering an error would make
 		// the client send it again. Say so loudly instead.
 		s.Log.Error("send accepted by the provider but not recorded", "err", err,
 			"tenant_id", o.tenant.ID, "send_id", sendID, "message_id", messageID)
 	}
-	return Result{SendID: sendID, MessageID: messageID}, nil
+	return res, nil
 }
 
-// record stores the send and its email.sent event in one transaction.
-func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams) error {
+// record stores the send and its email.sent event in one transaction, and
+// runs then (Step.InRecord) in it when set.
+func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams, then func(context.Context, *queries.Queries, string) error) error {
 	return s.DB.Tx(ctx, func(q *queries.Queries) error {
 		if _, err := q.SendInsert(ctx, rec); err != nil {
 			return err
@@ -283,9 +307,11 @@ func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams) error
 			props["sequenceId"] = *rec.SequenceID
 			props["stepId"] = *rec.StepID
 		}
-		_, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
-			Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1})
-		return err
+		if _, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
+			Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1}); err != nil || then == nil {
+			return err
+		}
+		return then(ctx, q, rec.ID)
 	})
 }
 

@@ -66,52 +66,142 @@ type Result struct {
 }
 
 // Run processes one scheduled send. It claims the row atomically (a
-// duplicate task, or a row handled meanwhile, claims nothing), then in one
-// transaction checks, in ADDENDUM 6 order, the sequence (deleted:
-// cancelled; disabled: back to pending, held; step removed: cancelled
-// step_removed), the built-in gates (contact subscribed, not suppressed,
-// tenant not paused, whitelisted in sandbox) and the YAML gates (failing:
-// exited gate_blocked), the exit condition (exited exit_condition) and the
-// step conditions (false: skipped, the enrolment moves on). A step that
-// passes is sent outside any transaction, then marked sent and the
-// enrolment advanced. See doc.go for failures and the crash windows.
+// duplicate task, or a row handled meanwhile, claims nothing), then checks,
+// in ADDENDUM 6 order, the sequence (deleted: cancelled; disabled: back to
+// pending, held; step removed: cancelled step_removed), the built-in gates
+// (contact subscribed, not suppressed, tenant not paused, whitelisted in
+// sandbox) and the YAML gates (failing: exited gate_blocked), the exit
+// condition (exited exit_condition) and the step conditions (false:
+// skipped, the enrolment moves on). A step that passes is sent outside any
+// transaction, then recorded, marked sent and the enrolment advanced in
+// one transaction. See doc.go for failures and the crash windows.
+//
+// The checks read everything in one statement without locks (quick); only
+// a decision other than "send" (rare) is taken again in a transaction
+// holding the enrolment (check), which writes it. The send path costs the
+// claim, that read, SendStep's template and domain reads and one
+// transaction: the drain benchmark's round trips.
 func (r *Runner) Run(ctx context.Context, tenantID, id string) (Result, error) {
-	row, err := r.DB.ScheduledSendClaim(ctx, queries.ScheduledSendClaimParams{TenantID: tenantID, ID: id})
+	claimed, err := r.claim(ctx, tenantID, id)
 	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
 		return Result{Outcome: OutcomeNone}, nil
 	}
 	if err != nil {
 		return Result{}, err
 	}
+	row := claimed.ScheduledSend
 	// An earlier attempt whose message left but whose worker stopped before
 	// marking the row: the send record (unique per scheduled send) says so.
-	if sendID, err := r.DB.ScheduledSendSentID(ctx, queries.ScheduledSendSentIDParams{TenantID: tenantID,
-		ScheduledSendID: &row.ID}); err == nil {
-		return r.sent(ctx, row, sendID)
-	} else if !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
-		return Result{}, r.giveBack(ctx, row, err)
+	if claimed.SentID != "" {
+		return r.sent(ctx, row, claimed.SentID)
 	}
 
-	var st *delivery.Step
 	ctx2, timers := WithTimers(ctx)
-	var out Outcome
-	err = r.DB.Tx(ctx2, func(q *queries.Queries) error {
-		timers.Reset()
-		var err error
-		out, st, err = r.check(ctx2, q, row)
-		return err
-	})
+	st, seq, err := r.quick(ctx, row)
 	if err != nil {
 		return Result{}, r.giveBack(ctx, row, err)
 	}
 	if st == nil {
-		return Result{Outcome: out, Timers: timers.List()}, nil
+		var out Outcome
+		err = r.DB.Tx(ctx2, func(q *queries.Queries) error {
+			timers.Reset()
+			var err error
+			out, st, err = r.check(ctx2, q, row)
+			return err
+		})
+		if err != nil {
+			return Result{}, r.giveBack(ctx, row, err)
+		}
+		if st == nil {
+			return Result{Outcome: out, Timers: timers.List()}, nil
+		}
 	}
-	res, sendErr := r.Sender.SendStep(ctx, *st)
+	st.InRecord = func(ctx context.Context, q *queries.Queries, sendID string) error {
+		timers.Reset()
+		return markSent(ctx, q, row, sendID, seq)
+	}
+	res, sendErr := r.Sender.SendStep(ctx2, *st)
 	if sendErr != nil {
 		return r.failed(ctx, row, sendErr)
 	}
+	if res.InRecordDone {
+		return Result{Outcome: OutcomeSent, Timers: timers.List()}, nil
+	}
 	return r.sent(ctx, row, res.SendID)
+}
+
+// EarlyWait is the most a task that arrives before its row is due waits
+// for it. asynq keeps a task's process time in whole seconds and moves it
+// to its queue once that second has begun, so a send due at 12:00:00.700
+// runs from 12:00:00.000 on; without the wait it would claim nothing and
+// leave the row to the next sweep, seconds late.
+const EarlyWait = 1500 * time.Millisecond
+
+// claim claims the row; a row that is not due yet but will be within
+// EarlyWait is waited for and claimed then.
+func (r *Runner) claim(ctx context.Context, tenantID, id string) (queries.ScheduledSendClaimRow, error) {
+	p := queries.ScheduledSendClaimParams{TenantID: tenantID, ID: id}
+	claimed, err := r.DB.ScheduledSendClaim(ctx, p)
+	if !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
+		return claimed, err
+	}
+	secs, err2 := r.DB.ScheduledSendUntilDue(ctx, queries.ScheduledSendUntilDueParams{TenantID: tenantID, ID: id})
+	wait := time.Duration(secs * float64(time.Second))
+	if err2 != nil || wait <= 0 || wait > EarlyWait {
+		return claimed, err // done, taken, or due later: its own task or the sweep runs it
+	}
+	select {
+	case <-ctx.Done():
+		return claimed, ctx.Err()
+	case <-time.After(wait):
+	}
+	return r.DB.ScheduledSendClaim(ctx, p)
+}
+
+// quick reads what the checks need in one statement, unlocked, and returns
+// the step to send when every check passes, with the sequence read. Any
+// other case (nil step) goes to check, which decides under locks.
+func (r *Runner) quick(ctx context.Context, row queries.ScheduledSend) (*delivery.Step, *Sequence, error) {
+	x, err := r.DB.ScheduledSendStepContext(ctx, queries.ScheduledSendStepContextParams{TenantID: row.TenantID,
+		EnrolmentID: row.EnrolmentID})
+	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	e := x.Enrolment
+	if x.SeqVersion == nil || e.Status != Active || !*x.SeqEnabled {
+		return nil, nil, nil
+	}
+	seq, err := sequenceOf(row.SequenceID, deref(x.SeqName), true, *x.SeqVersion, x.SeqDefinition)
+	if err != nil {
+		return nil, nil, err
+	}
+	idx := seq.Def.StepIndex(row.StepID)
+	if idx < 0 || seq.Def.Steps[idx].Kind != definition.KindEmail {
+		return nil, nil, nil
+	}
+	step := seq.Def.Steps[idx]
+	evr, err := newEvaluator(ctx, r.DB.Queries, x.Contact, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
+	if err != nil {
+		return nil, nil, err
+	}
+	if d := decide(evr, x.Contact, x.Tenant, seq, step); d.err != nil || d.outcome != WouldSend {
+		return nil, nil, d.err
+	}
+	st := stepOf(row, seq, step, x.Tenant, x.Contact)
+	if x.EventName != nil {
+		st.Event = delivery.EventOf(queries.EnrolmentTriggerEventRow{Name: *x.EventName,
+			Properties: x.EventProperties, OccurredAt: *x.EventOccurredAt})
+	}
+	return st, &seq, nil
+}
+
+func stepOf(row queries.ScheduledSend, seq Sequence, step definition.Step, t queries.Tenant, c queries.Contact) *delivery.Step {
+	return &delivery.Step{TenantID: row.TenantID, ContactID: row.ContactID, TemplateID: step.Template,
+		SequenceID: seq.ID, StepID: step.ID, ScheduledSendID: row.ID, From: seq.Def.From,
+		Tenant: &t, Contact: &c}
 }
 
 // giveBack returns a claimed row to failed after an error of ours (the
@@ -123,8 +213,8 @@ func (r *Runner) giveBack(ctx context.Context, row queries.ScheduledSend, cause 
 	return cause
 }
 
-// check decides what to do with a claimed row, in a transaction; a non-nil
-// step is to be sent.
+// check decides what to do with a claimed row, in a transaction holding
+// its enrolment, and writes the decision; a non-nil step is to be sent.
 func (r *Runner) check(ctx context.Context, q *queries.Queries, row queries.ScheduledSend) (Outcome, *delivery.Step, error) {
 	e, err := q.EnrolmentGetForUpdate(ctx, queries.EnrolmentGetForUpdateParams{TenantID: row.TenantID, ID: row.EnrolmentID})
 	if err != nil {
@@ -199,9 +289,7 @@ func (r *Runner) check(ctx context.Context, q *queries.Queries, row queries.Sche
 		}
 		return OutcomeSkipped, nil, advance(ctx, q, e, seq, step.ID)
 	}
-	st := &delivery.Step{TenantID: row.TenantID, ContactID: row.ContactID, TemplateID: step.Template,
-		SequenceID: seq.ID, StepID: step.ID, ScheduledSendID: row.ID, From: seq.Def.From,
-		Tenant: &t, Contact: &c}
+	st := stepOf(row, seq, step, t, c)
 	if e.TriggerEventID != nil {
 		ev, err := q.EnrolmentTriggerEvent(ctx, queries.EnrolmentTriggerEventParams{TenantID: row.TenantID, ID: *e.TriggerEventID})
 		if err == nil {
@@ -356,23 +444,7 @@ func (r *Runner) sent(ctx context.Context, row queries.ScheduledSend, sendID str
 	defer cancel()
 	err := r.DB.Tx(ctx2, func(q *queries.Queries) error {
 		timers.Reset()
-		if _, err := q.ScheduledSendMarkSent(ctx2, queries.ScheduledSendMarkSentParams{TenantID: row.TenantID,
-			ID: row.ID, SendID: &sendID}); err != nil {
-			return err
-		}
-		e, err := q.EnrolmentGetForUpdate(ctx2, queries.EnrolmentGetForUpdateParams{TenantID: row.TenantID, ID: row.EnrolmentID})
-		if err != nil || e.Status != Active || e.CurrentStep != row.StepID {
-			return ignoreNoRows(err) // ended, paused or moved on meanwhile
-		}
-		seq, err := LoadSequence(ctx2, q, row.TenantID, row.SequenceID)
-		if err != nil {
-			return ignoreNoRows(err)
-		}
-		if seq.Def.StepIndex(row.StepID) < 0 {
-			_, err := exit(ctx2, q, row.TenantID, e.ID, ReasonStepRemoved)
-			return ignoreNoRows(err)
-		}
-		return advance(ctx2, q, e, seq, row.StepID)
+		return markSent(ctx2, q, row, sendID, nil)
 	})
 	if err != nil {
 		r.Log.Error("scheduled send went out but was not marked sent; the sweep will find its send record",
@@ -380,6 +452,37 @@ func (r *Runner) sent(ctx context.Context, row queries.ScheduledSend, sendID str
 		return Result{}, err
 	}
 	return Result{Outcome: OutcomeSent, Timers: timers.List()}, nil
+}
+
+// markSent marks row sent with its send and moves the enrolment on, in the
+// caller's transaction. seen is the sequence as the checks read it a
+// moment ago, reused when its version is still current (nil: parse the
+// stored definition).
+func markSent(ctx context.Context, q *queries.Queries, row queries.ScheduledSend, sendID string, seen *Sequence) error {
+	// The enrolment first, then its send: the lock order of exit and check.
+	x, lockErr := q.EnrolmentForAdvance(ctx, queries.EnrolmentForAdvanceParams{TenantID: row.TenantID, ID: row.EnrolmentID})
+	if _, err := q.ScheduledSendMarkSent(ctx, queries.ScheduledSendMarkSentParams{TenantID: row.TenantID,
+		ID: row.ID, SendID: &sendID}); err != nil {
+		return err
+	}
+	e := x.Enrolment
+	if lockErr != nil || e.Status != Active || e.CurrentStep != row.StepID || x.SeqVersion == nil {
+		return ignoreNoRows(lockErr) // ended, paused or moved on meanwhile; sequence deleted
+	}
+	var seq Sequence
+	if seen != nil && seen.Version == *x.SeqVersion {
+		seq = *seen
+	} else {
+		var err error
+		if seq, err = sequenceOf(row.SequenceID, "", true, *x.SeqVersion, x.SeqDefinition); err != nil {
+			return err
+		}
+	}
+	if seq.Def.StepIndex(row.StepID) < 0 {
+		_, err := exit(ctx, q, row.TenantID, e.ID, ReasonStepRemoved)
+		return ignoreNoRows(err)
+	}
+	return advance(ctx, q, e, seq, row.StepID)
 }
 
 // failed records a failed attempt: failed with a retry time when the error
