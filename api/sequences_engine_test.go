@@ -353,17 +353,29 @@ func TestScheduledCancelledByOptOutDeleteAndSequenceDelete(t *testing.T) {
 	if c := f.scheduled("status=cancelled&cancelReason=suppressed"); len(c) != 1 {
 		t.Fatalf("%v", c)
 	}
-	// Manual exit, then the contact's deletion takes its rows.
+	// Manual exit; then the contact's deletion cancels its open send
+	// (contact_deleted), which stays listed, and a worker holding the
+	// send's task claims nothing.
 	f.exec(`UPDATE contacts SET suppressed = false WHERE tenant_id = $1`, f.org)
 	f.event("go", nil)
 	f.b.expect("DELETE", "/api/sequences/s/contacts/"+f.contactID, f.key, nil, 204)
 	if c := f.scheduled("status=cancelled&cancelReason=manual"); len(c) != 1 {
 		t.Fatalf("%v", c)
 	}
+	f.event("go", nil)
+	f.makeDue()
 	f.b.expect("DELETE", "/api/contacts/"+f.contactID, f.key, nil, 204)
-	if c := f.scheduled("status=cancelled"); len(c) != 0 {
+	c := f.scheduled("status=cancelled&cancelReason=contact_deleted")
+	if len(c) != 1 || c[0]["contactId"] != f.contactID {
 		t.Fatalf("%v", c)
 	}
+	if len(f.scheduled("status=cancelled")) != 5 {
+		t.Fatalf("%v", f.scheduled("status=cancelled"))
+	}
+	if res, err := f.runner.Run(context.Background(), f.org, c[0]["scheduledSendId"].(string)); err != nil || res.Outcome != engine.OutcomeNone {
+		t.Fatal(res, err)
+	}
+	f.b.expectError("GET", "/api/contacts/"+f.contactID+"/scheduled", f.key, nil, 404, "CONTACT_NOT_FOUND")
 }
 
 func TestScheduledStepRemovedRetryDeadAndReclaim(t *testing.T) {

@@ -146,6 +146,16 @@ func unsubscribes(subscribed *bool) bool { return subscribed != nil && !*subscri
 // capabilities' rows (enrolments, scheduled sends) go by foreign key cascade.
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
 	return s.DB.Tx(ctx, func(q *queries.Queries) error {
+		// The contact first, then its sends: the order a send's record
+		// locks them in. The open sends stay, cancelled contact_deleted
+		// (ADDENDUM 7); everything else of the contact goes with it.
+		if _, err := q.ContactGetForUpdate(ctx, queries.ContactGetForUpdateParams{TenantID: tenantID, ID: id}); err != nil {
+			return notFound(err)
+		}
+		if _, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
+			TenantID: tenantID, ContactID: id, Reason: ReasonContactDeleted}); err != nil {
+			return err
+		}
 		n, err := q.ContactDelete(ctx, queries.ContactDeleteParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return err

@@ -13,6 +13,8 @@ import (
 const (
 	ReasonUnsubscribed = "unsubscribed"
 	ReasonSuppressed   = "suppressed"
+	// ReasonContactDeleted cancels the sends of a deleted contact.
+	ReasonContactDeleted = "contact_deleted"
 )
 
 // OptOut says what happens to one contact.
