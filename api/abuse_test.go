@@ -1,0 +1,334 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The abuse suite (issue 15): what one tenant can do to another's data
+// through every route, tracking links tampered with, CR/LF aimed at
+// headers. Other files hold the rest of it: hostile_test.go (NUL, bad
+// UTF-8, numbers, sizes, rule trees), internal/render's XSS corpus, the
+// fuzz targets.
+
+// probe is one request an attacker tenant makes with the victim's ids.
+type probe struct {
+	method, path string
+	body         any
+	// ok lists the statuses allowed besides 404. A route that writes into
+	// the caller's own namespace (PUT /api/templates/{id} with an id the
+	// victim also uses) may succeed: it touches only the caller's rows.
+	ok []int
+}
+
+// TestAbuseCrossTenantEveryRoute gives a victim tenant one of everything,
+// then probes every /api route of the app's route table as another tenant
+// with the victim's ids. Every probe must answer 404 (or, where listed, a
+// status about the caller's own rows), never a 5xx, never a body that
+// mentions the victim's data; afterwards every victim row is unchanged. A
+// route without a probe fails the test, so new routes join the suite.
+func TestAbuseCrossTenantEveryRoute(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_abuse_victim")
+	b := f.b
+
+	// The victim: contact, templates (fixture), a domain, a sequence with a
+	// pending scheduled send, a send, a segment, a campaign, an API key.
+	f.domain("victim.example", "verified", true)
+	b.putYAML("/api/sequences/vseq", f.key, "text/yaml",
+		"name: Victim\ntrigger: {event: victim_signed_up}\nsteps: [{delay: 1h}, {send: welcome}]\n", 201)
+	f.event("victim_signed_up", nil)
+	sched := f.scheduled("status=pending")
+	if len(sched) != 1 {
+		t.Fatalf("%v", sched)
+	}
+	schID, schFor := sched[0]["scheduledSendId"].(string), sched[0]["scheduledFor"].(string)
+	send := b.expect("POST", "/api/send", f.key, map[string]any{"to": "ann@example.com", "template": "welcome"}, 200)
+	sendID := send.body["sendId"].(string)
+	seg := b.expect("POST", "/api/segments", f.key, map[string]any{"name": "Victims",
+		"rules": rule("firstName", "equals", "Ann")}, 201).body["segmentId"].(string)
+	cmp := b.expect("POST", "/api/campaigns", f.key, map[string]any{"name": "Victim launch"}, 201).body["campaignId"].(string)
+	keys := b.expect("GET", "/api/api-keys", f.key, nil, 200).items()
+	keyID := keys[0].(map[string]any)["keyId"].(string)
+	victim := f.org
+	contact := f.contactID
+	// What must never appear in an attacker's response. Ids chosen by the
+	// caller (welcome, vseq) are not secret: the attacker may use them too.
+	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, keyID, "victim.example", "Victim launch"}
+
+	// The attacker, with a campaign and a sequence of its own for the
+	// routes that join two ids.
+	atk := b.apiKey(b.tenant("org_abuse_attacker"))
+	b.putYAML("/api/sequences/aseq", atk, "text/yaml", "name: A\ntrigger: {event: a}\nsteps: [{send: own}]\n", 404) // no template "own" yet: TEMPLATE_NOT_FOUND
+	b.expect("PUT", "/api/templates/own", atk, map[string]any{"name": "Own", "subject": "Own",
+		"content": "<mjml><mj-body><mj-section><mj-column><mj-text>own</mj-text></mj-column></mj-section></mj-body></mjml>"}, 201)
+	b.putYAML("/api/sequences/aseq", atk, "text/yaml", "name: A\ntrigger: {event: a}\nsteps: [{send: own}]\n", 201)
+	acmp := b.expect("POST", "/api/campaigns", atk, map[string]any{"name": "Mine"}, 201).body["campaignId"].(string)
+
+	before := tenantSnapshot(t, b, victim)
+
+	esc := url.PathEscape
+	at := url.QueryEscape(schFor)
+	probes := map[string][]probe{
+		"GET /api/tenant":                             {{"GET", "/api/tenant", nil, []int{200}}},
+		"PATCH /api/tenant":                           {{"PATCH", "/api/tenant", map[string]any{"name": "x"}, []int{200}}},
+		"POST /api/tenant":                            {{"POST", "/api/tenant", map[string]any{"name": "x"}, []int{403}}},
+		"GET /api/tenant/sandbox-whitelist":           {{"GET", "/api/tenant/sandbox-whitelist", nil, []int{200}}},
+		"POST /api/tenant/sandbox-whitelist":          {{"POST", "/api/tenant/sandbox-whitelist", map[string]any{"email": "ann@example.com"}, []int{200}}},
+		"DELETE /api/tenant/sandbox-whitelist/:email": {{"DELETE", "/api/tenant/sandbox-whitelist/" + esc("ann@example.com"), nil, []int{200}}},
+		"POST /api/api-keys":                          {{"POST", "/api/api-keys", map[string]any{"name": "x"}, []int{403}}},
+		"GET /api/api-keys":                           {{"GET", "/api/api-keys", nil, []int{200}}},
+		"DELETE /api/api-keys/:keyId":                 {{"DELETE", "/api/api-keys/" + keyID, nil, []int{403}}},
+		"POST /api/contacts":                          {{"POST", "/api/contacts", map[string]any{"email": "mallory@example.com"}, []int{201}}},
+		"PUT /api/contacts":                           {{"PUT", "/api/contacts", map[string]any{"email": "ann@example.com", "properties": map[string]any{"firstName": "Mallory"}}, []int{201}}},
+		"GET /api/contacts":                           {{"GET", "/api/contacts", nil, []int{200}}},
+		"GET /api/contacts/stats":                     {{"GET", "/api/contacts/stats", nil, []int{200}}},
+		"GET /api/contacts/:id":                       {{"GET", "/api/contacts/" + contact, nil, nil}},
+		"PATCH /api/contacts/:id":                     {{"PATCH", "/api/contacts/" + contact, map[string]any{"subscribed": false}, nil}},
+		"DELETE /api/contacts/:id":                    {{"DELETE", "/api/contacts/" + contact, nil, nil}},
+		"GET /api/contacts/:id/sends":                 {{"GET", "/api/contacts/" + contact + "/sends", nil, nil}},
+		"GET /api/contacts/:id/scheduled":             {{"GET", "/api/contacts/" + contact + "/scheduled", nil, nil}},
+		"GET /api/contacts/:id/sequences":             {{"GET", "/api/contacts/" + contact + "/sequences", nil, nil}},
+		"GET /api/contacts/:id/segments":              {{"GET", "/api/contacts/" + contact + "/segments", nil, nil}},
+		"GET /api/contacts/:id/timeline":              {{"GET", "/api/contacts/" + contact + "/timeline", nil, nil}},
+		"POST /api/send": {
+			{"POST", "/api/send", map[string]any{"to": "ann@example.com", "template": "welcome"}, nil},
+			{"POST", "/api/send", map[string]any{"to": "ann@example.com", "template": "own", "from": "x@victim.example"}, []int{400}},
+		},
+		"GET /api/sends": {
+			{"GET", "/api/sends", nil, []int{200}},
+			{"GET", "/api/sends?contactId=" + contact, nil, nil},
+			{"GET", "/api/sends?templateId=welcome", nil, []int{200}},
+		},
+		"GET /api/sends/:sendId":       {{"GET", "/api/sends/" + sendID, nil, nil}},
+		"POST /api/events":             {{"POST", "/api/events", map[string]any{"email": "ann@example.com", "name": "victim_signed_up"}, []int{201}}},
+		"GET /api/events":              {{"GET", "/api/events", nil, []int{200}}},
+		"GET /api/events/contacts/:id": {{"GET", "/api/events/contacts/" + contact, nil, nil}},
+		"POST /api/sequences/:id/contacts": {
+			{"POST", "/api/sequences/vseq/contacts", map[string]any{"contactId": contact}, nil},
+			{"POST", "/api/sequences/aseq/contacts", map[string]any{"contactId": contact}, nil},
+		},
+		"GET /api/sequences/:id/contacts": {{"GET", "/api/sequences/vseq/contacts", nil, nil}},
+		"DELETE /api/sequences/:id/contacts/:contactId": {
+			{"DELETE", "/api/sequences/vseq/contacts/" + contact, nil, nil},
+			{"DELETE", "/api/sequences/aseq/contacts/" + contact, nil, nil},
+		},
+		"GET /api/sequences/:id/status": {{"GET", "/api/sequences/vseq/status", nil, nil}},
+		"POST /api/sequences/:id/dry-run": {
+			{"POST", "/api/sequences/vseq/dry-run", map[string]any{"contactId": contact}, nil},
+			{"POST", "/api/sequences/aseq/dry-run", map[string]any{"contactId": contact}, nil},
+		},
+		"GET /api/scheduled": {
+			// A filter, not a sub-resource: an unknown contact lists nothing.
+			{"GET", "/api/scheduled?contactId=" + contact, nil, []int{200}},
+			{"GET", "/api/scheduled?status=pending", nil, []int{200}},
+		},
+		"GET /api/scheduled/:id":            {{"GET", "/api/scheduled/" + schID + "?scheduledFor=" + at, nil, nil}},
+		"PUT /api/templates/:id":            {{"PUT", "/api/templates/welcome", map[string]any{"name": "Mine", "subject": "Mine", "content": "<p>mine</p>"}, []int{201}}},
+		"GET /api/templates":                {{"GET", "/api/templates", nil, []int{200}}},
+		"GET /api/templates/:id":            {{"GET", "/api/templates/tips", nil, nil}},
+		"DELETE /api/templates/:id":         {{"DELETE", "/api/templates/tips", nil, nil}},
+		"GET /api/templates/:id/versions":   {{"GET", "/api/templates/tips/versions", nil, nil}},
+		"POST /api/templates/:id/preview":   {{"POST", "/api/templates/tips/preview", map[string]any{"variables": map[string]any{}}, nil}},
+		"PUT /api/sequences/:id":            {{"PUT", "/api/sequences/vseq", map[string]any{"content": "name: Mine\ntrigger: {event: m}\nsteps: [{send: own}]\n"}, []int{201}}},
+		"GET /api/sequences":                {{"GET", "/api/sequences", nil, []int{200}}},
+		"GET /api/sequences/:id":            {{"GET", "/api/sequences/vseq", nil, []int{200}}}, // the attacker's own vseq, made above
+		"PATCH /api/sequences/:id":          {{"PATCH", "/api/sequences/vseq", map[string]any{"enabled": false}, []int{200}}},
+		"DELETE /api/sequences/:id":         {{"DELETE", "/api/sequences/vseq", nil, []int{204}}},
+		"GET /api/sequences/:id/sends":      {{"GET", "/api/sequences/vseq/sends", nil, nil}},
+		"POST /api/segments":                {{"POST", "/api/segments", map[string]any{"name": "S", "rules": map[string]any{"operator": "and", "conditions": []any{map[string]any{"type": "segment", "segmentId": seg}}}}, []int{400}}},
+		"GET /api/segments":                 {{"GET", "/api/segments", nil, []int{200}}},
+		"GET /api/segments/:id":             {{"GET", "/api/segments/" + seg, nil, nil}},
+		"PATCH /api/segments/:id":           {{"PATCH", "/api/segments/" + seg, map[string]any{"name": "x"}, nil}},
+		"DELETE /api/segments/:id":          {{"DELETE", "/api/segments/" + seg, nil, nil}},
+		"GET /api/segments/:id/members":     {{"GET", "/api/segments/" + seg + "/members", nil, nil}},
+		"POST /api/segments/:id/compute":    {{"POST", "/api/segments/" + seg + "/compute", nil, nil}},
+		"POST /api/campaigns":               {{"POST", "/api/campaigns", map[string]any{"name": "C", "sequenceIds": []string{"tips-none"}, "segmentId": seg}, []int{400}}},
+		"GET /api/campaigns":                {{"GET", "/api/campaigns", nil, []int{200}}},
+		"GET /api/campaigns/:campaignId":    {{"GET", "/api/campaigns/" + cmp, nil, nil}},
+		"PATCH /api/campaigns/:campaignId":  {{"PATCH", "/api/campaigns/" + cmp, map[string]any{"name": "x"}, nil}},
+		"DELETE /api/campaigns/:campaignId": {{"DELETE", "/api/campaigns/" + cmp, nil, nil}},
+		"POST /api/campaigns/:campaignId/sequences/:ref": {
+			{"POST", "/api/campaigns/" + cmp + "/sequences/aseq", nil, nil},
+			{"POST", "/api/campaigns/" + acmp + "/sequences/" + "tips-none", nil, []int{400}},
+		},
+		"DELETE /api/campaigns/:campaignId/sequences/:ref": {{"DELETE", "/api/campaigns/" + cmp + "/sequences/aseq", nil, nil}},
+		"POST /api/campaigns/:campaignId/templates/:ref": {
+			{"POST", "/api/campaigns/" + cmp + "/templates/own", nil, nil},
+			{"POST", "/api/campaigns/" + acmp + "/templates/tips", nil, []int{400}},
+		},
+		"DELETE /api/campaigns/:campaignId/templates/:ref": {{"DELETE", "/api/campaigns/" + cmp + "/templates/own", nil, nil}},
+		"POST /api/domains":                {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
+		"GET /api/domains":                 {{"GET", "/api/domains", nil, []int{200}}},
+		"GET /api/domains/:domain":         {{"GET", "/api/domains/victim.example", nil, []int{200}}},
+		"PATCH /api/domains/:domain":       {{"PATCH", "/api/domains/victim.example", map[string]any{"sendingEnabled": true}, []int{400, 422}}},
+		"DELETE /api/domains/:domain":      {{"DELETE", "/api/domains/victim.example", nil, []int{204}}},
+		"POST /api/domains/:domain/verify": {{"POST", "/api/domains/victim.example/verify", nil, []int{200, 503}}},
+	}
+	// The domain probes run in order after POST /api/domains: the
+	// attacker's own claim on the name is what they may touch.
+	order := []string{"POST /api/domains", "GET /api/domains/:domain", "PATCH /api/domains/:domain",
+		"POST /api/domains/:domain/verify", "DELETE /api/domains/:domain"}
+
+	var routes []string
+	for _, r := range b.app.GetRoutes(true) {
+		if strings.HasPrefix(r.Path, "/api/") && r.Method != "HEAD" {
+			routes = append(routes, r.Method+" "+r.Path)
+		}
+	}
+	slices.Sort(routes)
+	routes = slices.Compact(routes)
+	routes = slices.DeleteFunc(routes, func(r string) bool { return slices.Contains(order, r) })
+	routes = append(routes, order...)
+	for _, route := range routes {
+		ps, ok := probes[route]
+		if !ok {
+			t.Errorf("route %s has no cross-tenant probe: add one", route)
+			continue
+		}
+		for _, p := range ps {
+			r := b.do(p.method, p.path, atk, p.body)
+			if r.status >= 500 || (r.status != 404 && !slices.Contains(p.ok, r.status)) {
+				t.Errorf("%s %s as another tenant: status %d, want 404 or %v; body %s", p.method, p.path, r.status, p.ok, r.raw)
+			}
+			if r.status == 404 && r.code() == "" {
+				t.Errorf("%s %s: 404 outside the error envelope: %s", p.method, p.path, r.raw)
+			}
+			in, _ := json.Marshal(p.body)
+			for _, m := range markers {
+				// What the attacker sent may come back (its own contact
+				// with that email, "unknown segment <id>"); anything else
+				// of the victim's may not.
+				if strings.Contains(string(r.raw), m) && !strings.Contains(p.path+string(in), m) {
+					t.Errorf("%s %s as another tenant: the response shows the victim's %q: %s", p.method, p.path, m, r.raw)
+				}
+			}
+		}
+	}
+	for route := range probes {
+		if !slices.Contains(routes, route) {
+			t.Errorf("probe for %s, which is not a route", route)
+		}
+	}
+	if after := tenantSnapshot(t, b, victim); after != before {
+		t.Fatalf("the victim's rows changed:\n%s", diffLines(before, after))
+	}
+	// The victim still sees its own data.
+	b.expect("GET", "/api/contacts/"+contact, f.key, nil, 200)
+	b.expect("GET", "/api/scheduled/"+schID+"?scheduledFor="+at, f.key, nil, 200)
+}
+
+// tenantSnapshot is every row of the tenant in every table that has a
+// tenant_id (and its tenants row), one line per table, so a change shows
+// which table moved.
+func tenantSnapshot(t *testing.T, b *bundle, tenantID string) string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := b.db.Pool.Query(ctx, `SELECT table_name FROM information_schema.columns
+		WHERE column_name = 'tenant_id' AND table_schema = 'public' ORDER BY table_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var n string
+		_ = rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	var out []string
+	for _, tbl := range append(tables, "tenants") {
+		col := "tenant_id"
+		if tbl == "tenants" {
+			col = "id"
+		}
+		var sum string
+		q := fmt.Sprintf(`SELECT count(*) || ':' || md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), ''))
+			FROM %q x WHERE %s = $1`, tbl, col)
+		if err := b.db.Pool.QueryRow(ctx, q, tenantID).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tbl+" "+sum)
+	}
+	return strings.Join(out, "\n")
+}
+
+func diffLines(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for i := range min(len(al), len(bl)) {
+		if al[i] != bl[i] {
+			out = append(out, al[i]+"  ->  "+bl[i])
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestAbuseCRLFNeverReachesAHeader aims CR, LF and NUL at every field that
+// can end up in a message header or an HTTP response header: it is
+// refused where it is stored, or cleaned before it leaves; the provider
+// never sees a line break in a header and a redirect never carries one.
+func TestAbuseCRLFNeverReachesAHeader(t *testing.T) {
+	t.Parallel()
+	f := newSendFixture(t, "org_abuse_crlf")
+	b := f.b
+	f.domain("acme.example", "verified", true)
+	for _, bad := range []string{"\r\nBcc: v@example.com", "\nBcc: v@example.com", "\rBcc: v@example.com", "\x00"} {
+		name := fmt.Sprintf("%q", bad)
+		// Stored fields that become headers: refused.
+		b.expectError("PATCH", "/api/tenant", f.key, map[string]any{"defaultFromAddress": "Acme" + bad + " <news@acme.example>"}, 400, "VALIDATION_ERROR")
+		b.expectError("POST", "/api/contacts", f.key, map[string]any{"email": "x" + bad + "@example.com"}, 400, "VALIDATION_ERROR")
+		b.expectError("POST", "/api/tenant/sandbox-whitelist", f.key, map[string]any{"email": "x@example.com" + bad}, 400, "VALIDATION_ERROR")
+		b.expectError("POST", "/api/domains", f.key, map[string]any{"domain": "acme" + bad + ".example"}, 400, "VALIDATION_ERROR")
+		yamlFrom := strings.NewReplacer("\r", `\r`, "\n", `\n`, "\x00", `\0`).Replace(bad)
+		r := b.putYAML("/api/sequences/crlf", f.key, "text/yaml",
+			"name: C\nfrom: \"Acme"+yamlFrom+" <news@acme.example>\"\ntrigger: {event: c}\nsteps: [{send: welcome}]\n", 400)
+		if r.code() != "VALIDATION_ERROR" {
+			t.Errorf("%s: sequence from: %s", name, r.raw)
+		}
+		b.expectError("POST", "/api/send", f.key, map[string]any{"to": "ann@example.com", "template": "welcome",
+			"from": "Acme" + bad + " <news@acme.example>"}, 400, "VALIDATION_ERROR")
+		// A template subject may hold anything Liquid makes of it; what
+		// leaves has no line break, or the send is refused.
+		b.do("PUT", "/api/templates/crlf", f.key, map[string]any{"name": "C", "subject": "Hi" + bad + "{{ x }}",
+			"content": "<p>hi</p>"})
+		b.do("POST", "/api/send", f.key, map[string]any{"to": "ann@example.com", "template": "crlf",
+			"variables": map[string]any{"x": bad}})
+	}
+	for _, m := range b.sg.Messages() {
+		if strings.ContainsAny(m.Mail.Subject, "\r\n\x00") || strings.ContainsAny(m.Mail.From.Name, "\r\n\x00") {
+			t.Errorf("a line break reached the provider: subject %q from %q", m.Mail.Subject, m.Mail.From.Name)
+		}
+		for k, v := range m.Mail.Headers {
+			if strings.ContainsAny(k+v, "\r\n\x00") {
+				t.Errorf("header %q: %q", k, v)
+			}
+		}
+	}
+
+	// A link whose href holds a line break (raw or percent-encoded) is
+	// tracked; its redirect carries no line break in Location.
+	b.expect("PUT", "/api/templates/links", f.key, map[string]any{"name": "L", "subject": "Links",
+		"content": "<p><a href=\"https://example.com/a\r\nSet-Cookie: x=1\">raw</a> " +
+			"<a href=\"https://example.com/b%0d%0aSet-Cookie:%20x=1\">encoded</a></p>"}, 201)
+	n := len(b.sg.Messages())
+	b.expect("POST", "/api/send", f.key, map[string]any{"to": "ann@example.com", "template": "links"}, 200)
+	html := b.sg.Messages()[n].Mail.Content[1].Value
+	clicks := regexp.MustCompile(regexp.QuoteMeta(b.cfg.PublicBaseURL)+`(/t/c/[A-Za-z0-9_-]+)`).FindAllStringSubmatch(html, -1)
+	if len(clicks) == 0 {
+		t.Fatalf("no tracked links in %s", html)
+	}
+	for _, c := range clicks {
+		r := b.do("GET", c[1], "", nil)
+		loc := r.header.Get("Location")
+		if r.status >= 500 || strings.ContainsAny(loc, "\r\n\x00") || r.header.Get("Set-Cookie") != "" {
+			t.Errorf("click %s: %d Location %q Set-Cookie %q", c[1], r.status, loc, r.header.Get("Set-Cookie"))
+		}
+	}
+}
