@@ -58,6 +58,10 @@ bench-http: services mjml-deps ## HTTP load: authenticated GET /api/api-keys vs 
 bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenants vs the same record call straight on pgx (docs/benchmarks.md)
 	@bench/run-events.sh
 
+.PHONY: bench-load
+bench-load: services mjml-deps ## Load: 50 tenants at 4x the rate limit for 5 minutes; only 2xx and 429, p99, RSS start to end (docs/benchmarks.md)
+	@bench/run-load.sh
+
 .PHONY: token
 token: ## Print a dev session token: make token ORG=acme
 	@DASHBOARD_JWT_SECRET=$${DASHBOARD_JWT_SECRET:-dev-dashboard-secret} go run ./cmd/devtoken -org "$(ORG)"

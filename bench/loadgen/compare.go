@@ -58,6 +58,7 @@ func Compare(ctx context.Context, w io.Writer, targets []Target, fill Fill, o Op
 			rn.round, rn.target = round, i
 			runs = append(runs, rn)
 			fmt.Fprint(w, row(targets[i].Name, fmt.Sprint(round), rn))
+			fmt.Fprintf(w, "statuses: 2xx=%d %s\n", rn.res.Requests-rn.res.Errors, fmtStatuses(rn.res.Statuses))
 			if rn.res.Errors > 0 {
 				fmt.Fprintf(w, "  %s: %d errors %v, first: %s\n", targets[i].Name, rn.res.Errors, rn.res.Statuses, rn.res.FirstErr)
 			}
@@ -205,4 +206,19 @@ func perReq(d time.Duration, n uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0fµs", us(d, n))
+}
+
+// fmtStatuses is "429=27000 500=1", the statuses of the answers that
+// were not 2xx, ascending (0 stands for transport errors).
+func fmtStatuses(m map[int]uint64) string {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
 }
