@@ -140,7 +140,9 @@ func enqueueLead(n int) time.Duration { return 3*time.Second + time.Duration(n)*
 // because asynq keeps process times in whole seconds and releases a task
 // once its second has begun; at a fraction the no-op tasks would run up to
 // a second before it and the two drains would not compare.
-func dueAt(n int) time.Time { return time.Now().Add(enqueueLead(n)).Truncate(time.Second).Add(time.Second) }
+func dueAt(n int) time.Time {
+	return time.Now().Add(enqueueLead(n)).Truncate(time.Second).Add(time.Second)
+}
 
 func ms(seconds float64) float64 { return seconds * 1000 }
 
