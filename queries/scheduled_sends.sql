@@ -45,17 +45,23 @@ WHERE tenant_id = @tenant_id AND id = @id AND status <> 'sent';
 -- on scheduled_send_id): a retry after a crash finds the message that left.
 SELECT id FROM sends WHERE tenant_id = @tenant_id AND scheduled_send_id = @scheduled_send_id;
 
--- name: ScheduledSendCancelByContact :execrows
+-- name: ScheduledSendCancelByContact :many
+-- Returns what metrics count of each row it cancelled.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('pending', 'claimed', 'failed');
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at;
 
--- name: ScheduledSendCancelByEnrolment :execrows
+-- name: ScheduledSendCancelByEnrolment :many
+-- Returns what metrics count of each row it cancelled.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id AND status IN ('pending', 'claimed', 'failed');
+WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at;
 
--- name: ScheduledSendCancelBySequence :execrows
+-- name: ScheduledSendCancelBySequence :many
+-- Returns what metrics count of each row it cancelled.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'claimed', 'failed');
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at;
 
 -- name: ScheduledSendDueBySequence :many
 -- The sequence's due rows, to enqueue when it is enabled again.

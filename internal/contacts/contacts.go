@@ -144,8 +144,17 @@ func unsubscribes(subscribed *bool) bool { return subscribed != nil && !*subscri
 
 // Delete removes a contact with its events and timeline; later
 // capabilities' rows (enrolments, scheduled sends) go by foreign key cascade.
+// Its pending sends are cancelled first (contact_deleted, API.md section 3),
+// so that the cancelled metric counts them, in the lock order of
+// ApplyOptOut: contact, enrolments, sends.
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
 	return s.DB.Tx(ctx, func(q *queries.Queries) error {
+		if _, err := q.ContactGetForUpdate(ctx, queries.ContactGetForUpdateParams{TenantID: tenantID, ID: id}); err != nil {
+			return notFound(err)
+		}
+		if err := cancelPending(ctx, q, tenantID, id, ReasonContactDeleted); err != nil {
+			return err
+		}
 		n, err := q.ContactDelete(ctx, queries.ContactDeleteParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return err

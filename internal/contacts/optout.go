@@ -5,14 +5,16 @@ import (
 	"time"
 
 	"tidings/internal/events"
+	"tidings/internal/metrics"
 	"tidings/queries"
 )
 
 // Reasons a contact stops receiving mail; they are also the cancelReason of
 // the pending sends the opt-out cancels (ADDENDUM sections 6-7).
 const (
-	ReasonUnsubscribed = "unsubscribed"
-	ReasonSuppressed   = "suppressed"
+	ReasonUnsubscribed   = "unsubscribed"
+	ReasonSuppressed     = "suppressed"
+	ReasonContactDeleted = "contact_deleted"
 )
 
 // OptOut says what happens to one contact.
@@ -96,7 +98,10 @@ func cancelPending(ctx context.Context, q *queries.Queries, tenantID, contactID,
 		TenantID: tenantID, ContactID: contactID, Reason: reason}); err != nil {
 		return err
 	}
-	_, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
+	cancelled, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
 		TenantID: tenantID, ContactID: contactID, Reason: reason})
-	return err
+	if err != nil {
+		return err
+	}
+	return metrics.CountCancelled(ctx, q, tenantID, cancelled)
 }

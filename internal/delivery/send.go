@@ -15,6 +15,7 @@ import (
 	"tidings/internal/domains"
 	"tidings/internal/events"
 	"tidings/internal/ids"
+	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/render"
 	"tidings/internal/store"
@@ -283,9 +284,12 @@ func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams) error
 			props["sequenceId"] = *rec.SequenceID
 			props["stepId"] = *rec.StepID
 		}
-		_, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
-			Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1})
-		return err
+		if _, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
+			Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1}); err != nil {
+			return err
+		}
+		return metrics.Count(ctx, q, metrics.Fact{TenantID: rec.TenantID, TemplateID: rec.TemplateID,
+			SequenceID: deref(rec.SequenceID), At: rec.SentAt, Counts: metrics.Counts{Sent: 1}})
 	})
 }
 

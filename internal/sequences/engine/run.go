@@ -9,6 +9,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/delivery"
+	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/store"
@@ -343,8 +344,11 @@ func (r *Runner) finish(ctx context.Context, q *queries.Queries, row queries.Sch
 		at := time.Now().Add(Backoff(int(row.Attempts)))
 		p.RetryAt = &at
 	}
-	_, err := q.ScheduledSendFinish(ctx, p)
-	return err
+	n, err := q.ScheduledSendFinish(ctx, p)
+	if err != nil || n == 0 || status != "cancelled" {
+		return err
+	}
+	return metrics.Count(ctx, q, metrics.Cancelled(row.TenantID, row.SequenceID, row.TemplateID, time.Time{}))
 }
 
 // sent marks the row sent and moves the enrolment on, scheduling its next
