@@ -395,7 +395,7 @@ func ev(id, typ, send string, at time.Time, extra ...string) map[string]any {
 func TestOutcomesCountOnce(t *testing.T) {
 	t.Parallel()
 	o := setupOutcomes(t)
-	o.send("snd_1", "cnt_1", "", "welcome")    // transactional
+	o.send("snd_1", "cnt_1", "", "welcome")     // transactional
 	o.send("snd_2", "cnt_2", "onboard", "tips") // sequence
 	o.send("snd_3", "cnt_1", "", "welcome")
 	o.exec(`INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version,
