@@ -24,6 +24,7 @@ import (
 	"tidings/internal/events"
 	"tidings/internal/idempotency"
 	"tidings/internal/keycache"
+	"tidings/internal/metrics"
 	"tidings/internal/page"
 	"tidings/internal/provider"
 	"tidings/internal/ratelimit"
@@ -97,6 +98,7 @@ type Server struct {
 	renderer   *templates.Renderer
 	sender     *delivery.Sender
 	sends      *delivery.Sends
+	metrics    *metrics.Store
 	// idempotency keeps Idempotency-Key records (see idempotent).
 	idempotency *idempotency.Store
 	domains     *domains.Store
@@ -139,6 +141,7 @@ func New(d Deps) *fiber.App {
 			OnEnabled: engine.SetEnabled, OnDelete: engine.CancelSequence},
 		renderer:    &templates.Renderer{DB: d.DB, R: d.Renderer},
 		sends:       &delivery.Sends{DB: d.DB},
+		metrics:     &metrics.Store{DB: d.DB},
 		idempotency: &idempotency.Store{DB: d.DB}}
 	signer, err := tracking.NewSigner(d.Config.TrackingSecret)
 	if err != nil {
@@ -257,6 +260,12 @@ func New(d Deps) *fiber.App {
 	r.patch("/domains/:domain", s.domainUpdate)
 	r.delete("/domains/:domain", s.domainDelete)
 	r.post("/domains/:domain/verify", s.domainVerify)
+
+	r.get("/metrics", s.metricsGet)
+	r.get("/metrics/sequences", s.metricsSequences)
+	r.get("/metrics/sequences/:id", s.metricsSequence)
+	r.get("/metrics/templates", s.metricsTemplates)
+	r.get("/metrics/templates/:id", s.metricsTemplate)
 
 	return app
 }

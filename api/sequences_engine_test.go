@@ -697,3 +697,38 @@ func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
 		t.Fatalf("sent %d", f.b.sg.Count())
 	}
 }
+
+// An unsubscribe that cancels a send whose message is already on its way
+// loses to the message: the row ends sent, the contact's enrolment ended,
+// and the metrics count it sent, not cancelled.
+func TestScheduledCancelledInFlightEndsSentAndUncounted(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_inflight")
+	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	f.event("go", nil)
+	id := f.scheduled("status=pending")[0]["scheduledSendId"].(string)
+	f.b.sg.SetLatency(time.Second)
+	done := make(chan engine.Outcome)
+	go func() {
+		res, err := f.runner.Run(context.Background(), f.org, id)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res.Outcome
+	}()
+	waitFor(t, 5*time.Second, func() bool { return len(f.scheduled("status=claimed")) == 1 })
+	f.b.expect("PATCH", "/api/contacts/"+f.contactID, f.key, map[string]any{"subscribed": false}, 200)
+	if c := f.scheduled("status=cancelled&cancelReason=unsubscribed"); len(c) != 1 {
+		t.Fatalf("%v", c)
+	}
+	if out := <-done; out != engine.OutcomeSent {
+		t.Fatalf("outcome %s", out)
+	}
+	if s := f.scheduled("status=sent"); len(s) != 1 {
+		t.Fatalf("%v", s)
+	}
+	m := f.b.expect("GET", "/api/metrics", f.key, nil, 200).body["metrics"].(map[string]any)
+	if m["sent"] != float64(1) || m["cancelled"] != float64(0) || m["scheduled"] != float64(1) {
+		t.Fatalf("metrics %v", m)
+	}
+}

@@ -103,6 +103,24 @@ type IdempotencyKey struct {
 	ExpiresAt      time.Time
 }
 
+type MetricCount struct {
+	TenantID    string
+	Scope       string
+	ScopeID     string
+	Period      time.Time
+	Shard       int16
+	Scheduled   int64
+	Sent        int64
+	Cancelled   int64
+	Delivered   int64
+	BouncedHard int64
+	BouncedSoft int64
+	Complained  int64
+	Opened      int64
+	Clicked     int64
+	UpdatedAt   time.Time
+}
+
 type ProviderEvent struct {
 	Provider   string
 	EventID    string

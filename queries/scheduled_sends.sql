@@ -59,24 +59,39 @@ UPDATE scheduled_sends SET status = @status::text, last_error = sqlc.narg(last_e
     finished_at = CASE WHEN @status::text IN ('cancelled', 'dead') THEN now() END, updated_at = now()
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at = @claimed_at;
 
--- name: ScheduledSendMarkSent :execrows
+-- name: ScheduledSendMarkSent :many
 -- The message left: that is recorded whatever happened to the row
 -- meanwhile (cancelled by an unsubscribe in flight, reclaimed by the sweep).
-UPDATE scheduled_sends SET status = 'sent', send_id = @send_id, cancel_reason = NULL, last_error = NULL,
+-- Returns the status and finish time the row had (no row: already sent),
+-- so a cancellation counted in the metrics can be taken back.
+WITH was AS (
+    SELECT s0.id, s0.status, s0.finished_at FROM scheduled_sends s0
+    WHERE s0.tenant_id = @tenant_id AND s0.id = @id AND s0.status <> 'sent'
+    FOR UPDATE
+)
+UPDATE scheduled_sends ss SET status = 'sent', send_id = @send_id, cancel_reason = NULL, last_error = NULL,
     finished_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND id = @id AND status <> 'sent';
+FROM was
+WHERE ss.tenant_id = @tenant_id AND ss.id = was.id
+RETURNING was.status AS was_status, was.finished_at AS was_finished_at;
 
--- name: ScheduledSendCancelByContact :execrows
+-- name: ScheduledSendCancelByContact :many
+-- Returns what metrics count of each row it cancelled.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('pending', 'claimed', 'failed');
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at;
 
--- name: ScheduledSendCancelByEnrolment :execrows
+-- name: ScheduledSendCancelByEnrolment :many
+-- Returns what metrics count of each row it cancelled.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id AND status IN ('pending', 'claimed', 'failed');
+WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at;
 
--- name: ScheduledSendCancelBySequence :execrows
+-- name: ScheduledSendCancelBySequence :many
+-- Returns what metrics count of each row it cancelled.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'claimed', 'failed');
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at;
 
 -- name: ScheduledSendDueBySequence :many
 -- The sequence's due rows, to enqueue when it is enabled again.

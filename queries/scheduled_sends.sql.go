@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-const scheduledSendCancelByContact = `-- name: ScheduledSendCancelByContact :execrows
+const scheduledSendCancelByContact = `-- name: ScheduledSendCancelByContact :many
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = $1::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = $2 AND contact_id = $3 AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at
 `
 
 type ScheduledSendCancelByContactParams struct {
@@ -21,17 +22,37 @@ type ScheduledSendCancelByContactParams struct {
 	ContactID string
 }
 
-func (q *Queries) ScheduledSendCancelByContact(ctx context.Context, arg ScheduledSendCancelByContactParams) (int64, error) {
-	result, err := q.db.Exec(ctx, scheduledSendCancelByContact, arg.Reason, arg.TenantID, arg.ContactID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type ScheduledSendCancelByContactRow struct {
+	SequenceID string
+	TemplateID string
+	FinishedAt *time.Time
 }
 
-const scheduledSendCancelByEnrolment = `-- name: ScheduledSendCancelByEnrolment :execrows
+// Returns what metrics count of each row it cancelled.
+func (q *Queries) ScheduledSendCancelByContact(ctx context.Context, arg ScheduledSendCancelByContactParams) ([]ScheduledSendCancelByContactRow, error) {
+	rows, err := q.db.Query(ctx, scheduledSendCancelByContact, arg.Reason, arg.TenantID, arg.ContactID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ScheduledSendCancelByContactRow{}
+	for rows.Next() {
+		var i ScheduledSendCancelByContactRow
+		if err := rows.Scan(&i.SequenceID, &i.TemplateID, &i.FinishedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const scheduledSendCancelByEnrolment = `-- name: ScheduledSendCancelByEnrolment :many
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = $1::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = $2 AND enrolment_id = $3 AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at
 `
 
 type ScheduledSendCancelByEnrolmentParams struct {
@@ -40,17 +61,37 @@ type ScheduledSendCancelByEnrolmentParams struct {
 	EnrolmentID string
 }
 
-func (q *Queries) ScheduledSendCancelByEnrolment(ctx context.Context, arg ScheduledSendCancelByEnrolmentParams) (int64, error) {
-	result, err := q.db.Exec(ctx, scheduledSendCancelByEnrolment, arg.Reason, arg.TenantID, arg.EnrolmentID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type ScheduledSendCancelByEnrolmentRow struct {
+	SequenceID string
+	TemplateID string
+	FinishedAt *time.Time
 }
 
-const scheduledSendCancelBySequence = `-- name: ScheduledSendCancelBySequence :execrows
+// Returns what metrics count of each row it cancelled.
+func (q *Queries) ScheduledSendCancelByEnrolment(ctx context.Context, arg ScheduledSendCancelByEnrolmentParams) ([]ScheduledSendCancelByEnrolmentRow, error) {
+	rows, err := q.db.Query(ctx, scheduledSendCancelByEnrolment, arg.Reason, arg.TenantID, arg.EnrolmentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ScheduledSendCancelByEnrolmentRow{}
+	for rows.Next() {
+		var i ScheduledSendCancelByEnrolmentRow
+		if err := rows.Scan(&i.SequenceID, &i.TemplateID, &i.FinishedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const scheduledSendCancelBySequence = `-- name: ScheduledSendCancelBySequence :many
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = $1::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = $2 AND sequence_id = $3 AND status IN ('pending', 'claimed', 'failed')
+RETURNING sequence_id, template_id, finished_at
 `
 
 type ScheduledSendCancelBySequenceParams struct {
@@ -59,12 +100,31 @@ type ScheduledSendCancelBySequenceParams struct {
 	SequenceID string
 }
 
-func (q *Queries) ScheduledSendCancelBySequence(ctx context.Context, arg ScheduledSendCancelBySequenceParams) (int64, error) {
-	result, err := q.db.Exec(ctx, scheduledSendCancelBySequence, arg.Reason, arg.TenantID, arg.SequenceID)
+type ScheduledSendCancelBySequenceRow struct {
+	SequenceID string
+	TemplateID string
+	FinishedAt *time.Time
+}
+
+// Returns what metrics count of each row it cancelled.
+func (q *Queries) ScheduledSendCancelBySequence(ctx context.Context, arg ScheduledSendCancelBySequenceParams) ([]ScheduledSendCancelBySequenceRow, error) {
+	rows, err := q.db.Query(ctx, scheduledSendCancelBySequence, arg.Reason, arg.TenantID, arg.SequenceID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []ScheduledSendCancelBySequenceRow{}
+	for rows.Next() {
+		var i ScheduledSendCancelBySequenceRow
+		if err := rows.Scan(&i.SequenceID, &i.TemplateID, &i.FinishedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const scheduledSendClaim = `-- name: ScheduledSendClaim :one
@@ -398,10 +458,17 @@ func (q *Queries) ScheduledSendList(ctx context.Context, arg ScheduledSendListPa
 	return items, nil
 }
 
-const scheduledSendMarkSent = `-- name: ScheduledSendMarkSent :execrows
-UPDATE scheduled_sends SET status = 'sent', send_id = $1, cancel_reason = NULL, last_error = NULL,
+const scheduledSendMarkSent = `-- name: ScheduledSendMarkSent :many
+WITH was AS (
+    SELECT s0.id, s0.status, s0.finished_at FROM scheduled_sends s0
+    WHERE s0.tenant_id = $2 AND s0.id = $3 AND s0.status <> 'sent'
+    FOR UPDATE
+)
+UPDATE scheduled_sends ss SET status = 'sent', send_id = $1, cancel_reason = NULL, last_error = NULL,
     finished_at = now(), updated_at = now()
-WHERE tenant_id = $2 AND id = $3 AND status <> 'sent'
+FROM was
+WHERE ss.tenant_id = $2 AND ss.id = was.id
+RETURNING was.status AS was_status, was.finished_at AS was_finished_at
 `
 
 type ScheduledSendMarkSentParams struct {
@@ -410,14 +477,33 @@ type ScheduledSendMarkSentParams struct {
 	ID       string
 }
 
+type ScheduledSendMarkSentRow struct {
+	WasStatus     string
+	WasFinishedAt *time.Time
+}
+
 // The message left: that is recorded whatever happened to the row
 // meanwhile (cancelled by an unsubscribe in flight, reclaimed by the sweep).
-func (q *Queries) ScheduledSendMarkSent(ctx context.Context, arg ScheduledSendMarkSentParams) (int64, error) {
-	result, err := q.db.Exec(ctx, scheduledSendMarkSent, arg.SendID, arg.TenantID, arg.ID)
+// Returns the status and finish time the row had (no row: already sent),
+// so a cancellation counted in the metrics can be taken back.
+func (q *Queries) ScheduledSendMarkSent(ctx context.Context, arg ScheduledSendMarkSentParams) ([]ScheduledSendMarkSentRow, error) {
+	rows, err := q.db.Query(ctx, scheduledSendMarkSent, arg.SendID, arg.TenantID, arg.ID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []ScheduledSendMarkSentRow{}
+	for rows.Next() {
+		var i ScheduledSendMarkSentRow
+		if err := rows.Scan(&i.WasStatus, &i.WasFinishedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const scheduledSendPrune = `-- name: ScheduledSendPrune :execrows

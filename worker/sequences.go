@@ -164,24 +164,36 @@ func SweepScheduled(ctx context.Context, d Deps, now time.Time, claimTimeout tim
 	if err != nil {
 		return 0, err
 	}
+	// A reclaimed row is due on the database's clock, which may be a
+	// moment ahead of now: it is enqueued here rather than by the next
+	// sweep.
+	var timers []engine.Timer
+	seen := map[string]bool{}
 	for _, r := range reclaimed {
 		d.Log.Warn("stale claim taken back", "scheduled_send_id", r.ID, "status", r.Status)
 		if r.Status == "dead" {
 			if err := engine.Dead(ctx, d.DB.Queries, r.TenantID, r.EnrolmentID); err != nil {
 				return 0, err
 			}
+			continue
 		}
+		timers, seen[r.ID] = append(timers, engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor}), true
 	}
 	due, err := d.DB.ScheduledSendDue(ctx, queries.ScheduledSendDueParams{Now: now, Lim: sequenceSweepMax})
 	if err != nil {
 		return 0, err
 	}
 	for _, r := range due {
-		if err := enqueueSwept(ctx, d, engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor}); err != nil {
-			d.Log.Warn("scheduled send not enqueued by the sweep", "scheduled_send_id", r.ID, "err", err)
+		if !seen[r.ID] {
+			timers = append(timers, engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor})
 		}
 	}
-	return len(due), nil
+	for _, t := range timers {
+		if err := enqueueSwept(ctx, d, t); err != nil {
+			d.Log.Warn("scheduled send not enqueued by the sweep", "scheduled_send_id", t.ID, "err", err)
+		}
+	}
+	return len(timers), nil
 }
 
 func scheduledSweepPeriodic() Periodic {

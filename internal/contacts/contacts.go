@@ -142,18 +142,17 @@ func resubscribe(subscribed *bool) *bool {
 
 func unsubscribes(subscribed *bool) bool { return subscribed != nil && !*subscribed }
 
-// Delete removes a contact with its events and timeline; later
-// capabilities' rows (enrolments, scheduled sends) go by foreign key cascade.
+// Delete removes a contact with its events, timeline, enrolments and send
+// history (foreign key cascade). Its open scheduled sends are cancelled
+// first (contact_deleted, ADDENDUM 7) and stay, so the cancelled metric
+// counts them and GET /api/scheduled?status=cancelled shows them; the lock
+// order is ApplyOptOut's and a send record's: contact, enrolments, sends.
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
 	return s.DB.Tx(ctx, func(q *queries.Queries) error {
-		// The contact first, then its sends: the order a send's record
-		// locks them in. The open sends stay, cancelled contact_deleted
-		// (ADDENDUM 7); everything else of the contact goes with it.
 		if _, err := q.ContactGetForUpdate(ctx, queries.ContactGetForUpdateParams{TenantID: tenantID, ID: id}); err != nil {
 			return notFound(err)
 		}
-		if _, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
-			TenantID: tenantID, ContactID: id, Reason: ReasonContactDeleted}); err != nil {
+		if err := cancelPending(ctx, q, tenantID, id, ReasonContactDeleted); err != nil {
 			return err
 		}
 		n, err := q.ContactDelete(ctx, queries.ContactDeleteParams{TenantID: tenantID, ID: id})

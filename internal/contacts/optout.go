@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"tidings/internal/events"
+	"tidings/internal/metrics"
 	"tidings/queries"
 )
 
@@ -13,7 +14,7 @@ import (
 const (
 	ReasonUnsubscribed = "unsubscribed"
 	ReasonSuppressed   = "suppressed"
-	// ReasonContactDeleted cancels the sends of a deleted contact.
+	// ReasonContactDeleted cancels the open sends of a deleted contact.
 	ReasonContactDeleted = "contact_deleted"
 )
 
@@ -98,7 +99,10 @@ func cancelPending(ctx context.Context, q *queries.Queries, tenantID, contactID,
 		TenantID: tenantID, ContactID: contactID, Reason: reason}); err != nil {
 		return err
 	}
-	_, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
+	cancelled, err := q.ScheduledSendCancelByContact(ctx, queries.ScheduledSendCancelByContactParams{
 		TenantID: tenantID, ContactID: contactID, Reason: reason})
-	return err
+	if err != nil {
+		return err
+	}
+	return metrics.CountCancelled(ctx, q, tenantID, cancelled)
 }

@@ -17,6 +17,7 @@ import (
 	"tidings/internal/delivery"
 	"tidings/internal/domains"
 	"tidings/internal/events"
+	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/provider/providertest"
 	"tidings/internal/render"
@@ -32,7 +33,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // transactional template and of the 23 KB newsletter, tracking, the real sendgrid-go client, the record)
 // against the fake SendGrid, 16 sends at a time over 1,000 contacts of one
 // tenant, and in the same run the fake's own raw rate through the same
-// provider: the ceiling the send is compared with. Run:
+// provider: the ceiling the send is compared with; send-metrics-off is the
+// send with metrics counting turned off. Run:
 //
 //	go test -run '^$' -bench BenchmarkSend -benchtime 5000x ./internal/delivery/
 //
@@ -137,13 +139,18 @@ func BenchmarkSend(b *testing.B) {
 				To: "c1@example.com", Subject: "Hello", HTML: tmpl.CompiledHtml, Text: render.HTMLToText(tmpl.CompiledHtml)}
 			run(b, func(int) error { _, err := prov.Send(ctx, msg); return err })
 		})
-		b.Run(fmt.Sprintf("%s-%dKB/send", tmpl.ID, len(tmpl.CompiledHtml)>>10), func(b *testing.B) {
-			run(b, func(i int) error {
-				_, err := s.Send(ctx, tenant, delivery.Request{To: fmt.Sprintf("c%d@example.com", i%contacts+1), TemplateID: tmpl.ID,
-					Variables: map[string]any{"resetUrl": "https://app.example.com/reset?t=abc",
-						"items": []any{map[string]any{"name": "socks"}}}})
-				return err
-			})
+		send := func(i int) error {
+			_, err := s.Send(ctx, tenant, delivery.Request{To: fmt.Sprintf("c%d@example.com", i%contacts+1), TemplateID: tmpl.ID,
+				Variables: map[string]any{"resetUrl": "https://app.example.com/reset?t=abc",
+					"items": []any{map[string]any{"name": "socks"}}}})
+			return err
+		}
+		b.Run(fmt.Sprintf("%s-%dKB/send", tmpl.ID, len(tmpl.CompiledHtml)>>10), func(b *testing.B) { run(b, send) })
+		// The same without the metrics count in the record's transaction:
+		// what counting costs (docs/benchmarks.md).
+		b.Run(fmt.Sprintf("%s-%dKB/send-metrics-off", tmpl.ID, len(tmpl.CompiledHtml)>>10), func(b *testing.B) {
+			defer metrics.Disable()()
+			run(b, send)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
 	"tidings/internal/events"
+	"tidings/internal/metrics"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 	"tidings/queries"
@@ -151,6 +152,7 @@ func (a *Outcomes) Apply(ctx context.Context, q *queries.Queries, in []Outcome) 
 
 	dirty := map[*queries.Send]bool{}
 	var recs []events.System
+	var facts []metrics.Fact
 	optOuts := map[[2]string]*contacts.OptOut{}
 	for _, o := range todo {
 		s := sends[[2]string{o.TenantID, o.SendID}]
@@ -162,6 +164,10 @@ func (a *Outcomes) Apply(ctx context.Context, q *queries.Queries, in []Outcome) 
 		e := step(s, o)
 		if e.changed {
 			dirty[s] = true
+		}
+		if e.counts != (metrics.Counts{}) {
+			facts = append(facts, metrics.Fact{TenantID: s.TenantID, TemplateID: s.TemplateID,
+				SequenceID: deref(s.SequenceID), At: o.At, Counts: e.counts})
 		}
 		if e.event != "" {
 			props := sendProps(s)
@@ -202,6 +208,9 @@ func (a *Outcomes) Apply(ctx context.Context, q *queries.Queries, in []Outcome) 
 		}
 	}
 	if err := a.Events.RecordSystemMany(ctx, q, recs); err != nil {
+		return n, err
+	}
+	if err := metrics.Count(ctx, q, facts...); err != nil {
 		return n, err
 	}
 	for _, k := range sortedKeys(optOuts) {
@@ -250,8 +259,11 @@ type effect struct {
 	event         string
 	props         map[string]any
 	opens, clicks int64 // moves of the contact's derived counters
-	suppress      bool
-	unsubscribe   bool
+	// counts are the metrics it moves: a status move (as its event), a
+	// send's first open or click.
+	counts      metrics.Counts
+	suppress    bool
+	unsubscribe bool
 }
 
 // step applies one outcome to the send in memory and says what else it
@@ -284,15 +296,22 @@ func step(s *queries.Send, o Outcome) effect {
 		switch next.Status {
 		case sendgridevents.StatusDelivered:
 			s.DeliveredAt, e.event = &at, events.Delivered
+			e.counts.Delivered = 1
 		case sendgridevents.StatusBounced:
 			s.BouncedAt, e.event = &at, events.Bounced
 			e.props = map[string]any{"bounceType": next.BounceType}
+			if next.BounceType == sendgridevents.BounceHard {
+				e.counts.BouncedHard = 1
+			} else {
+				e.counts.BouncedSoft = 1
+			}
 		case sendgridevents.StatusRejected:
 			// API.md has no rejected event or timeline type: the status
 			// and rejectedAt say it.
 			s.RejectedAt = &at
 		case sendgridevents.StatusComplained:
 			s.ComplainedAt, e.event = &at, events.Complained
+			e.counts.Complained = 1
 		}
 		if o.Reason != "" && e.event != "" {
 			if e.props == nil {
@@ -309,7 +328,7 @@ func step(s *queries.Send, o Outcome) effect {
 		s.OpenCount++
 		e := effect{changed: true, event: events.Opened, props: map[string]any{"first": first}}
 		if first {
-			e.opens = 1
+			e.opens, e.counts.Opened = 1, 1
 		}
 		return e
 	case sendgridevents.Clicked:
@@ -320,7 +339,7 @@ func step(s *queries.Send, o Outcome) effect {
 		s.ClickCount++
 		e := effect{changed: true, event: events.Clicked, props: map[string]any{"first": first, "url": o.URL}}
 		if first {
-			e.clicks = 1
+			e.clicks, e.counts.Clicked = 1, 1
 		}
 		return e
 	case sendgridevents.Unsubscribed:

@@ -15,6 +15,7 @@ import (
 	"tidings/internal/domains"
 	"tidings/internal/events"
 	"tidings/internal/ids"
+	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/render"
 	"tidings/internal/store"
@@ -308,7 +309,11 @@ func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams, then 
 			props["stepId"] = *rec.StepID
 		}
 		if _, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
-			Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1}); err != nil || then == nil {
+			Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1}); err != nil {
+			return err
+		}
+		if err := metrics.Count(ctx, q, metrics.Fact{TenantID: rec.TenantID, TemplateID: rec.TemplateID,
+			SequenceID: deref(rec.SequenceID), At: rec.SentAt, Counts: metrics.Counts{Sent: 1}}); err != nil || then == nil {
 			return err
 		}
 		return then(ctx, q, rec.ID)

@@ -90,3 +90,11 @@ func opt(s string) *string {
 	}
 	return &s
 }
+
+// deref is opt reversed: "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

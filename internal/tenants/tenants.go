@@ -13,6 +13,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
+	"tidings/internal/metrics"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -57,6 +58,10 @@ func (s *Store) Provision(ctx context.Context, id, name string) (t queries.Tenan
 	t, err = s.DB.TenantInsert(ctx, queries.TenantInsertParams{ID: id, Name: name})
 	if store.IsNoRows(err) { // ON CONFLICT DO NOTHING: provisioned before
 		t, err = s.DB.TenantGet(ctx, id)
+		if err != nil {
+			return t, false, err
+		}
+		t, err = s.monthlySends(ctx, t)
 		return t, false, err
 	}
 	return t, err == nil, err
@@ -65,7 +70,20 @@ func (s *Store) Provision(ctx context.Context, id, name string) (t queries.Tenan
 // Get returns the tenant.
 func (s *Store) Get(ctx context.Context, id string) (queries.Tenant, error) {
 	t, err := s.DB.TenantGet(ctx, id)
-	return t, notFound(err)
+	if err != nil {
+		return t, notFound(err)
+	}
+	return s.monthlySends(ctx, t)
+}
+
+// monthlySends sets the tenant's monthlySendCount from the metrics: the
+// sent count of the current UTC month (MonthlySends then shows it). The
+// tenants row's own counter is not kept: one row per tenant moved by every
+// send would be the hot row the metrics avoid (docs/decisions.md "Metrics").
+func (s *Store) monthlySends(ctx context.Context, t queries.Tenant) (queries.Tenant, error) {
+	n, period, err := (&metrics.Store{DB: s.DB}).MonthlySent(ctx, t.ID)
+	t.MonthlySendCount, t.MonthlySendCountPeriod = n, period
+	return t, err
 }
 
 // Exists reports whether organisation id has been provisioned.
@@ -136,7 +154,10 @@ func (s *Store) Update(ctx context.Context, id string, u Settings) (queries.Tena
 	t, err := s.DB.TenantUpdate(ctx, queries.TenantUpdateParams{ID: id, Name: u.Name,
 		SetDefaultFrom: u.SetDefaultFrom, DefaultFromAddress: u.DefaultFromAddress,
 		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus})
-	return t, notFound(err)
+	if err != nil {
+		return t, notFound(err)
+	}
+	return s.monthlySends(ctx, t)
 }
 
 func (s *Store) canEnableSending(ctx context.Context, id string) error {

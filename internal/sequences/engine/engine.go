@@ -9,6 +9,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/ids"
+	"tidings/internal/metrics"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/store"
 	"tidings/queries"
@@ -218,6 +219,10 @@ func schedule(ctx context.Context, q *queries.Queries, e queries.Enrolment, seq 
 		"scheduledFor": ss.ScheduledFor.UTC().Format(time.RFC3339Nano)}); err != nil {
 		return ss, err
 	}
+	if err := metrics.Count(ctx, q, metrics.Fact{TenantID: ss.TenantID, SequenceID: ss.SequenceID,
+		TemplateID: ss.TemplateID, At: ss.CreatedAt, Counts: metrics.Counts{Scheduled: 1}}); err != nil {
+		return ss, err
+	}
 	addTimer(ctx, Timer{TenantID: ss.TenantID, ID: ss.ID, At: ss.ScheduledFor})
 	return ss, nil
 }
@@ -274,9 +279,12 @@ func exit(ctx context.Context, q *queries.Queries, tenantID, enrolmentID, reason
 	if err != nil || !cancelReason(reason) {
 		return e, err
 	}
-	_, err = q.ScheduledSendCancelByEnrolment(ctx, queries.ScheduledSendCancelByEnrolmentParams{
+	cancelled, err := q.ScheduledSendCancelByEnrolment(ctx, queries.ScheduledSendCancelByEnrolmentParams{
 		TenantID: tenantID, EnrolmentID: enrolmentID, Reason: reason})
-	return e, err
+	if err != nil {
+		return e, err
+	}
+	return e, metrics.CountCancelled(ctx, q, tenantID, cancelled)
 }
 
 func cancelReason(r string) bool {
@@ -324,9 +332,12 @@ func CancelSequence(ctx context.Context, q *queries.Queries, tenantID, sequenceI
 		TenantID: tenantID, SequenceID: sequenceID, Reason: ReasonSequenceDeleted}); err != nil {
 		return err
 	}
-	_, err := q.ScheduledSendCancelBySequence(ctx, queries.ScheduledSendCancelBySequenceParams{
+	cancelled, err := q.ScheduledSendCancelBySequence(ctx, queries.ScheduledSendCancelBySequenceParams{
 		TenantID: tenantID, SequenceID: sequenceID, Reason: ReasonSequenceDeleted})
-	return err
+	if err != nil {
+		return err
+	}
+	return metrics.CountCancelled(ctx, q, tenantID, cancelled)
 }
 
 // SetEnabled is what enabling or disabling a sequence does to its

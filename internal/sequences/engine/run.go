@@ -9,6 +9,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/delivery"
+	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/store"
@@ -431,8 +432,11 @@ func (r *Runner) finish(ctx context.Context, q *queries.Queries, row queries.Sch
 		at := time.Now().Add(Backoff(int(row.Attempts)))
 		p.RetryAt = &at
 	}
-	_, err := q.ScheduledSendFinish(ctx, p)
-	return err
+	n, err := q.ScheduledSendFinish(ctx, p)
+	if err != nil || n == 0 || status != "cancelled" {
+		return err
+	}
+	return metrics.Count(ctx, q, metrics.Cancelled(row.TenantID, row.SequenceID, row.TemplateID, time.Time{}))
 }
 
 // sent marks the row sent and moves the enrolment on, scheduling its next
@@ -461,9 +465,19 @@ func (r *Runner) sent(ctx context.Context, row queries.ScheduledSend, sendID str
 func markSent(ctx context.Context, q *queries.Queries, row queries.ScheduledSend, sendID string, seen *Sequence) error {
 	// The enrolment first, then its send: the lock order of exit and check.
 	x, lockErr := q.EnrolmentForAdvance(ctx, queries.EnrolmentForAdvanceParams{TenantID: row.TenantID, ID: row.EnrolmentID})
-	if _, err := q.ScheduledSendMarkSent(ctx, queries.ScheduledSendMarkSentParams{TenantID: row.TenantID,
-		ID: row.ID, SendID: &sendID}); err != nil {
+	was, err := q.ScheduledSendMarkSent(ctx, queries.ScheduledSendMarkSentParams{TenantID: row.TenantID,
+		ID: row.ID, SendID: &sendID})
+	if err != nil {
 		return err
+	}
+	// Cancelled while its message was leaving (an unsubscribe in flight):
+	// the message is the truth, so its cancellation no longer counts.
+	if len(was) == 1 && was[0].WasStatus == "cancelled" && was[0].WasFinishedAt != nil {
+		un := metrics.Cancelled(row.TenantID, row.SequenceID, row.TemplateID, *was[0].WasFinishedAt)
+		un.Cancelled = -1
+		if err := metrics.Count(ctx, q, un); err != nil {
+			return err
+		}
 	}
 	e := x.Enrolment
 	if lockErr != nil || e.Status != Active || e.CurrentStep != row.StepID || x.SeqVersion == nil {

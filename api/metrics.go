@@ -1,0 +1,135 @@
+package api
+
+import (
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/internal/metrics"
+	"tidings/internal/page"
+)
+
+// Metrics (API.md "Metrics", ADDENDUM section 11): reads of the counters
+// that internal/metrics keeps.
+
+// countersJSON is API.md's "Metrics counters". bounced is hard plus soft;
+// replied stays 0 until inbound mail is handled; updatedAt is null while
+// nothing has been counted in the period.
+type countersJSON struct {
+	Scheduled   int64   `json:"scheduled"`
+	Sent        int64   `json:"sent"`
+	Cancelled   int64   `json:"cancelled"`
+	Delivered   int64   `json:"delivered"`
+	Bounced     int64   `json:"bounced"`
+	BouncedHard int64   `json:"bouncedHard"`
+	BouncedSoft int64   `json:"bouncedSoft"`
+	Complained  int64   `json:"complained"`
+	Opened      int64   `json:"opened"`
+	Clicked     int64   `json:"clicked"`
+	Replied     int64   `json:"replied"`
+	UpdatedAt   *string `json:"updatedAt"`
+}
+
+func countersView(m metrics.Counters) countersJSON {
+	v := countersJSON{Scheduled: m.Scheduled, Sent: m.Sent, Cancelled: m.Cancelled, Delivered: m.Delivered,
+		Bounced: m.Bounced(), BouncedHard: m.BouncedHard, BouncedSoft: m.BouncedSoft, Complained: m.Complained,
+		Opened: m.Opened, Clicked: m.Clicked}
+	if !m.UpdatedAt.IsZero() {
+		v.UpdatedAt = formatTimePtr(&m.UpdatedAt)
+	}
+	return v
+}
+
+// dayJSON is one day of a range: its date and the counters beside it.
+type dayJSON struct {
+	Date string `json:"date"`
+	countersJSON
+}
+
+// metricsGet is GET /api/metrics: a month, a day or a daily range
+// (metrics.Query says which parameters choose what).
+func (s *Server) metricsGet(c *fiber.Ctx) error {
+	r, err := s.metrics.Tenant(c.UserContext(), tenantID(c), metrics.Query{Period: c.Query("period"),
+		YearMonth: c.Query("yearMonth"), Date: c.Query("date"), StartDate: c.Query("startDate"),
+		EndDate: c.Query("endDate")})
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Range:
+		days := make([]dayJSON, len(r.Days))
+		for i, d := range r.Days {
+			days[i] = dayJSON{Date: d.Date.Format(metrics.DateLayout), countersJSON: countersView(d.Counters)}
+		}
+		return c.JSON(fiber.Map{"startDate": r.Start.Format(metrics.DateLayout),
+			"endDate": r.End.Format(metrics.DateLayout), "metrics": days})
+	case r.Period == metrics.Daily:
+		return c.JSON(fiber.Map{"period": r.Period, "date": r.Date.Format(metrics.DateLayout),
+			"yearMonth": r.Month.Format(metrics.MonthLayout), "metrics": countersView(r.Counters)})
+	}
+	return c.JSON(fiber.Map{"period": r.Period, "yearMonth": r.Month.Format(metrics.MonthLayout),
+		"metrics": countersView(r.Counters)})
+}
+
+// metricsSequence is GET /api/metrics/sequences/{id}?yearMonth=.
+func (s *Server) metricsSequence(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	m, month, err := s.metrics.Sequence(c.UserContext(), tenantID(c), id, c.Query("yearMonth"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"sequenceId": m.ID, "yearMonth": month.Format(metrics.MonthLayout),
+		"metrics": countersView(m.Counters)})
+}
+
+// metricsTemplate is GET /api/metrics/templates/{id}?yearMonth=.
+func (s *Server) metricsTemplate(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	m, month, err := s.metrics.Template(c.UserContext(), tenantID(c), id, c.Query("yearMonth"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"templateId": m.ID, "yearMonth": month.Format(metrics.MonthLayout),
+		"metrics": countersView(m.Counters)})
+}
+
+// metricsSequences is GET /api/metrics/sequences: the tenant's sequences
+// as GET /api/sequences pages them, each with its month's counters.
+func (s *Server) metricsSequences(c *fiber.Ctx) error {
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	pg, err := s.metrics.Sequences(c.UserContext(), tenantID(c), c.Query("yearMonth"), p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.scopedPageView(pg, "sequenceId"))
+}
+
+// metricsTemplates is GET /api/metrics/templates, as metricsSequences.
+func (s *Server) metricsTemplates(c *fiber.Ctx) error {
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	pg, err := s.metrics.Templates(c.UserContext(), tenantID(c), c.Query("yearMonth"), p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.scopedPageView(pg, "templateId"))
+}
+
+// scopedPageView renders a page of sequence or template metrics; idKey
+// names the item's id (sequenceId, templateId).
+func (s *Server) scopedPageView(pg metrics.ScopedPage, idKey string) fiber.Map {
+	items := make([]fiber.Map, len(pg.Items))
+	for i, it := range pg.Items {
+		items[i] = fiber.Map{idKey: it.ID, "metrics": countersView(it.Counters)}
+	}
+	return fiber.Map{"items": items, "yearMonth": pg.Month.Format(metrics.MonthLayout), "nextCursor": s.pages.Next(pg.Next)}
+}

@@ -1,0 +1,182 @@
+// Package metrics keeps the engagement counters of API.md ("Metrics
+// counters") and ADDENDUM section 11: what is counted, per tenant per UTC
+// day and per sequence and template per UTC month, and how the counts are
+// read back (GET /api/metrics...).
+//
+// Counting is exact because it happens in the transaction of the fact it
+// counts: Count is called inside the transaction that records a send, writes
+// or cancels a scheduled send, or moves a send's outcome, so a fact that
+// commits is counted once and a fact that rolls back (a duplicate webhook
+// event, a lost race, a crash) is not counted at all. There is no second
+// write to lose and nothing to reconcile.
+//
+// The counters live in metric_counts (schema 0011), sharded 16 ways by
+// transaction id so that concurrent sends of one tenant do not queue on one
+// row lock; reads sum the shards (docs/decisions.md "Metrics").
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"tidings/queries"
+)
+
+// Counts are the counters one fact moves, or a sum of them. bounced is
+// BouncedHard + BouncedSoft and replied is always 0 (no inbound mail yet),
+// so neither is kept.
+type Counts struct {
+	// Scheduled counts scheduled sends written (a leading send step
+	// included), Sent the send records, Cancelled the scheduled sends that
+	// moved to cancelled.
+	Scheduled, Sent, Cancelled int64
+	// Delivered, BouncedHard, BouncedSoft and Complained count a send's
+	// status moves, as its email.delivered, email.bounced and
+	// email.complained events do.
+	Delivered, BouncedHard, BouncedSoft, Complained int64
+	// Opened and Clicked count a send's first open and first click.
+	Opened, Clicked int64
+}
+
+// Bounced is hard plus soft bounces.
+func (c Counts) Bounced() int64 { return c.BouncedHard + c.BouncedSoft }
+
+func (c Counts) zero() bool { return c == Counts{} }
+
+func (c *Counts) add(o Counts) {
+	c.Scheduled += o.Scheduled
+	c.Sent += o.Sent
+	c.Cancelled += o.Cancelled
+	c.Delivered += o.Delivered
+	c.BouncedHard += o.BouncedHard
+	c.BouncedSoft += o.BouncedSoft
+	c.Complained += o.Complained
+	c.Opened += o.Opened
+	c.Clicked += o.Clicked
+}
+
+// Fact is one thing that happened to count: its tenant, the template and
+// sequence it belongs to, when it happened and what it counts.
+type Fact struct {
+	TenantID string
+	// TemplateID counts the fact for the template too; SequenceID (empty
+	// for a transactional send) for the sequence.
+	TemplateID, SequenceID string
+	// At is when it happened, which decides its UTC day and month; zero
+	// means the transaction's now() (a scheduled send cancelled by the
+	// statement before, whose finished_at is that now()).
+	At time.Time
+	Counts
+}
+
+// off is the process-wide switch of Disable.
+var off atomic.Bool
+
+// Disable turns counting off for the whole process until the returned
+// function turns it on again. It exists for the send benchmark, which
+// measures what counting costs; nothing in the product calls it.
+func Disable() (enable func()) {
+	off.Store(true)
+	return func() { off.Store(false) }
+}
+
+// addRow is one row of queries.MetricsAdd.
+type addRow struct {
+	TenantID    string     `json:"tenant_id"`
+	Scope       string     `json:"scope"`
+	ScopeID     string     `json:"scope_id"`
+	At          *time.Time `json:"at,omitempty"`
+	Scheduled   int64      `json:"scheduled,omitempty"`
+	Sent        int64      `json:"sent,omitempty"`
+	Cancelled   int64      `json:"cancelled,omitempty"`
+	Delivered   int64      `json:"delivered,omitempty"`
+	BouncedHard int64      `json:"bounced_hard,omitempty"`
+	BouncedSoft int64      `json:"bounced_soft,omitempty"`
+	Complained  int64      `json:"complained,omitempty"`
+	Opened      int64      `json:"opened,omitempty"`
+	Clicked     int64      `json:"clicked,omitempty"`
+}
+
+// Scopes of a counter row (schema 0011).
+const (
+	scopeTenant   = "tenant"
+	scopeSequence = "sequence"
+	scopeTemplate = "template"
+)
+
+// Count adds the facts to the counters inside the caller's transaction q:
+// each fact to its tenant's UTC day and, when it names them, to its
+// template's and sequence's UTC month. All of them are one statement, so
+// counting costs one round trip whatever the number of facts and scopes.
+// Call it in the transaction that writes the fact, after the write that
+// decides whether the fact happened (an update that changed a row), and
+// preferably last in it: the counter rows stay locked until the commit.
+func Count(ctx context.Context, q *queries.Queries, facts ...Fact) error {
+	if off.Load() {
+		return nil
+	}
+	rows := make([]addRow, 0, 3*len(facts))
+	for _, f := range facts {
+		if f.zero() {
+			continue
+		}
+		r := addRow{TenantID: f.TenantID, Scope: scopeTenant,
+			Scheduled: f.Scheduled, Sent: f.Sent, Cancelled: f.Cancelled, Delivered: f.Delivered,
+			BouncedHard: f.BouncedHard, BouncedSoft: f.BouncedSoft, Complained: f.Complained,
+			Opened: f.Opened, Clicked: f.Clicked}
+		if !f.At.IsZero() {
+			at := f.At
+			r.At = &at
+		}
+		rows = append(rows, r)
+		if f.TemplateID != "" {
+			r.Scope, r.ScopeID = scopeTemplate, f.TemplateID
+			rows = append(rows, r)
+		}
+		if f.SequenceID != "" {
+			r.Scope, r.ScopeID = scopeSequence, f.SequenceID
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	return q.MetricsAdd(ctx, b)
+}
+
+// Cancelled is the fact of a scheduled send of the sequence and template
+// moving to cancelled at at (zero: the transaction's now()).
+func Cancelled(tenantID, sequenceID, templateID string, at time.Time) Fact {
+	return Fact{TenantID: tenantID, SequenceID: sequenceID, TemplateID: templateID, At: at,
+		Counts: Counts{Cancelled: 1}}
+}
+
+// cancelledRow is what the scheduled-send cancel statements return of each
+// row they cancelled (queries.ScheduledSendCancelBy*Row).
+type cancelledRow = struct {
+	SequenceID string
+	TemplateID string
+	FinishedAt *time.Time
+}
+
+// CountCancelled counts the scheduled sends of tenantID that a cancel
+// statement of the same transaction returned: only rows that really moved
+// to cancelled, so cancelling twice counts once.
+func CountCancelled[R ~cancelledRow](ctx context.Context, q *queries.Queries, tenantID string, rows []R) error {
+	facts := make([]Fact, len(rows))
+	for i, row := range rows {
+		r := cancelledRow(row) // generic code reads no fields of R itself
+		var at time.Time
+		if r.FinishedAt != nil {
+			at = *r.FinishedAt
+		}
+		facts[i] = Cancelled(tenantID, r.SequenceID, r.TemplateID, at)
+	}
+	return Count(ctx, q, facts...)
+}

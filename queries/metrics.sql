@@ -1,0 +1,156 @@
+-- Metrics counters (schema 0011, internal/metrics). The readers' updated_at
+-- is 0001-01-01 (Go's zero time) when nothing was counted yet.
+
+-- name: MetricsAdd :exec
+-- Adds counts to the counter rows of the calling transaction's shard, all
+-- scopes of all facts in one statement (internal/metrics.Count). rows is a
+-- JSON array of objects with the columns below; a null `at` means the
+-- transaction's now(). Rows are grouped by key first (ON CONFLICT may touch
+-- a row only once per statement) and written in one fixed order, each
+-- tenant's day rows first, so that two transactions do not lock the same
+-- rows in opposite orders. The shard is the transaction id mod 16: every
+-- statement of one transaction writes the same shard, and concurrent
+-- transactions mostly different ones.
+INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, scheduled, sent, cancelled, delivered,
+    bounced_hard, bounced_soft, complained, opened, clicked, updated_at)
+SELECT r.tenant_id, r.scope, r.scope_id, r.period, (pg_current_xact_id()::text::bigint % 16)::smallint,
+    sum(r.scheduled), sum(r.sent), sum(r.cancelled), sum(r.delivered), sum(r.bounced_hard), sum(r.bounced_soft),
+    sum(r.complained), sum(r.opened), sum(r.clicked), now()
+FROM (
+    SELECT u.tenant_id, u.scope, u.scope_id,
+        CASE WHEN u.scope = 'tenant' THEN (coalesce(u.at, now()) AT TIME ZONE 'UTC')::date
+             ELSE date_trunc('month', coalesce(u.at, now()) AT TIME ZONE 'UTC')::date END AS period,
+        coalesce(u.scheduled, 0) AS scheduled, coalesce(u.sent, 0) AS sent, coalesce(u.cancelled, 0) AS cancelled,
+        coalesce(u.delivered, 0) AS delivered, coalesce(u.bounced_hard, 0) AS bounced_hard,
+        coalesce(u.bounced_soft, 0) AS bounced_soft, coalesce(u.complained, 0) AS complained,
+        coalesce(u.opened, 0) AS opened, coalesce(u.clicked, 0) AS clicked
+    FROM jsonb_to_recordset(@rows::jsonb) AS u(tenant_id text, scope text, scope_id text, at timestamptz,
+        scheduled bigint, sent bigint, cancelled bigint, delivered bigint, bounced_hard bigint, bounced_soft bigint,
+        complained bigint, opened bigint, clicked bigint)
+) r
+GROUP BY r.tenant_id, r.scope, r.scope_id, r.period
+ORDER BY r.tenant_id, r.scope <> 'tenant', r.scope, r.scope_id, r.period
+ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
+    scheduled    = m.scheduled + EXCLUDED.scheduled,
+    sent         = m.sent + EXCLUDED.sent,
+    cancelled    = m.cancelled + EXCLUDED.cancelled,
+    delivered    = m.delivered + EXCLUDED.delivered,
+    bounced_hard = m.bounced_hard + EXCLUDED.bounced_hard,
+    bounced_soft = m.bounced_soft + EXCLUDED.bounced_soft,
+    complained   = m.complained + EXCLUDED.complained,
+    opened       = m.opened + EXCLUDED.opened,
+    clicked      = m.clicked + EXCLUDED.clicked,
+    updated_at   = greatest(m.updated_at, EXCLUDED.updated_at);
+
+-- name: MetricsTenantDays :many
+-- The tenant's counters per UTC day from first_day to last_day inclusive,
+-- summed over shards; days without counts are absent.
+SELECT period,
+    sum(scheduled)::bigint AS scheduled, sum(sent)::bigint AS sent, sum(cancelled)::bigint AS cancelled,
+    sum(delivered)::bigint AS delivered, sum(bounced_hard)::bigint AS bounced_hard,
+    sum(bounced_soft)::bigint AS bounced_soft, sum(complained)::bigint AS complained,
+    sum(opened)::bigint AS opened, sum(clicked)::bigint AS clicked, max(updated_at)::timestamptz AS updated_at
+FROM metric_counts
+WHERE tenant_id = @tenant_id AND scope = 'tenant' AND scope_id = ''
+  AND period BETWEEN @first_day::date AND @last_day::date
+GROUP BY period
+ORDER BY period;
+
+-- name: MetricsTenantSent :one
+-- The tenant's sends from first_day to last_day inclusive (monthlySendCount).
+SELECT coalesce(sum(sent), 0)::bigint
+FROM metric_counts
+WHERE tenant_id = @tenant_id AND scope = 'tenant' AND scope_id = ''
+  AND period BETWEEN @first_day::date AND @last_day::date;
+
+-- name: MetricsSequenceGet :one
+-- One sequence's counters for the month starting at month (summed over
+-- shards); no row when the tenant has no such sequence.
+SELECT s.id,
+    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
+    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
+FROM sequences s
+LEFT JOIN LATERAL (
+    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        max(m.updated_at)::timestamptz AS updated_at
+    FROM metric_counts m
+    WHERE m.tenant_id = s.tenant_id AND m.scope = 'sequence' AND m.scope_id = s.id AND m.period = @month::date
+    GROUP BY m.scope_id
+) c ON true
+WHERE s.tenant_id = @tenant_id AND s.id = @id;
+
+-- name: MetricsSequenceList :many
+-- A page of the tenant's sequences (newest first, as GET /api/sequences)
+-- with their counters for the month starting at month.
+SELECT s.id, s.created_at,
+    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
+    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
+FROM (
+    SELECT tenant_id, id, created_at FROM sequences
+    WHERE sequences.tenant_id = @tenant_id
+      AND (sequences.created_at, sequences.id) < (@before_time::timestamptz, @before_id::text)
+    ORDER BY sequences.created_at DESC, sequences.id DESC
+    LIMIT @lim
+) s
+LEFT JOIN LATERAL (
+    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        max(m.updated_at)::timestamptz AS updated_at
+    FROM metric_counts m
+    WHERE m.tenant_id = s.tenant_id AND m.scope = 'sequence' AND m.scope_id = s.id AND m.period = @month::date
+    GROUP BY m.scope_id
+) c ON true
+ORDER BY s.created_at DESC, s.id DESC;
+
+-- name: MetricsTemplateGet :one
+-- One template's counters for the month starting at month (summed over
+-- shards); no row when the tenant has no such template.
+SELECT t.id,
+    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
+    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
+FROM templates t
+LEFT JOIN LATERAL (
+    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        max(m.updated_at)::timestamptz AS updated_at
+    FROM metric_counts m
+    WHERE m.tenant_id = t.tenant_id AND m.scope = 'template' AND m.scope_id = t.id AND m.period = @month::date
+    GROUP BY m.scope_id
+) c ON true
+WHERE t.tenant_id = @tenant_id AND t.id = @id;
+
+-- name: MetricsTemplateList :many
+-- A page of the tenant's templates (newest first, as GET /api/templates)
+-- with their counters for the month starting at month.
+SELECT t.id, t.created_at,
+    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
+    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
+FROM (
+    SELECT tenant_id, id, created_at FROM templates
+    WHERE templates.tenant_id = @tenant_id
+      AND (templates.created_at, templates.id) < (@before_time::timestamptz, @before_id::text)
+    ORDER BY templates.created_at DESC, templates.id DESC
+    LIMIT @lim
+) t
+LEFT JOIN LATERAL (
+    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        max(m.updated_at)::timestamptz AS updated_at
+    FROM metric_counts m
+    WHERE m.tenant_id = t.tenant_id AND m.scope = 'template' AND m.scope_id = t.id AND m.period = @month::date
+    GROUP BY m.scope_id
+) c ON true
+ORDER BY t.created_at DESC, t.id DESC;
