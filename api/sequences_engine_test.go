@@ -732,3 +732,34 @@ func TestScheduledCancelledInFlightEndsSentAndUncounted(t *testing.T) {
 		t.Fatalf("metrics %v", m)
 	}
 }
+
+// After Redis loses a backlog, one sweep feeds it all back, page after
+// page; while the tasks wait in the queue, a sweep stops after one page.
+func TestScheduledSweepFeedsALostBacklogInOneSweep(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_backlog")
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, inspector := asynq.NewClient(opt), asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = client.Close(); _ = inspector.Close() })
+	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	const n = 2500
+	f.exec(`INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
+		template_id, scheduled_for)
+		SELECT $1, 'sch_' || g, $2, 'enr_' || g, 's', 1, 'step-1', 'welcome', now() - interval '1 minute' + g * interval '1 millisecond'
+		FROM generate_series(1, $3::int) g`, f.org, f.contactID, n)
+	deps := worker.Deps{Config: f.b.cfg, DB: f.b.db, Client: client, Inspector: inspector, Log: testLog()}
+	if got, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil || got != n {
+		t.Fatalf("first sweep: %d, %v; want %d", got, err, n)
+	}
+	q, err := inspector.GetQueueInfo(worker.QueueCritical)
+	if err != nil || q.Pending+q.Scheduled != n {
+		t.Fatalf("queue %+v, %v", q, err)
+	}
+	if got, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil || got != 1000 {
+		t.Fatalf("second sweep: %d, %v; want one page", got, err)
+	}
+}

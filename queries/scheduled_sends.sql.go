@@ -179,14 +179,18 @@ const scheduledSendDue = `-- name: ScheduledSendDue :many
 SELECT ss.tenant_id, ss.id, ss.scheduled_for FROM scheduled_sends ss
 LEFT JOIN sequences sq ON sq.tenant_id = ss.tenant_id AND sq.id = ss.sequence_id
 WHERE ss.status IN ('pending', 'failed') AND ss.scheduled_for <= $1::timestamptz
+  AND (ss.scheduled_for, ss.tenant_id, ss.id) > ($2::timestamptz, $3::text, $4::text)
   AND sq.enabled IS NOT FALSE
-ORDER BY ss.scheduled_for
-LIMIT $2
+ORDER BY ss.scheduled_for, ss.tenant_id, ss.id
+LIMIT $5
 `
 
 type ScheduledSendDueParams struct {
-	Now time.Time
-	Lim int32
+	Now         time.Time
+	AfterFor    time.Time
+	AfterTenant string
+	AfterID     string
+	Lim         int32
 }
 
 type ScheduledSendDueRow struct {
@@ -195,11 +199,18 @@ type ScheduledSendDueRow struct {
 	ScheduledFor time.Time
 }
 
-// The sweep: due rows to (re-)enqueue, oldest first. Rows of a disabled
-// sequence wait (SetEnabled enqueues them); a deleted sequence's rows are
-// cancelled with it, and any left over go through the handler.
+// The sweep: due rows to (re-)enqueue, oldest first, a page after the
+// row (after_for, after_tenant, after_id) of the page before. Rows of a
+// disabled sequence wait (SetEnabled enqueues them); a deleted sequence's
+// rows are cancelled with it, and any left over go through the handler.
 func (q *Queries) ScheduledSendDue(ctx context.Context, arg ScheduledSendDueParams) ([]ScheduledSendDueRow, error) {
-	rows, err := q.db.Query(ctx, scheduledSendDue, arg.Now, arg.Lim)
+	rows, err := q.db.Query(ctx, scheduledSendDue,
+		arg.Now,
+		arg.AfterFor,
+		arg.AfterTenant,
+		arg.AfterID,
+		arg.Lim,
+	)
 	if err != nil {
 		return nil, err
 	}

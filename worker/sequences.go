@@ -44,9 +44,13 @@ const (
 	// ClaimTimeout is how old a claim must be before the sweep takes the
 	// row back: well past sendTimeout, so a slow attempt still running is
 	// never doubled.
-	ClaimTimeout      = 5 * time.Minute
-	sendTimeout       = time.Minute
-	sequenceSweepMax  = 1000
+	ClaimTimeout     = 5 * time.Minute
+	sendTimeout      = time.Minute
+	sequenceSweepMax = 1000
+	// sweepBudget bounds one sweep's paging through lost due rows; with
+	// SequenceSweepEvery it sets how fast a lost backlog comes back (some
+	// 5,000 enqueues a second here, far above the drain rate).
+	sweepBudget       = 4 * time.Second
 	sweepTimeout      = 30 * time.Second
 	scheduledKeptFor  = 7 * 24 * time.Hour
 	scheduledPruneDue = time.Hour
@@ -98,27 +102,32 @@ func enqueueTask(ctx context.Context, c *asynq.Client, t engine.Timer) error {
 // asynq when its lease runs out (MaxRetry 0), and an archived task keeps
 // its id: without this the row's new task would be refused as a duplicate
 // until the archive is trimmed, months later.
-func enqueueSwept(ctx context.Context, d Deps, t engine.Timer) error {
+// It reports whether it queued a task (false: one was waiting or running).
+func enqueueSwept(ctx context.Context, d Deps, t engine.Timer) (bool, error) {
 	if d.Client == nil {
-		return nil
+		return false, nil
 	}
 	err := enqueueTask(ctx, d.Client, t)
-	if !errors.Is(err, asynq.ErrTaskIDConflict) || d.Inspector == nil {
-		return ignoreConflict(err)
+	if !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return err == nil, err
+	}
+	if d.Inspector == nil {
+		return false, nil
 	}
 	info, err := d.Inspector.GetTaskInfo(QueueCritical, t.ID)
 	switch {
 	case errors.Is(err, asynq.ErrTaskNotFound):
 	case err != nil:
-		return err
+		return false, err
 	case info.State != asynq.TaskStateArchived && info.State != asynq.TaskStateCompleted:
-		return nil // waiting or running: it will claim the row
+		return false, nil // waiting or running: it will claim the row
 	default:
 		if err := d.Inspector.DeleteTask(QueueCritical, t.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
-			return err
+			return false, err
 		}
 	}
-	return ignoreConflict(enqueueTask(ctx, d.Client, t))
+	err = enqueueTask(ctx, d.Client, t)
+	return err == nil, ignoreConflict(err)
 }
 
 func ignoreConflict(err error) error {
@@ -179,21 +188,46 @@ func SweepScheduled(ctx context.Context, d Deps, now time.Time, claimTimeout tim
 		}
 		timers, seen[r.ID] = append(timers, engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor}), true
 	}
-	due, err := d.DB.ScheduledSendDue(ctx, queries.ScheduledSendDueParams{Now: now, Lim: sequenceSweepMax})
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range due {
-		if !seen[r.ID] {
-			timers = append(timers, engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor})
-		}
-	}
+	n := 0
 	for _, t := range timers {
-		if err := enqueueSwept(ctx, d, t); err != nil {
+		if _, err := enqueueSwept(ctx, d, t); err != nil {
 			d.Log.Warn("scheduled send not enqueued by the sweep", "scheduled_send_id", t.ID, "err", err)
 		}
+		n++
 	}
-	return len(timers), nil
+	// Due rows, a page at a time. A page whose rows mostly have their task
+	// waiting in the queue means the queue is whole (a backlog, not a
+	// loss): the sweep stops there. A page of lost tasks (Redis flushed or
+	// restarted empty) goes on to the next, within sweepBudget, so a lost
+	// backlog is fed back at the rate the queue takes it, not a page per
+	// sweep.
+	start := time.Now()
+	p := queries.ScheduledSendDueParams{Now: now, Lim: sequenceSweepMax, AfterFor: time.Unix(0, 0)}
+	for {
+		due, err := d.DB.ScheduledSendDue(ctx, p)
+		if err != nil {
+			return n, err
+		}
+		requeued := 0
+		for _, r := range due {
+			if seen[r.ID] {
+				continue
+			}
+			again, err := enqueueSwept(ctx, d, engine.Timer{TenantID: r.TenantID, ID: r.ID, At: r.ScheduledFor})
+			if err != nil {
+				d.Log.Warn("scheduled send not enqueued by the sweep", "scheduled_send_id", r.ID, "err", err)
+			}
+			if again {
+				requeued++
+			}
+			n++
+		}
+		if len(due) < int(p.Lim) || requeued < len(due)/2 || time.Since(start) > sweepBudget || ctx.Err() != nil {
+			return n, nil
+		}
+		last := due[len(due)-1]
+		p.AfterFor, p.AfterTenant, p.AfterID = last.ScheduledFor, last.TenantID, last.ID
+	}
 }
 
 func scheduledSweepPeriodic() Periodic {
