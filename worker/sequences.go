@@ -47,6 +47,10 @@ const (
 	ClaimTimeout     = 5 * time.Minute
 	sendTimeout      = time.Minute
 	sequenceSweepMax = 1000
+	// sweepProbe is the sweep's first page: in a backlog whose tasks are
+	// queued, each row costs an enqueue refused and a look at the task, so
+	// the sweep reads few before it concludes the queue is whole.
+	sweepProbe = 100
 	// sweepBudget bounds one sweep's paging through lost due rows; with
 	// SequenceSweepEvery it sets how fast a lost backlog comes back (some
 	// 5,000 enqueues a second here, far above the drain rate).
@@ -201,8 +205,9 @@ func SweepScheduled(ctx context.Context, d Deps, now time.Time, claimTimeout tim
 	// restarted empty) goes on to the next, within sweepBudget, so a lost
 	// backlog is fed back at the rate the queue takes it, not a page per
 	// sweep.
+	// The first page is small: in a backlog it is all the sweep reads.
 	start := time.Now()
-	p := queries.ScheduledSendDueParams{Now: now, Lim: sequenceSweepMax, AfterFor: time.Unix(0, 0)}
+	p := queries.ScheduledSendDueParams{Now: now, Lim: sweepProbe, AfterFor: time.Unix(0, 0)}
 	for {
 		due, err := d.DB.ScheduledSendDue(ctx, p)
 		if err != nil {
@@ -227,6 +232,7 @@ func SweepScheduled(ctx context.Context, d Deps, now time.Time, claimTimeout tim
 		}
 		last := due[len(due)-1]
 		p.AfterFor, p.AfterTenant, p.AfterID = last.ScheduledFor, last.TenantID, last.ID
+		p.Lim = sequenceSweepMax
 	}
 }
 
