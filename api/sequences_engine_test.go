@@ -763,3 +763,63 @@ func TestScheduledSweepFeedsALostBacklogInOneSweep(t *testing.T) {
 		t.Fatalf("second sweep: %d, %v; want its first page of 100", got, err)
 	}
 }
+
+// One event triggering several sequences enrols in each the policy lets
+// in, all in one go: a leading send (due now), a send after a delay, a
+// sequence without email steps (completed at once); a sequence the contact
+// is already in, and one it was in without reenroll, are processed but not
+// entered again.
+func TestSequenceEventEnrolsInManyAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_many")
+	f.putSequence("a-now", "name: A\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	f.putSequence("b-later", "name: B\ntrigger: {event: go}\nsteps: [{delay: 1h}, {send: tips}]\n", true)
+	f.putSequence("c-none", "name: C\ntrigger: {event: go}\nsteps: [{delay: 1h}]\n", true)
+	f.putSequence("d-open", "name: D\ntrigger: {event: go, reenroll: true}\nsteps: [{delay: 1h}, {send: welcome}]\n", true)
+	f.putSequence("e-once", "name: E\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	f.b.expect("POST", "/api/sequences/d-open/contacts", f.key, map[string]any{"contactId": f.contactID}, 201)
+	f.b.expect("POST", "/api/sequences/e-once/contacts", f.key, map[string]any{"contactId": f.contactID}, 201)
+	f.b.expect("DELETE", "/api/sequences/e-once/contacts/"+f.contactID, f.key, nil, 204)
+
+	r := f.event("go", map[string]any{"plan": "pro"})
+	if got := strings.Join(toStrings(r.body["triggeredSequences"]), ","); got != "a-now,b-later,c-none" {
+		t.Fatalf("triggered %s", got)
+	}
+	if got := strings.Join(toStrings(r.body["event"].(map[string]any)["processedSequences"]), ","); got != "a-now,b-later,c-none,d-open,e-once" {
+		t.Fatalf("processed %s", got)
+	}
+	for seq, want := range map[string]string{"a-now": "active", "b-later": "active", "c-none": "completed", "d-open": "active"} {
+		if e := f.enrolment(seq); e == nil || e["status"] != want {
+			t.Errorf("%s: %v, want %s", seq, e, want)
+		}
+	}
+	pending := f.scheduled("status=pending")
+	bySeq := map[string]map[string]any{}
+	for _, p := range pending {
+		bySeq[p["sequenceId"].(string)] = p
+	}
+	if len(pending) != 3 || bySeq["a-now"] == nil || bySeq["b-later"] == nil || bySeq["d-open"] == nil {
+		t.Fatalf("pending %v", pending)
+	}
+	at, _ := time.Parse(time.RFC3339Nano, bySeq["b-later"]["scheduledFor"].(string))
+	if d := time.Until(at); d < 59*time.Minute || d > 61*time.Minute {
+		t.Fatalf("b-later due in %v", d)
+	}
+	// Each scheduled send has its timeline entry naming its scheduledFor
+	// as the API shows it; each entered sequence its sequence_entered.
+	tl := f.b.expect("GET", "/api/contacts/"+f.contactID+"/timeline?limit=100", f.key, nil, 200)
+	for _, seq := range []string{"a-now", "b-later"} {
+		want := `"scheduledFor":"` + bySeq[seq]["scheduledFor"].(string) + `"`
+		if !strings.Contains(string(tl.raw), want) {
+			t.Errorf("timeline lacks %s for %s: %s", want, seq, tl.raw)
+		}
+	}
+	if n := strings.Count(string(tl.raw), `"sequence_entered"`); n != 5 { // 3 now, d-open and e-once by hand
+		t.Errorf("%d sequence_entered entries: %s", n, tl.raw)
+	}
+	m := f.b.expect("GET", "/api/metrics", f.key, nil, 200).body["metrics"].(map[string]any)
+	if m["scheduled"] != float64(4) { // d-open and e-once by hand, a-now and b-later by the event
+		t.Errorf("scheduled %v", m["scheduled"])
+	}
+	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
+}

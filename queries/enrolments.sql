@@ -165,3 +165,36 @@ SELECT name, properties, occurred_at FROM events WHERE tenant_id = @tenant_id AN
 INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
 VALUES (@tenant_id, @id, @contact_id, @type, now(), @data)
 ON CONFLICT DO NOTHING;
+
+-- name: EnrolmentLatestMany :many
+-- The contact's newest enrolment in each of the sequences, open or ended:
+-- EnrolmentLatest for all the sequences an event triggers, in one read.
+SELECT DISTINCT ON (sequence_id) * FROM enrolments
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND sequence_id = ANY (@sequence_ids::text[])
+ORDER BY sequence_id, enrolled_at DESC, id DESC;
+
+-- name: EnrolmentStartMany :many
+-- Enrols the contact in several sequences at once (an event that triggers
+-- them) with each enrolment's sequence_entered timeline entry: one row per
+-- array position. A sequence in which the contact already has an open
+-- enrolment (a concurrent event won) is left out of what comes back.
+WITH u AS (
+    SELECT unnest(@ids::text[]) AS id, unnest(@sequence_ids::text[]) AS sequence_id,
+        unnest(@current_steps::text[]) AS current_step, unnest(@current_step_indexes::integer[]) AS current_step_index,
+        unnest(@versions::integer[]) AS version
+), e AS (
+    INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
+    SELECT @tenant_id, u.id, u.sequence_id, @contact_id, u.current_step, u.current_step_index, sqlc.narg(event_id)::text
+    FROM u
+    ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
+    RETURNING *
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT e.tenant_id, 'tle_' || e.id || ':entered', e.contact_id, 'sequence_entered', now(),
+        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version)
+        || CASE WHEN sqlc.narg(event_id)::text IS NULL THEN '{}'::jsonb
+           ELSE jsonb_build_object('eventId', sqlc.narg(event_id)::text, 'eventName', sqlc.narg(event_name)::text) END
+    FROM e JOIN u ON u.id = e.id
+    ON CONFLICT DO NOTHING
+)
+SELECT * FROM e;

@@ -356,6 +356,53 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 	return i, err
 }
 
+const enrolmentLatestMany = `-- name: EnrolmentLatestMany :many
+SELECT DISTINCT ON (sequence_id) tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
+WHERE tenant_id = $1 AND contact_id = $2 AND sequence_id = ANY ($3::text[])
+ORDER BY sequence_id, enrolled_at DESC, id DESC
+`
+
+type EnrolmentLatestManyParams struct {
+	TenantID    string
+	ContactID   string
+	SequenceIds []string
+}
+
+// The contact's newest enrolment in each of the sequences, open or ended:
+// EnrolmentLatest for all the sequences an event triggers, in one read.
+func (q *Queries) EnrolmentLatestMany(ctx context.Context, arg EnrolmentLatestManyParams) ([]Enrolment, error) {
+	rows, err := q.db.Query(ctx, enrolmentLatestMany, arg.TenantID, arg.ContactID, arg.SequenceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Enrolment{}
+	for rows.Next() {
+		var i Enrolment
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SequenceID,
+			&i.ContactID,
+			&i.Status,
+			&i.CurrentStep,
+			&i.CurrentStepIndex,
+			&i.TriggerEventID,
+			&i.EnrolledAt,
+			&i.EndedAt,
+			&i.ExitReason,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enrolmentListByContact = `-- name: EnrolmentListByContact :many
 SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
 WHERE tenant_id = $1 AND contact_id = $2
@@ -613,6 +660,103 @@ func (q *Queries) EnrolmentSetPaused(ctx context.Context, arg EnrolmentSetPaused
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const enrolmentStartMany = `-- name: EnrolmentStartMany :many
+WITH u AS (
+    SELECT unnest($1::text[]) AS id, unnest($2::text[]) AS sequence_id,
+        unnest($3::text[]) AS current_step, unnest($4::integer[]) AS current_step_index,
+        unnest($5::integer[]) AS version
+), e AS (
+    INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
+    SELECT $6, u.id, u.sequence_id, $7, u.current_step, u.current_step_index, $8::text
+    FROM u
+    ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
+    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT e.tenant_id, 'tle_' || e.id || ':entered', e.contact_id, 'sequence_entered', now(),
+        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version)
+        || CASE WHEN $8::text IS NULL THEN '{}'::jsonb
+           ELSE jsonb_build_object('eventId', $8::text, 'eventName', $9::text) END
+    FROM e JOIN u ON u.id = e.id
+    ON CONFLICT DO NOTHING
+)
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM e
+`
+
+type EnrolmentStartManyParams struct {
+	Ids                []string
+	SequenceIds        []string
+	CurrentSteps       []string
+	CurrentStepIndexes []int32
+	Versions           []int32
+	TenantID           string
+	ContactID          string
+	EventID            *string
+	EventName          *string
+}
+
+type EnrolmentStartManyRow struct {
+	TenantID         string
+	ID               string
+	SequenceID       string
+	ContactID        string
+	Status           string
+	CurrentStep      string
+	CurrentStepIndex int32
+	TriggerEventID   *string
+	EnrolledAt       time.Time
+	EndedAt          *time.Time
+	ExitReason       *string
+	UpdatedAt        time.Time
+}
+
+// Enrols the contact in several sequences at once (an event that triggers
+// them) with each enrolment's sequence_entered timeline entry: one row per
+// array position. A sequence in which the contact already has an open
+// enrolment (a concurrent event won) is left out of what comes back.
+func (q *Queries) EnrolmentStartMany(ctx context.Context, arg EnrolmentStartManyParams) ([]EnrolmentStartManyRow, error) {
+	rows, err := q.db.Query(ctx, enrolmentStartMany,
+		arg.Ids,
+		arg.SequenceIds,
+		arg.CurrentSteps,
+		arg.CurrentStepIndexes,
+		arg.Versions,
+		arg.TenantID,
+		arg.ContactID,
+		arg.EventID,
+		arg.EventName,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EnrolmentStartManyRow{}
+	for rows.Next() {
+		var i EnrolmentStartManyRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SequenceID,
+			&i.ContactID,
+			&i.Status,
+			&i.CurrentStep,
+			&i.CurrentStepIndex,
+			&i.TriggerEventID,
+			&i.EnrolledAt,
+			&i.EndedAt,
+			&i.ExitReason,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const enrolmentTimelineInsert = `-- name: EnrolmentTimelineInsert :exec

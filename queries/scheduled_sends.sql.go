@@ -402,6 +402,114 @@ func (q *Queries) ScheduledSendInsert(ctx context.Context, arg ScheduledSendInse
 	return i, err
 }
 
+const scheduledSendInsertMany = `-- name: ScheduledSendInsertMany :many
+WITH ss AS (
+    INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
+        template_id, scheduled_for)
+    SELECT $1, u.id, $2, u.enrolment_id, u.sequence_id, u.sequence_version, u.step_id, u.template_id,
+        date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds))
+    FROM (SELECT unnest($3::text[]) AS id, unnest($4::text[]) AS enrolment_id,
+        unnest($5::text[]) AS sequence_id, unnest($6::integer[]) AS sequence_version,
+        unnest($7::text[]) AS step_id, unnest($8::text[]) AS template_id,
+        unnest($9::float8[]) AS delay_seconds) u
+    RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT ss.tenant_id, 'tle_' || ss.id || ':scheduled', ss.contact_id, 'scheduled', now(),
+        jsonb_build_object('scheduledSendId', ss.id, 'sequenceId', ss.sequence_id, 'stepId', ss.step_id,
+            'templateId', ss.template_id,
+            'scheduledFor', to_char(ss.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+    FROM ss
+    ON CONFLICT DO NOTHING
+)
+SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at FROM ss
+`
+
+type ScheduledSendInsertManyParams struct {
+	TenantID         string
+	ContactID        string
+	Ids              []string
+	EnrolmentIds     []string
+	SequenceIds      []string
+	SequenceVersions []int32
+	StepIds          []string
+	TemplateIds      []string
+	Delays           []float64
+}
+
+type ScheduledSendInsertManyRow struct {
+	TenantID        string
+	ID              string
+	ContactID       string
+	EnrolmentID     string
+	SequenceID      string
+	SequenceVersion int32
+	StepID          string
+	TemplateID      string
+	ScheduledFor    time.Time
+	Status          string
+	Attempts        int32
+	LastError       *string
+	CancelReason    *string
+	ClaimedAt       *time.Time
+	SendID          *string
+	FinishedAt      *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// ScheduledSendInsert for several enrolments of one contact at once (an
+// event enrolling it in several sequences), each with its scheduled
+// timeline entry: one row per array position.
+func (q *Queries) ScheduledSendInsertMany(ctx context.Context, arg ScheduledSendInsertManyParams) ([]ScheduledSendInsertManyRow, error) {
+	rows, err := q.db.Query(ctx, scheduledSendInsertMany,
+		arg.TenantID,
+		arg.ContactID,
+		arg.Ids,
+		arg.EnrolmentIds,
+		arg.SequenceIds,
+		arg.SequenceVersions,
+		arg.StepIds,
+		arg.TemplateIds,
+		arg.Delays,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ScheduledSendInsertManyRow{}
+	for rows.Next() {
+		var i ScheduledSendInsertManyRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.ContactID,
+			&i.EnrolmentID,
+			&i.SequenceID,
+			&i.SequenceVersion,
+			&i.StepID,
+			&i.TemplateID,
+			&i.ScheduledFor,
+			&i.Status,
+			&i.Attempts,
+			&i.LastError,
+			&i.CancelReason,
+			&i.ClaimedAt,
+			&i.SendID,
+			&i.FinishedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const scheduledSendList = `-- name: ScheduledSendList :many
 SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at FROM scheduled_sends
 WHERE tenant_id = $1

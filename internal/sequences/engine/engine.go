@@ -147,12 +147,8 @@ func Enroll(ctx context.Context, q *queries.Queries, tenantID string, seq Sequen
 	case !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound):
 		return queries.Enrolment{}, false, err
 	}
-	step, delay, found := plan(seq.Def, "")
-	first := seq.Def.Steps[0]
-	at, idx := first.ID, 1
-	if found {
-		at, idx = step.ID, seq.Def.StepIndex(step.ID)+1
-	}
+	pl := planFirst(seq)
+	step, delay, found, at, idx := pl.step, pl.delay, pl.found, pl.at, int(pl.index)
 	var evID *string
 	if ev != nil {
 		evID = &ev.ID
@@ -186,6 +182,26 @@ func Enroll(ctx context.Context, q *queries.Queries, tenantID string, seq Sequen
 
 func isOpen(status string) bool { return status == Active || status == Paused }
 
+// planned is where a new enrolment starts: its first email step and the
+// delays before it (found false: none, it completes at once), and the
+// step it is at (at, index: 1-based) meanwhile.
+type planned struct {
+	step  definition.Step
+	delay time.Duration
+	found bool
+	at    string
+	index int32
+}
+
+func planFirst(seq Sequence) planned {
+	step, delay, found := plan(seq.Def, "")
+	pl := planned{step: step, delay: delay, found: found, at: seq.Def.Steps[0].ID, index: 1}
+	if found {
+		pl.at, pl.index = step.ID, int32(seq.Def.StepIndex(step.ID)+1)
+	}
+	return pl
+}
+
 // plan walks the steps after the step with id after (from the first when
 // after is empty) to the next email step, summing the delays on the way.
 // It returns false when no email step follows: the enrolment completes.
@@ -216,7 +232,8 @@ func schedule(ctx context.Context, q *queries.Queries, e queries.Enrolment, seq 
 	}
 	if err := timeline(ctx, q, e.TenantID, e.ContactID, "tle_"+ss.ID+":scheduled", "scheduled", map[string]any{
 		"scheduledSendId": ss.ID, "sequenceId": seq.ID, "stepId": step.ID, "templateId": step.Template,
-		"scheduledFor": ss.ScheduledFor.UTC().Format(time.RFC3339Nano)}); err != nil {
+		// As responses show times (and ScheduledSendInsertMany writes them).
+		"scheduledFor": ss.ScheduledFor.UTC().Format("2006-01-02T15:04:05.000Z")}); err != nil {
 		return ss, err
 	}
 	if err := metrics.Count(ctx, q, metrics.Fact{TenantID: ss.TenantID, SequenceID: ss.SequenceID,

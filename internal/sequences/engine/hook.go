@@ -24,19 +24,17 @@ func Hook(ctx context.Context, q *queries.Queries, ev *events.Recorded) (process
 			return nil, nil, err
 		}
 		trigger := &Event{ID: ev.EventID, Name: ev.Name, Properties: ev.Properties, Timestamp: ev.Timestamp}
+		all := make([]Sequence, 0, len(seqs))
 		for _, row := range seqs {
 			seq, err := sequenceOf(row.ID, row.Name, row.Enabled, row.Version, row.Definition)
 			if err != nil {
 				return nil, nil, err
 			}
 			processed = append(processed, seq.ID)
-			_, created, err := Enroll(ctx, q, tenantID, seq, ev.ContactID, trigger)
-			if err != nil {
-				return nil, nil, err
-			}
-			if created {
-				triggered = append(triggered, seq.ID)
-			}
+			all = append(all, seq)
+		}
+		if triggered, err = enrollAll(ctx, q, tenantID, all, ev.ContactID, trigger); err != nil {
+			return nil, nil, err
 		}
 	}
 	return processed, triggered, exitOnEvent(ctx, q, ev)
