@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/hibiken/asynq"
@@ -34,6 +35,7 @@ import (
 	"tidings/internal/sequences"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
+	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/tracking"
@@ -166,6 +168,7 @@ func New(d Deps) *fiber.App {
 
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
+	app.Get("/metrics", adaptor.HTTPHandler(telemetry.Handler()))
 
 	// Outside /api, without credentials or the per-tenant rate limit: the
 	// signed token, or SendGrid's signature, is the credential.

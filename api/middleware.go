@@ -9,6 +9,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/auth"
+	"tidings/internal/telemetry"
 )
 
 // Principal is who made a request: a tenant, through either an API key or
@@ -40,8 +41,10 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 			s.log.Error("error handler failed", "err", herr)
 		}
 	}
+	took := time.Since(start)
+	telemetry.ObserveHTTP(routeLabel(c), c.Method(), c.Response().StatusCode(), took)
 	attrs := []any{"method", c.Method(), "path", c.Path(), "status", c.Response().StatusCode(),
-		"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", requestID(c)}
+		"duration_ms", float64(took.Microseconds()) / 1000, "request_id", requestID(c)}
 	if p := principal(c); p != nil {
 		attrs = append(attrs, "tenant", p.TenantID)
 	}
@@ -53,6 +56,17 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	}
 	s.log.Info("request", attrs...)
 	return nil
+}
+
+// routeLabel is the route template that answered (`/api/contacts/:id`),
+// or "unmatched" for a path no route has: never the raw path, whose
+// values (ids, tokens) would make a series per request.
+func routeLabel(c *fiber.Ctx) string {
+	r := c.Route()
+	if r == nil || r.Method == "USE" || r.Path == "/" || r.Path == "" {
+		return "unmatched"
+	}
+	return r.Path
 }
 
 // authenticate resolves the bearer credential to a Principal. Failures are

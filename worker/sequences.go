@@ -18,6 +18,7 @@ import (
 	"tidings/internal/render"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
+	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tracking"
 	"tidings/queries"
@@ -151,6 +152,7 @@ func HandleScheduledSend(d Deps) asynq.HandlerFunc {
 		}
 		res, err := d.Sequences.Run(ctx, p.TenantID, p.ID)
 		if err != nil {
+			telemetry.ScheduledRun(string(engine.OutcomeFailed))
 			// The row is failed (or still pending) and the sweep re-feeds
 			// it. The task succeeds all the same: a failed task would be
 			// archived and keep the row's task id.
@@ -158,6 +160,7 @@ func HandleScheduledSend(d Deps) asynq.HandlerFunc {
 			return nil
 		}
 		EnqueueScheduledSends(ctx, d.Client, d.Log, res.Timers)
+		telemetry.ScheduledRun(string(res.Outcome))
 		switch res.Outcome {
 		case engine.OutcomeFailed, engine.OutcomeDead:
 			d.Log.Warn("scheduled send failed", "scheduled_send_id", p.ID, "outcome", res.Outcome, "err", res.Err)

@@ -12,6 +12,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/delivery"
 	"tidings/internal/events"
+	"tidings/internal/telemetry"
 )
 
 // Webhook ingestion (ADDENDUM section 8). The api stores each verified
@@ -83,6 +84,7 @@ func HandleWebhookBatch(d Deps) asynq.HandlerFunc {
 		case res.Unreadable != nil:
 			d.Log.Warn("webhook batch is not a batch of events; marked applied", "batch_id", p.BatchID, "err", res.Unreadable)
 		default:
+			telemetry.WebhookEvents(res.Applied, res.Duplicates, res.Dropped, res.Ignored)
 			d.Log.Info("webhook batch applied", "batch_id", p.BatchID, "events", res.Events, "applied", res.Applied,
 				"duplicates", res.Duplicates, "dropped", res.Dropped, "ignored", res.Ignored)
 		}

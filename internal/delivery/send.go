@@ -19,6 +19,7 @@ import (
 	"tidings/internal/provider"
 	"tidings/internal/render"
 	"tidings/internal/store"
+	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/tracking"
@@ -264,6 +265,7 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		}
 	}
 	messageID, err := s.Provider.Send(ctx, out)
+	telemetry.Send(s.Provider.Name(), o.sequenceID != "", err, provider.IsTemporary(err))
 	if err != nil {
 		return Result{}, providerError(err)
 	}

@@ -1,0 +1,156 @@
+// Package telemetry holds the Prometheus metrics both processes serve at
+// GET /metrics (ADDENDUM section 1): their definitions, the one-line calls
+// the code makes where a fact happens, the HTTP middleware's recorder and
+// the asynq queue collector. docs/operations.md lists every name; the
+// tests check that each listed name is served.
+//
+// These are operational metrics for operators (rates, latencies, queue
+// depth), not the per-tenant counters of GET /api/metrics, which live in
+// the database (internal/metrics).
+package telemetry
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Registry is the process's registry: Go runtime and process metrics plus
+// Tidings's own. A registry of its own rather than the global default, so
+// nothing a library registers on the default ends up served by accident.
+var Registry = prometheus.NewRegistry()
+
+var (
+	httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_http_requests_total",
+		Help: "HTTP requests answered, by route template, method and status code.",
+	}, []string{"route", "method", "code"})
+	httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tidings_http_request_duration_seconds",
+		Help:    "Time to answer an HTTP request, by route template and method.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"route", "method"})
+	sends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_sends_total",
+		Help: "Messages handed to the email provider, by kind (transactional, sequence) and outcome (accepted, failed).",
+	}, []string{"kind", "outcome"})
+	providerErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_provider_errors_total",
+		Help: "Email provider failures, by provider and class (temporary: retried; permanent: not).",
+	}, []string{"provider", "class"})
+	webhookEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_webhook_events_total",
+		Help: "SendGrid webhook events processed by the worker, by result (applied, duplicate, dropped, ignored).",
+	}, []string{"result"})
+	scheduledRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_scheduled_sends_processed_total",
+		Help: "Scheduled sends the worker ran, by outcome (sent, skipped, held, cancelled, exited, failed, dead, none).",
+	}, []string{"outcome"})
+)
+
+// Label values known in advance are created at start, so every series is
+// served (at 0) before its first event and rate() works from the start.
+var (
+	sendKinds      = []string{"transactional", "sequence"}
+	sendOutcomes   = []string{"accepted", "failed"}
+	errorClasses   = []string{"temporary", "permanent"}
+	webhookResults = []string{"applied", "duplicate", "dropped", "ignored"}
+	runOutcomes    = []string{"sent", "skipped", "held", "cancelled", "exited", "failed", "dead", "none"}
+)
+
+func init() {
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns)
+	for _, k := range sendKinds {
+		for _, o := range sendOutcomes {
+			sends.WithLabelValues(k, o)
+		}
+	}
+	for _, c := range errorClasses {
+		for _, p := range []string{"sendgrid", "smtp", "outbox"} {
+			providerErrors.WithLabelValues(p, c)
+		}
+	}
+	for _, r := range webhookResults {
+		webhookEvents.WithLabelValues(r)
+	}
+	for _, o := range runOutcomes {
+		scheduledRuns.WithLabelValues(o)
+	}
+}
+
+// Handler serves the registry, and the extra collectors given (the
+// worker's queue collector), in the Prometheus text format.
+func Handler(extra ...prometheus.Collector) http.Handler {
+	g := prometheus.Gatherers{Registry}
+	if len(extra) > 0 {
+		r := prometheus.NewRegistry()
+		r.MustRegister(extra...)
+		g = append(g, r)
+	}
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{Timeout: 10 * time.Second})
+}
+
+// ObserveHTTP records one answered request. route is the route template
+// (`/api/contacts/:id`), never the raw path, so the label set stays
+// bounded; it must be a string that outlives the request (fiber's
+// registered route paths are).
+func ObserveHTTP(route, method string, code int, took time.Duration) {
+	m := methodLabel(method)
+	httpRequests.WithLabelValues(route, m, statusText(code)).Inc()
+	httpDuration.WithLabelValues(route, m).Observe(took.Seconds())
+}
+
+// methodLabel maps the request's method to a constant string: fasthttp
+// hands out strings that alias buffers it reuses for the next request, and
+// a label value is kept for good; an unknown method is "other", which also
+// bounds the label set.
+func methodLabel(m string) string {
+	for _, known := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
+		if m == known {
+			return known
+		}
+	}
+	return "other"
+}
+
+// Send records a message handed to the provider: sequence tells the kind,
+// err the outcome. temporary classifies a failure (provider.IsTemporary).
+func Send(providerName string, sequence bool, err error, temporary bool) {
+	kind := "transactional"
+	if sequence {
+		kind = "sequence"
+	}
+	if err == nil {
+		sends.WithLabelValues(kind, "accepted").Inc()
+		return
+	}
+	sends.WithLabelValues(kind, "failed").Inc()
+	class := "permanent"
+	if temporary {
+		class = "temporary"
+	}
+	providerErrors.WithLabelValues(providerName, class).Inc()
+}
+
+// WebhookEvents records what a webhook batch did with its events.
+func WebhookEvents(applied, duplicates, dropped, ignored int) {
+	webhookEvents.WithLabelValues("applied").Add(float64(applied))
+	webhookEvents.WithLabelValues("duplicate").Add(float64(duplicates))
+	webhookEvents.WithLabelValues("dropped").Add(float64(dropped))
+	webhookEvents.WithLabelValues("ignored").Add(float64(ignored))
+}
+
+// ScheduledRun records the outcome of one run of a scheduled send.
+func ScheduledRun(outcome string) { scheduledRuns.WithLabelValues(outcome).Inc() }
+
+// statusText is the code label: three digits, bounded by HTTP itself.
+func statusText(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return string(rune('0'+code/100)) + string(rune('0'+code/10%10)) + string(rune('0'+code%10))
+}

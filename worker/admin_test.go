@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"tidings/internal/config"
+	"tidings/internal/telemetry/telemetrytest"
+	"tidings/internal/testenv"
+)
+
+// The admin listener's /metrics serves every metric docs/operations.md
+// lists for the worker, the queue gauges read from Redis included.
+func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
+	t.Parallel()
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(QueueCritical)); err != nil {
+		t.Fatal(err)
+	}
+	h, closeAdmin := AdminHandler(opt)
+	t.Cleanup(closeAdmin)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	res, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	body := string(raw)
+	if res.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %s", res.StatusCode, body)
+	}
+	if missing := telemetrytest.Missing(body, telemetrytest.Documented(t, "worker")); len(missing) > 0 {
+		t.Fatalf("documented but not served: %v", missing)
+	}
+	for _, want := range []string{`tidings_asynq_up 1`, `tidings_asynq_queue_tasks{queue="critical",state="pending"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+}
