@@ -5,13 +5,20 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"tidings/internal/apperr"
 )
 
-// FuzzParseDefinition: Parse never panics, and what it accepts is
-// consistent: step ids unique and found where they are, Next walks the steps
-// in order, and the JSON form parses back to the same definition (so its
-// step ids round-trip). Seeds: the YAML files under testdata.
+// FuzzParseDefinition: Parse never panics; what it refuses is one
+// VALIDATION_ERROR of the package's shape (checkRefusal); what it accepts
+// is consistent: step ids unique and found where they are, Next walks the
+// steps in order, and the JSON form parses back to the same definition (so
+// its step ids round-trip). Seeds: the YAML files under testdata and the
+// hostile documents of TestParseHostile, cut to size.
+//
+//	go test -run '^$' -fuzz FuzzParseDefinition -fuzztime 5m ./internal/sequences/definition/
 func FuzzParseDefinition(f *testing.F) {
 	for _, dir := range []string{"testdata/valid", "testdata/invalid"} {
 		entries, err := os.ReadDir(dir)
@@ -26,9 +33,13 @@ func FuzzParseDefinition(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	for _, h := range hostileDocs(512) {
+		f.Add([]byte(h.src))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		d, err := Parse(src, Options{})
 		if err != nil {
+			checkRefusal(t, src, err)
 			return
 		}
 		if len(d.Steps) == 0 || len(d.Steps) > MaxSteps || d.Trigger.Event == "" {
@@ -71,4 +82,37 @@ func FuzzParseDefinition(f *testing.F) {
 			t.Fatalf("JSON form parses to another definition\n%s", b)
 		}
 	})
+}
+
+// checkRefusal asserts the package's error contract: one VALIDATION_ERROR
+// (apperr kind Invalid) with details.fields, each field a non-empty path of
+// bounded length with at least one message, every message of a field other
+// than content starting with its YAML line, and the whole answer small.
+func checkRefusal(t *testing.T, src []byte, err error) {
+	t.Helper()
+	e, ok := apperr.As(err)
+	if !ok || e.Kind != apperr.KindInvalid || e.Code != "VALIDATION_ERROR" {
+		t.Fatalf("refused with %T %v, want a VALIDATION_ERROR", err, err)
+	}
+	fields, _ := e.Details["fields"].(map[string]any)
+	if len(fields) == 0 || len(fields) > apperr.MaxFields {
+		t.Fatalf("%d fields in %v", len(fields), e.Details)
+	}
+	size := 0
+	for path, v := range fields {
+		msgs, _ := v.([]string)
+		if path == "" || len(path) > maxPathLen || len(msgs) == 0 {
+			t.Fatalf("field %.80q (%d bytes) with messages %q", path, len(path), msgs)
+		}
+		size += len(path)
+		for _, m := range msgs {
+			size += len(m)
+			if path != "content" && !strings.HasPrefix(m, "line ") {
+				t.Fatalf("%s: message %q does not name its line\n%s", path, m, src)
+			}
+		}
+	}
+	if size > 16<<10 {
+		t.Fatalf("error of %d bytes", size)
+	}
 }
