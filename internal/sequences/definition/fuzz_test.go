@@ -1,12 +1,17 @@
 package definition
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"tidings/internal/apperr"
 )
@@ -74,14 +79,81 @@ func FuzzParseDefinition(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := Parse(b, Options{})
-		if err != nil {
-			t.Fatalf("JSON form does not parse: %v\n%s", err, b)
-		}
-		if !reflect.DeepEqual(d, again) {
-			t.Fatalf("JSON form parses to another definition\n%s", b)
+		// As Go writes it and as PostgreSQL's jsonb gives it back.
+		for _, form := range [][]byte{b, jsonbText(t, b)} {
+			again, err := ParseJSON(form)
+			if err != nil {
+				t.Fatalf("JSON form does not parse: %v\n%q", err, form)
+			}
+			if !reflect.DeepEqual(d, again) {
+				t.Fatalf("JSON form parses to another definition\n%q", form)
+			}
 		}
 	})
+}
+
+// jsonbText re-encodes a JSON document the way PostgreSQL prints jsonb:
+// inside strings only ", \ and control characters below U+0020 are
+// escaped; everything else (C1 controls, U+2028, <) is written raw.
+func jsonbText(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	var write func(v any)
+	str := func(s string) {
+		out = append(out, '"')
+		for _, r := range s {
+			switch {
+			case r == '"' || r == '\\':
+				out = append(out, '\\', byte(r))
+			case r < 0x20:
+				out = fmt.Appendf(out, `\u%04x`, r)
+			default:
+				out = utf8.AppendRune(out, r)
+			}
+		}
+		out = append(out, '"')
+	}
+	write = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			out = append(out, '{')
+			keys := slices.Sorted(maps.Keys(v))
+			for i, k := range keys {
+				if i > 0 {
+					out = append(out, ", "...)
+				}
+				str(k)
+				out = append(out, ": "...)
+				write(v[k])
+			}
+			out = append(out, '}')
+		case []any:
+			out = append(out, '[')
+			for i, e := range v {
+				if i > 0 {
+					out = append(out, ", "...)
+				}
+				write(e)
+			}
+			out = append(out, ']')
+		case string:
+			str(v)
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b...)
+		}
+	}
+	write(v)
+	return out
 }
 
 // checkRefusal asserts the package's error contract: one VALIDATION_ERROR

@@ -69,6 +69,38 @@ func Parse(src []byte, opt Options) (*Definition, error) {
 	return d, nil
 }
 
+// ParseJSON reads a Definition back from its JSON form as stored (the
+// definition column, jsonb). JSON is YAML, but PostgreSQL writes some
+// characters inside strings raw that YAML refuses (C1 controls, U+FEFF) or
+// reads as line breaks, which a double-quoted scalar folds into a space
+// (U+0085, U+2028, U+2029): they are escaped first, so a definition Parse
+// accepted comes back equal, whatever its strings hold.
+func ParseJSON(raw []byte) (*Definition, error) {
+	return Parse(escapeForYAML(raw), Options{})
+}
+
+// escapeForYAML writes the runes YAML cannot hold raw in a double-quoted
+// scalar as \u escapes. In JSON text they can only occur inside strings,
+// where the escape means the same. Valid UTF-8 without them is returned as
+// it is.
+func escapeForYAML(raw []byte) []byte {
+	var out []byte
+	done := 0
+	for i := 0; i < len(raw); {
+		r, size := utf8.DecodeRune(raw[i:])
+		if r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff {
+			out = append(out, raw[done:i]...)
+			out = fmt.Appendf(out, `\u%04x`, r)
+			done = i + size
+		}
+		i += size
+	}
+	if out == nil {
+		return raw
+	}
+	return append(out, raw[done:]...)
+}
+
 type parser struct {
 	fields apperr.Fields
 	// lines maps the YAML paths seen to their line, so that a rule error,
