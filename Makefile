@@ -42,6 +42,39 @@ test: services tools mjml-deps ## vet, gofmt, generated-code check and go test -
 	@echo "go test -race: building the race binaries takes a few minutes the first time; then one line per package"
 	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -count=1 $(GO_PACKAGES)
 
+# Every fuzz target, as package:target. make fuzz runs each in turn (Go
+# fuzzes one target per go test invocation); their seed corpora (f.Add and
+# testdata/fuzz/) run as ordinary tests in make test.
+FUZZ_TARGETS := \
+	./internal/sequences/definition:FuzzParseDefinition \
+	./internal/rules:FuzzParseRule \
+	./internal/storable:FuzzJSON \
+	./api:FuzzDecodeBody \
+	./internal/sendgridevents:FuzzParse \
+	./internal/tracking:FuzzParseToken \
+	./internal/tracking:FuzzTokenTamper \
+	./internal/tracking:FuzzRewrite \
+	./internal/render:FuzzSanitize \
+	./internal/render:FuzzSanitizeMJML \
+	./internal/render:FuzzMayNeedSanitize \
+	./internal/render:FuzzSanitizeRender \
+	./internal/render:FuzzSkeleton \
+	./api:FuzzAPI
+FUZZTIME ?= 5m
+FUZZPARALLEL ?= 1
+# A new interesting input is minimised for up to this long, during which
+# nothing else runs; Go's default (1m) can eat a short run.
+FUZZMINIMIZETIME ?= 10s
+
+.PHONY: fuzz
+fuzz: services mjml-deps ## Fuzz every target in turn: make fuzz FUZZTIME=30s FUZZPARALLEL=2 (not part of make test)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) \
+			-parallel $(FUZZPARALLEL) $$pkg; \
+	done
+
 .PHONY: generate
 generate: tools ## Regenerate sqlc code from queries/ and schema/
 	$(SQLC) generate

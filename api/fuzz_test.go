@@ -78,6 +78,37 @@ func FuzzAPI(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.method, s.route, s.param, s.query, []byte(s.body))
 	}
+	// The routes added since, by name (method index into fuzzMethods).
+	for _, s := range []struct {
+		method      uint8
+		route       string
+		param, body string
+	}{
+		{3, "/api/sequences/:p", "onb", "trigger: {event: \"\\u0080\"}\nsteps: [{send: t}]\n"},
+		{3, "/api/sequences/:p", "onb", `{"content":"? ` + strings.Repeat("k", 2000) + `\n: 1\n","name":"n"}`},
+		{3, "/api/sequences/:p", "x\x00", `{"content":null,"enabled":"no"}`},
+		{1, "/api/sequences/:p/contacts", "onb", `{"contactId":"\u0000"}`},
+		{4, "/api/sequences/:p/contacts/:p", "\xff", ""},
+		{1, "/api/sequences/:p/dry-run", "onb", `{"contactId":"c","stepId":7}`},
+		{0, "/api/sequences/:p/status", "%zz", ""},
+		{0, "/api/sequences/:p/sends", "onb", ""},
+		{0, "/api/scheduled", "", ""},
+		{0, "/api/scheduled/:p", "\x00", ""},
+		{1, "/api/domains", "", `{"domain":"` + strings.Repeat("a.", 200) + `com"}`},
+		{2, "/api/domains/:p", "ACME.com.", `{"sendingEnabled":null}`},
+		{1, "/api/domains/:p/verify", "\xff", ""},
+		{1, "/api/send", "", `{"to":"fuzz@example.com","template":"t","variables":{"v":"\ud800"}}`},
+		{1, "/api/send", "", `{"to":"a\r\nBcc: x@example.com","template":"\u0000","from":"` + strings.Repeat("f", 400) + `"}`},
+		{0, "/api/sends", "", ""},
+		{0, "/api/sends/:p", "snd_\x00", ""},
+		{1, "/webhooks/sendgrid", "", `[{"event":"delivered","sg_event_id":"e\u0000"}]`},
+		{0, "/t/o/:p", "AQEBMAEwHn5fKLpqPYoa5PIUCBLPRw\r", ""},
+		{0, "/t/c/:p", strings.Repeat("A", 5000), ""},
+		{1, "/t/u/:p", "\x00", "List-Unsubscribe=One-Click"},
+		{0, "/t/u/:p", "", ""},
+	} {
+		f.Add(s.method, fuzzRoute(f, s.route), s.param, "", []byte(s.body))
+	}
 	b := setup(f, func(c *config.Config) { c.RateLimitPerMinute = 1 << 30 })
 	tok := b.tenant("fuzz")
 	b.expect("POST", "/api/contacts", tok, map[string]any{"email": "fuzz@example.com"}, http.StatusCreated)
@@ -129,6 +160,17 @@ func FuzzAPI(f *testing.F) {
 			t.Fatalf("%s %s: error answer of %d bytes", m, path, len(raw))
 		}
 	})
+}
+
+// fuzzRoute is the index of route in fuzzRoutes.
+func fuzzRoute(f *testing.F, route string) uint8 {
+	for i, r := range fuzzRoutes {
+		if r == route {
+			return uint8(i)
+		}
+	}
+	f.Fatalf("no route %s in fuzzRoutes", route)
+	return 0
 }
 
 // fuzzQuery makes a query string of s: bytes a query may hold stay (so are

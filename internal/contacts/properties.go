@@ -59,7 +59,7 @@ func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
 		f.Add("properties", whole)
 	}
 	for _, k := range keys {
-		field := "properties." + k
+		field := storable.KeyField("properties", k)
 		if msg := keyProblems[k]; msg != "" {
 			f.Add(field, msg)
 			continue

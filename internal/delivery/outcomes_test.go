@@ -418,3 +418,24 @@ func TestWebhookGarbageBatch(t *testing.T) {
 		t.Fatalf("%d unapplied batches (%v)", unapplied, err)
 	}
 }
+
+// A bounce reason or clicked URL holding \u0000 (text a remote mail server
+// chose) applies with U+FFFD in its place: PostgreSQL refuses NUL, and the
+// batch's transaction failed on every retry, losing its other events.
+func TestWebhookNULInText(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	b.contact("ten_a", "cnt_1")
+	b.send("ten_a", "snd_1", "cnt_1", "")
+	res := b.applyBatch(batch(t,
+		sgEvent("n1", "click", "ten_a", "snd_1", at(1), "url", "https://example.com/a\x00b"),
+		sgEvent("n2", "bounce", "ten_a", "snd_1", at(2), "type", "bounce", "reason", "550 \x00"),
+	))
+	if res.Applied != 2 {
+		t.Fatalf("%+v", res)
+	}
+	var reason string
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT properties->>'reason' FROM events WHERE name = $1`, events.Bounced).Scan(&reason); err != nil || reason != "550 \uFFFD" {
+		t.Fatalf("bounce reason %q %v", reason, err)
+	}
+}

@@ -83,7 +83,7 @@ func ValidateProperties(props map[string]json.RawMessage) ([]byte, error) {
 		f.Add("properties", whole)
 	}
 	for _, k := range keys {
-		field := "properties." + k
+		field := storable.KeyField("properties", k)
 		if msg := keyProblems[k]; msg != "" {
 			f.Add(field, msg)
 			continue

@@ -193,6 +193,8 @@ func FuzzSanitizeRender(f *testing.F) {
 	}
 	f.Add(`<a href="{{ u }}" {% if x %}class="{{ x }}"{% endif %}>{{ v }}</a>`, "<svg><![CDATA[><a title=\"]]><img src=x onerror=alert(1)>\"></svg>")
 	f.Add(`<{% if x %}b{% endif %} title="{{ v }}">x</b><!--[if mso]><v:rect>{{ v }}</v:rect><![endif]-->`, `x" onclick="alert(1)`)
+	// MJML-ish markup in raw HTML (MJML source itself: FuzzSanitizeMJML).
+	f.Add(`<mj-text>{{ v }}</mj-text><mj-raw><a href="{{ u }}">x</a></mj-raw><mj-style>p{color:red}</mj-style>`, `</mj-raw><script>alert(1)</script>`)
 	r := NewRenderer(RendererOptions{MaxOutput: 1 << 20})
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, content, value string) {

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -75,4 +76,43 @@ func TestMayNeedSanitize(t *testing.T) {
 			t.Errorf("mayNeedSanitize(%s) = true, want the fast path", tt.desc)
 		}
 	}
+}
+
+// FuzzSanitizeMJML is FuzzSanitize for MJML source, as Prepare saves it
+// (content starting with <mjml): the output is clean to the HTML5 judge in
+// MJML mode and to findScript, and a second SanitizeMJML changes nothing.
+//
+//	go test -run '^$' -fuzz FuzzSanitizeMJML -fuzztime 5m ./internal/render/
+func FuzzSanitizeMJML(f *testing.F) {
+	wrap := func(s string) string {
+		return `<mjml><mj-head><mj-style>.a{color:red}</mj-style></mj-head><mj-body><mj-section><mj-column><mj-text>` +
+			s + `</mj-text></mj-column></mj-section></mj-body></mjml>`
+	}
+	for _, v := range cdataVectors {
+		f.Add(wrap(v.vector))
+	}
+	for _, v := range xssVectors {
+		f.Add(wrap(v.in))
+	}
+	f.Add(`<mjml><mj-body><mj-raw><script>alert(1)</script></mj-raw><mj-button href="javascript:alert(1)">x</mj-button></mj-body></mjml>`)
+	f.Add(`<mjml><mj-head><mj-style>a{background:url(javascript:alert(1))}</mj-style><mj-attributes><mj-all font-family="x" /></mj-attributes>` +
+		`<mj-html-attributes><mj-selector path=".a"><mj-html-attribute name="onclick">alert(1)</mj-html-attribute></mj-selector></mj-html-attributes></mj-head>` +
+		`<mj-body><mj-image src="{{ u }}" href="data:text/html,x" /></mj-body></mjml>`)
+	f.Fuzz(func(t *testing.T, in string) {
+		out, changed := SanitizeMJML(in)
+		if changed != (out != in) {
+			t.Fatalf("changed=%v but output %q for %q", changed, out, in)
+		}
+		// Unknown mj- elements are left for MJML's validator, which Prepare
+		// runs before judge and which refuses them in its own words.
+		if d := judge(out, judgeMode{mjml: true, liquid: true}); d != "" && !strings.Contains(d, "element <mj-") {
+			t.Fatalf("SanitizeMJML(%q) = %q: %s", in, out, d)
+		}
+		if d := findScript(out); d != "" {
+			t.Fatalf("SanitizeMJML(%q) = %q: %s", in, out, d)
+		}
+		if again, _ := SanitizeMJML(out); again != out {
+			t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
+		}
+	})
 }

@@ -566,7 +566,8 @@ func (p *parser) unknownKeys(path string, m map[string]any, known ...string) {
 	}
 	sort.Strings(unknown) // map order is random; errors must be stable
 	for _, k := range unknown {
-		p.errorf(path+"."+k, "unknown key; this node allows %s", strings.Join(known, ", "))
+		// The key is shortened: a 60 KiB key is not worth sending back.
+		p.errorf(path+"."+truncate(k), "unknown key; this node allows %s", strings.Join(known, ", "))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -127,18 +128,18 @@ func parseEvent(raw json.RawMessage) Event {
 		return Event{Outcome: Ignored, IgnoreReason: "malformed event"}
 	}
 	e := Event{
-		Type:                 w.Event,
-		Email:                w.Email,
-		EventID:              w.EventID,
-		MessageID:            w.MessageID,
-		BounceType:           w.Type,
-		BounceClassification: w.BounceClassification,
-		Status:               stringish(w.Status),
-		Reason:               truncate(w.Reason, maxReasonLen),
-		URL:                  w.URL,
+		Type:                 text(w.Event),
+		Email:                text(w.Email),
+		EventID:              text(w.EventID),
+		MessageID:            text(w.MessageID),
+		BounceType:           text(w.Type),
+		BounceClassification: text(w.BounceClassification),
+		Status:               text(stringish(w.Status)),
+		Reason:               text(truncate(w.Reason, maxReasonLen)),
+		URL:                  text(w.URL),
 		MachineOpen:          string(w.MachineOpen) == "true",
-		SendID:               w.SendID,
-		TenantID:             w.TenantID,
+		SendID:               text(w.SendID),
+		TenantID:             text(w.TenantID),
 	}
 	if ts, ok := unixSeconds(w.Timestamp); ok {
 		e.Timestamp = time.Unix(ts, 0).UTC()
@@ -224,6 +225,18 @@ func stringish(raw json.RawMessage) string {
 		return n.String()
 	}
 	return ""
+}
+
+// text makes a decoded string storable: Go's decoder has already turned
+// invalid UTF-8 into U+FFFD, and a \u0000 escape becomes U+FFFD too, since
+// PostgreSQL's text and jsonb refuse NUL. Without it, one reason or URL
+// with a NUL (text a remote mail server chose) failed the whole batch's
+// transaction on every retry.
+func text(s string) string {
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.

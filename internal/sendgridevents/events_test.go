@@ -1,10 +1,13 @@
 package sendgridevents
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // sampleBatch has the shape of SendGrid's documented sample events, with
@@ -175,10 +178,27 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`[{"event":"bounce","type":"blocked","timestamp":1.5e9,"status":5}]`))
 	f.Add([]byte(`[{"timestamp":"x","sg_machine_open":"yes"}]`))
+	f.Add([]byte(`[{"event":"click","url":"https://x/\u0000","reason":"\ud800","sg_event_id":"e\u0000","send_id":"s","tenant_id":"t"}]`))
+	f.Add([]byte("[{\"event\":\"open\",\"email\":\"\xff\"}, 1]"))
+	f.Add([]byte(`[{"event":"bounce","status":"` + strings.Repeat("5", 300) + `","timestamp":1e300}]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		events, err := Parse(body)
+		var raws []json.RawMessage
+		wellFormed := json.Unmarshal(body, &raws) == nil
+		for _, r := range raws {
+			if tr := bytes.TrimSpace(r); len(tr) == 0 || tr[0] != '{' {
+				wellFormed = false
+			}
+		}
 		if err != nil {
+			// Only a body that is not an array of objects, or too large.
+			if wellFormed && len(raws) <= MaxEvents && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("refused an array of %d objects: %v", len(raws), err)
+			}
 			return
+		}
+		if !wellFormed || len(events) != len(raws) {
+			t.Fatalf("accepted %q as %d events", body, len(events))
 		}
 		if len(events) > MaxEvents {
 			t.Fatalf("%d events", len(events))
@@ -192,6 +212,16 @@ func FuzzParse(f *testing.F) {
 			}
 			if len(e.Reason) > maxReasonLen || len(e.Status) > maxFieldLen {
 				t.Fatalf("unbounded field: %+v", e)
+			}
+			// Everything kept can be stored: valid UTF-8, no NUL.
+			for _, s := range []string{e.Type, e.Email, e.EventID, e.MessageID, e.BounceType,
+				e.BounceClassification, e.Status, e.Reason, e.URL, e.SendID, e.TenantID} {
+				if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+					t.Fatalf("unstorable text %q in %+v", s, e)
+				}
+			}
+			if !e.Timestamp.IsZero() && (e.Timestamp.Unix() <= 0 || e.Timestamp.Unix() >= 1<<40) {
+				t.Fatalf("timestamp %v", e.Timestamp)
 			}
 		}
 	})

@@ -119,11 +119,12 @@ func (s *scanner) ws() {
 	}
 }
 
+// join names key below at, the key cut by shortKey.
 func join(at, key string) string {
 	if at == "" {
-		return key
+		return shortKey(key)
 	}
-	return at + "." + key
+	return KeyField(at, key)
 }
 
 // value scans one value at path. It is iterative over containers' members
@@ -290,6 +291,26 @@ func PropertyKeys[V any](props map[string]V) (keys []string, keyProblems map[str
 	}
 	slices.Sort(keys)
 	return keys, keyProblems, whole
+}
+
+// KeyField is the field name "<prefix>.<key>" that a problem with a
+// property is reported under, the key cut as shortKey does.
+func KeyField(prefix, key string) string {
+	return prefix + "." + shortKey(key)
+}
+
+// shortKey cuts a key longer than any valid one to MaxPropertyKey
+// characters and marks it "...": a body of one 1 MiB key must not get
+// that key back in the answer and the log.
+func shortKey(key string) string {
+	n := 0
+	for i := range key {
+		if n == MaxPropertyKey {
+			return key[:i] + "..."
+		}
+		n++
+	}
+	return key
 }
 
 func setProblem(m map[string]string, k, p string) map[string]string {

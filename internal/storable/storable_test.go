@@ -1,10 +1,13 @@
 package storable
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestText(t *testing.T) {
@@ -71,6 +74,7 @@ func TestJSON(t *testing.T) {
 		{desc: "invalid UTF-8 key", doc: "{\"p\":{\"\xfe\":1}}", path: "p.\uFFFD", problem: msgUTF8},
 		{desc: "second element", doc: `{"a":[{"b":"ok"},{"b":"\udfff"}]}`, path: "a[1].b", problem: msgSurrogate},
 		{desc: "top-level string", doc: `"\u0000"`, path: "", problem: msgNUL},
+		{desc: "long bad key cut", doc: `{"p":{"` + strings.Repeat("k", 200) + `\u0000":1}}`, path: "p." + strings.Repeat("k", MaxPropertyKey) + "...", problem: msgNUL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -83,14 +87,67 @@ func TestJSON(t *testing.T) {
 	}
 }
 
-// FuzzJSON: the scanner never panics and agrees with Text on documents
-// that hold one string.
+// FuzzJSON: the scanner never panics; on valid JSON, a document it passes
+// decodes (with Go's decoder) to strings and keys that are storable text
+// and that Go did not repair (a U+FFFD not in the document stands for
+// invalid UTF-8 or a lone surrogate escape); and on a document that is one
+// string without escapes it agrees with Text.
+//
+//	go test -run '^$' -fuzz FuzzJSON -fuzztime 5m ./internal/storable/
 func FuzzJSON(f *testing.F) {
-	for _, s := range []string{`{"a":"\ud800"}`, `[1,"\u0000"]`, "\"\xff\"", `{"a":{"b":[{}]}}`, `"\\u0000"`} {
+	for _, s := range []string{`{"a":"\ud800"}`, `[1,"\u0000"]`, "\"\xff\"", `{"a":{"b":[{}]}}`, `"\\u0000"`,
+		`{"k\ud83d\ude00":["\uD83D\uDE00","\ufffd"]}`, "{\"a\":\"\xed\xa0\x80\"}", `{"a":"\ud800\u0041"}`, "\"a\x00b\""} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		JSON(doc)
+		_, problem, ok := JSON(doc)
+		if !json.Valid(doc) {
+			return
+		}
+		if !ok && problem == msgJSON {
+			t.Fatalf("valid JSON %q reported as invalid", doc)
+		}
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.UseNumber() // 1e700 is valid JSON, not a float64
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if _, isString := v.(string); isString && !bytes.ContainsRune(doc, '\\') {
+			d := bytes.TrimSpace(doc)
+			if text := string(d[1 : len(d)-1]); ok != (Text(text) == "") {
+				t.Fatalf("JSON(%q) ok=%v, Text=%q", doc, ok, Text(text))
+			}
+		}
+		if !ok {
+			return
+		}
+		repaired := !bytes.Contains(doc, []byte("\ufffd")) && !bytes.Contains(bytes.ToLower(doc), []byte(`\ufffd`))
+		var walk func(v any)
+		check := func(s string) {
+			if p := Text(s); p != "" {
+				t.Fatalf("JSON(%q) passed, but %q %s", doc, s, p)
+			}
+			if repaired && strings.ContainsRune(s, utf8.RuneError) {
+				t.Fatalf("JSON(%q) passed, but Go decodes %q: repaired", doc, s)
+			}
+		}
+		walk = func(v any) {
+			switch v := v.(type) {
+			case string:
+				check(v)
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			case map[string]any:
+				for k, e := range v {
+					check(k)
+					walk(e)
+				}
+			}
+		}
+		walk(v)
 	})
 }
 
@@ -128,6 +185,21 @@ func TestPropertyKeys(t *testing.T) {
 		}
 		if (whole != "") != tt.whole {
 			t.Errorf("%s: whole %q, want problem %v", tt.desc, whole, tt.whole)
+		}
+	}
+}
+
+func TestKeyField(t *testing.T) {
+	t.Parallel()
+	longest := strings.Repeat("é", MaxPropertyKey)
+	for _, tt := range []struct{ key, want string }{
+		{"plan", "properties.plan"},
+		{"", "properties."},
+		{longest, "properties." + longest},
+		{longest + "x" + strings.Repeat("k", 1<<20), "properties." + longest + "..."},
+	} {
+		if got := KeyField("properties", tt.key); got != tt.want {
+			t.Errorf("KeyField(%.20q...) = %.40q..., want %.40q...", tt.key, got, tt.want)
 		}
 	}
 }

@@ -136,7 +136,9 @@ func (s *Signer) UnsubscribeToken(ids IDs) (string, error) {
 // Parse checks token and returns its claims. A token of another kind, made
 // with another key, altered, truncated or padded is ErrInvalidToken.
 func (s *Signer) Parse(kind Kind, token string) (Claims, error) {
-	if len(token) == 0 || len(token) > MaxTokenLen {
+	// The decoder skips \r and \n even in strict mode: refused here, or
+	// "<token>%0A" would be a second spelling of a valid token.
+	if len(token) == 0 || len(token) > MaxTokenLen || strings.ContainsAny(token, "\r\n") {
 		return Claims{}, ErrInvalidToken
 	}
 	// Strict: the unused bits of the last character must be zero, so every

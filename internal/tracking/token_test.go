@@ -119,6 +119,8 @@ func TestParseRejects(t *testing.T) {
 		{desc: "first half", kind: KindOpen, token: open[:len(open)/2]},
 		{desc: "extended", kind: KindOpen, token: open + "AAAA"},
 		{desc: "padded", kind: KindOpen, token: open + "="},
+		{desc: "newline appended", kind: KindOpen, token: open + "\n"},
+		{desc: "carriage return inside", kind: KindOpen, token: open[:5] + "\r" + open[5:]},
 		{desc: "std alphabet", kind: KindOpen, token: strings.NewReplacer("-", "+", "_", "/").Replace(open) + "+"},
 		{desc: "whitespace", kind: KindOpen, token: " " + open},
 		{desc: "not base64", kind: KindOpen, token: "%%%%"},
@@ -321,5 +323,75 @@ func FuzzParseToken(f *testing.F) {
 		if err != nil || again != token {
 			t.Fatalf("accepted %q, but signing its claims %+v gives %q (%v)", token, c, again, err)
 		}
+	})
+}
+
+// FuzzTokenTamper signs a token for fuzzed ids (and URL), then changes it:
+// one byte of its payload or MAC (xor mask), a character of its text, a
+// cut, or bytes appended. Only the untouched token verifies, to exactly
+// its claims, for its own kind and key; every changed one is refused.
+//
+//	go test -run '^$' -fuzz FuzzTokenTamper -fuzztime 5m ./internal/tracking/
+func FuzzTokenTamper(f *testing.F) {
+	f.Add(byte(KindClick), "ten_1", "snd_1", "cnt_1", "https://example.com/a?b=c", uint16(3), byte(1), "")
+	f.Add(byte(KindOpen), "t", "s", "", "", uint16(0), byte(0x80), "A")
+	f.Add(byte(KindUnsubscribe), "ten_"+strings.Repeat("x", 60), "snd_\x00", "cnt_\xff", "", uint16(200), byte(0xff), "==")
+	f.Add(byte(KindClick), "a", "b", "c", "http://x/"+strings.Repeat("y", 2000), uint16(1000), byte(4), "AAAA")
+	s, err := NewSigner([]byte("fuzz secret"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	other, _ := NewSigner([]byte("another secret"))
+	f.Fuzz(func(t *testing.T, kind byte, tenant, send, contact, target string, at uint16, mask byte, suffix string) {
+		k := Kind(kind%3 + 1)
+		ids := IDs{TenantID: tenant, SendID: send, ContactID: contact}
+		var tok string
+		var err error
+		switch k {
+		case KindOpen:
+			tok, err = s.OpenToken(ids)
+			ids.ContactID = ""
+		case KindClick:
+			tok, err = s.ClickToken(ids, target)
+			ids.ContactID = ""
+		case KindUnsubscribe:
+			tok, err = s.UnsubscribeToken(ids)
+		}
+		if err != nil {
+			return // ids or URL a token cannot carry
+		}
+		c, err := s.Parse(k, tok)
+		if err != nil || c.IDs != ids || c.Kind != k || (k == KindClick && c.URL != target) {
+			t.Fatalf("own token: %+v %v, want %+v", c, err, ids)
+		}
+		for _, wrong := range []Kind{KindOpen, KindClick, KindUnsubscribe} {
+			if _, err := s.Parse(wrong, tok); wrong != k && err == nil {
+				t.Fatalf("a %v token verifies as %v", k, wrong)
+			}
+		}
+		if _, err := other.Parse(k, tok); err == nil {
+			t.Fatal("verifies under another key")
+		}
+		refused := func(how, changed string) {
+			t.Helper()
+			if changed == tok {
+				return
+			}
+			if c, err := s.Parse(k, changed); err == nil {
+				t.Fatalf("%s: %q verifies as %+v (original %q)", how, changed, c, tok)
+			}
+		}
+		raw, _ := base64.RawURLEncoding.DecodeString(tok)
+		if mask != 0 {
+			b := []byte(raw)
+			b[int(at)%len(b)] ^= mask
+			refused("payload byte changed", base64.RawURLEncoding.EncodeToString(b))
+		}
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		i := int(at) % len(tok)
+		refused("character changed", tok[:i]+string(alphabet[int(mask)%64])+tok[i+1:])
+		refused("cut", tok[:i])
+		refused("appended", tok+suffix)
+		refused("inserted", tok[:i]+suffix+tok[i:])
 	})
 }

@@ -118,6 +118,35 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestParseJSONStoredForm: strings holding characters that PostgreSQL's
+// jsonb writes raw but YAML refuses (U+0080) or folds (U+2028, U+0085)
+// come back from the stored JSON form unchanged.
+func TestParseJSONStoredForm(t *testing.T) {
+	t.Parallel()
+	src := `name: "n\u0085"
+trigger: {event: "e\u0080"}
+gates: {type: property, field: "f\ufeff", operator: equals, value: "a\u2028b\u2029\x7f"}
+steps: [{send: t}]
+`
+	d := mustParse(t, src, Options{})
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What jsonb gives back: Go's escapes of U+2028 and U+2029 undone.
+	stored := strings.NewReplacer(`\u2028`, "\u2028", `\u2029`, "\u2029").Replace(string(b))
+	if _, err := Parse([]byte(stored), Options{}); err == nil {
+		t.Fatal("Parse reads the raw characters: the test no longer shows the problem")
+	}
+	again, err := ParseJSON([]byte(stored))
+	if err != nil {
+		t.Fatalf("ParseJSON: %v\n%q", err, stored)
+	}
+	if !reflect.DeepEqual(d, again) {
+		t.Errorf("changed: %+v\n%+v", d.Gates, again.Gates)
+	}
+}
+
 // TestAliasBomb: a billion-laughs document fails fast on its first anchor,
 // without expanding anything.
 func TestAliasBomb(t *testing.T) {

@@ -2,6 +2,7 @@ package definition
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,12 @@ const (
 	// maxProblems bounds the fields one error lists: with the summary on
 	// content they fill apperr's bound exactly, so none is dropped there.
 	maxProblems = apperr.MaxFields - 1
+	// maxKeyInPath bounds a key as an error path names it: a document of
+	// one 256 KiB unknown key gets a short answer, not that key back.
+	maxKeyInPath = 64
+	// maxPathLen bounds an error path: a step condition nested as deep as
+	// the rules allow, ending in a shortened key.
+	maxPathLen = 512
 )
 
 var (
@@ -60,6 +67,38 @@ func Parse(src []byte, opt Options) (*Definition, error) {
 	}
 	d.Warnings = warnings(d)
 	return d, nil
+}
+
+// ParseJSON reads a Definition back from its JSON form as stored (the
+// definition column, jsonb). JSON is YAML, but PostgreSQL writes some
+// characters inside strings raw that YAML refuses (C1 controls, U+FEFF) or
+// reads as line breaks, which a double-quoted scalar folds into a space
+// (U+0085, U+2028, U+2029): they are escaped first, so a definition Parse
+// accepted comes back equal, whatever its strings hold.
+func ParseJSON(raw []byte) (*Definition, error) {
+	return Parse(escapeForYAML(raw), Options{})
+}
+
+// escapeForYAML writes the runes YAML cannot hold raw in a double-quoted
+// scalar as \u escapes. In JSON text they can only occur inside strings,
+// where the escape means the same. Valid UTF-8 without them is returned as
+// it is.
+func escapeForYAML(raw []byte) []byte {
+	var out []byte
+	done := 0
+	for i := 0; i < len(raw); {
+		r, size := utf8.DecodeRune(raw[i:])
+		if r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff {
+			out = append(out, raw[done:i]...)
+			out = fmt.Appendf(out, `\u%04x`, r)
+			done = i + size
+		}
+		i += size
+	}
+	if out == nil {
+		return raw
+	}
+	return append(out, raw[done:]...)
 }
 
 type parser struct {
@@ -204,23 +243,40 @@ func (p *parser) mapping(path string, n *yaml.Node, known []string, what string)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			p.errorf(path, k.Line, "has a key that is not a string")
+			// At the top level the mapping is the whole content.
+			p.errorf(cmp.Or(path, "content"), k.Line, "has a key that is not a string")
 			continue
 		}
-		kpath := join(path, k.Value)
 		if line, dup := first[k.Value]; dup {
-			p.errorf(kpath, k.Line, "is a duplicate key (first at line %d)", line)
+			p.errorf(join(path, shortKey(k.Value)), k.Line, "is a duplicate key (first at line %d)", line)
 			continue
 		}
 		first[k.Value] = k.Line
 		if known != nil && !contains(known, k.Value) {
-			p.errorf(kpath, k.Line, "is not a known key: %s has %s", what, strings.Join(known, ", "))
+			p.errorf(join(path, shortKey(k.Value)), k.Line, "is not a known key: %s has %s", what, strings.Join(known, ", "))
 			continue
 		}
-		p.lines[kpath] = k.Line
+		p.lines[join(path, k.Value)] = k.Line
 		out = append(out, entry{k.Value, k.Line, v})
 	}
 	return out
+}
+
+// shortKey is key as an error path names it: at most maxKeyInPath bytes,
+// cut at a character boundary and marked with "...", and the empty key
+// (a bare "?") as "" in quotes, so that no path is empty.
+func shortKey(key string) string {
+	if key == "" {
+		return `""`
+	}
+	if len(key) <= maxKeyInPath {
+		return key
+	}
+	cut := maxKeyInPath
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return key[:cut] + "..."
 }
 
 func join(path, key string) string {

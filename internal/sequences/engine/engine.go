@@ -59,10 +59,10 @@ func LoadSequence(ctx context.Context, q *queries.Queries, tenantID, id string) 
 }
 
 func sequenceOf(id, name string, enabled bool, version int32, raw json.RawMessage) (Sequence, error) {
-	// The JSON form is the long form of the YAML, which Parse reads back
-	// (definition package). A row whose definition is empty ({}: inserted
-	// by hand before 0010) has no steps and fails to parse.
-	def, err := definition.Parse(raw, definition.Options{})
+	// The JSON form is the long form of the YAML, which ParseJSON reads
+	// back (definition package). A row whose definition is empty ({}:
+	// inserted by hand before 0010) has no steps and fails to parse.
+	def, err := definition.ParseJSON(raw)
 	if err != nil {
 		return Sequence{}, fmt.Errorf("sequence %s: stored definition: %w", id, err)
 	}
