@@ -60,7 +60,7 @@ func run(log *slog.Logger) error {
 			return err
 		}
 	}
-	rdb, err := config.OpenRedis(ctx, cfg.RedisURL)
+	rdb, err := cfg.OpenRedis(ctx)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func run(log *slog.Logger) error {
 			return fmt.Errorf("SENDGRID_WEBHOOK_PUBLIC_KEY: %w", err)
 		}
 	}
-	asynqOpt, err := config.AsynqRedis(cfg.RedisURL)
+	asynqOpt, err := cfg.AsynqRedisOpt()
 	if err != nil {
 		return err
 	}

@@ -46,12 +46,12 @@ func run(log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
-	rdb, err := config.OpenRedis(ctx, cfg.RedisURL)
+	rdb, err := cfg.OpenRedis(ctx)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	opt, err := config.AsynqRedis(cfg.RedisURL)
+	opt, err := cfg.AsynqRedisOpt()
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Config is the whole configuration of the api and worker processes.
@@ -23,8 +25,10 @@ type Config struct {
 	WorkerAdminAddr string
 	DatabaseURL     string
 	RedisURL        string
-	PublicBaseURL   string
-	Migrate         bool
+	// RedisCluster: REDIS_URL names a Redis Cluster (REDIS_CLUSTER=true).
+	RedisCluster  bool
+	PublicBaseURL string
+	Migrate       bool
 
 	TrackingSecret          []byte
 	TrackingSecretGenerated bool
@@ -110,6 +114,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		WorkerAdminAddr:          r.addr("WORKER_ADMIN_ADDR", ":8081"),
 		DatabaseURL:              r.url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable", "postgres", "postgresql"),
 		RedisURL:                 r.url("REDIS_URL", "redis://127.0.0.1:6379/0", "redis", "rediss"),
+		RedisCluster:             r.boolean("REDIS_CLUSTER", false),
 		PublicBaseURL:            strings.TrimRight(r.url("PUBLIC_BASE_URL", "http://localhost:8080", "http", "https"), "/"),
 		Migrate:                  r.boolean("MIGRATE", true),
 		DashboardJWTSecret:       r.str("DASHBOARD_JWT_SECRET", ""),
@@ -149,6 +154,15 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 			r.fail("CURSOR_SECRET", fmt.Sprintf("must be at least %d characters", minCursorSecret))
 		}
 		c.CursorSecret = []byte(s)
+	}
+	if c.RedisCluster {
+		// A cluster has one database; a path naming another would be
+		// ignored silently.
+		if _, err := redis.ParseClusterURL(c.RedisURL); err != nil {
+			r.fail("REDIS_URL", "must be a Redis Cluster URL with REDIS_CLUSTER=true (redis://host:port?addr=host2:port2&addr=host3:port3): "+err.Error())
+		} else if u, _ := url.Parse(c.RedisURL); u.Path != "" && u.Path != "/" && u.Path != "/0" {
+			r.fail("REDIS_URL", "names database "+strings.TrimPrefix(u.Path, "/")+": a Redis Cluster has only database 0")
+		}
 	}
 	if c.SMTPURL != "" {
 		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Host == "" {
