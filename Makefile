@@ -91,6 +91,10 @@ bench-http: services mjml-deps ## HTTP load: authenticated GET /api/api-keys vs 
 bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenants vs the same record call straight on pgx (docs/benchmarks.md)
 	@bench/run-events.sh
 
+.PHONY: chaos
+chaos: services build ## Fault run: 2 api + 2 worker under load while workers, api and Redis are killed or flushed and PostgreSQL restarts; reconciles (CHAOS_FLAGS='-d 2m -cluster -pg-restart=false')
+	go run ./bench/chaos $(CHAOS_FLAGS)
+
 .PHONY: bench-load
 bench-load: services mjml-deps ## Load: 50 tenants at 4x the rate limit for 5 minutes; only 2xx and 429, p99, RSS start to end (docs/benchmarks.md)
 	@bench/run-load.sh

@@ -43,8 +43,8 @@ const (
 	// adds at most this much to a retry's backoff.
 	SequenceSweepEvery = 5 * time.Second
 	// ClaimTimeout is how old a claim must be before the sweep takes the
-	// row back: well past sendTimeout, so a slow attempt still running is
-	// never doubled.
+	// row back (SEND_CLAIM_TIMEOUT's default): well past sendTimeout, so a
+	// slow attempt still running is never doubled.
 	ClaimTimeout     = 5 * time.Minute
 	sendTimeout      = time.Minute
 	sequenceSweepMax = 1000
@@ -253,7 +253,11 @@ func scheduledPrunePeriodic() Periodic {
 
 func handleScheduledSweep(d Deps) asynq.HandlerFunc {
 	return func(ctx context.Context, _ *asynq.Task) error {
-		_, err := SweepScheduled(ctx, d, time.Now(), ClaimTimeout)
+		timeout := d.Config.SendClaimTimeout
+		if timeout <= 0 {
+			timeout = ClaimTimeout
+		}
+		_, err := SweepScheduled(ctx, d, time.Now(), timeout)
 		return err
 	}
 }

@@ -54,6 +54,10 @@ type Config struct {
 	APIKeyCacheTTL      time.Duration
 	SegmentComputeEvery time.Duration
 	SendMaxAttempts     int
+	// SendClaimTimeout is how old a scheduled send's claim must be before
+	// the sweep takes it back (its worker died): well above a send's own
+	// one-minute timeout, so a slow attempt is never doubled.
+	SendClaimTimeout    time.Duration
 	DomainCheckInterval time.Duration
 
 	PlanFreeContacts  int
@@ -133,6 +137,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		APIKeyCacheTTL:           r.durationUpTo("API_KEY_CACHE_TTL", 5*time.Second, time.Minute),
 		SegmentComputeEvery:      r.duration("SEGMENT_COMPUTE_INTERVAL", 60*time.Second),
 		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
+		SendClaimTimeout:         r.duration("SEND_CLAIM_TIMEOUT", 5*time.Minute),
 		DomainCheckInterval:      r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
 		PlanFreeContacts:         r.positiveInt("PLAN_FREE_CONTACTS", 1000),
 		PlanFreeTemplates:        r.positiveInt("PLAN_FREE_TEMPLATES", 100),
