@@ -343,7 +343,17 @@ func (s *sanitizer) mjmlText(start, end int, elem, attr string) {
 	text := s.src[start:end]
 	switch {
 	case elem == "mj-style" || attr == "style":
-		if clean, changed := sanitizeCSS(text); changed {
+		clean, changed := sanitizeCSS(text)
+		// An HTML parser reads this text with its character references
+		// decoded ("&#X0" is a character the CSS normaliser drops); what
+		// MJML hands on may be either reading, so both must be clean. A
+		// sheet clean only raw is hostile input: it goes whole.
+		// A style sheet has no use for "<" (outside a string), and markup
+		// in one is read as elements by any HTML parser on the way.
+		if decoded := xhtml.UnescapeString(clean); cssDangerous(decoded) || (elem == "mj-style" && strings.Contains(decoded, "<")) {
+			clean, changed = "", true
+		}
+		if changed {
 			s.replace(start, end, clean)
 		}
 	case !attrNameAllowed("", attr, false) || !attrValueAllowed("", attr, xhtml.UnescapeString(text)):
