@@ -1,9 +1,30 @@
 -- name: SendInsert :one
-INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
-                   sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at)
-VALUES (@tenant_id, @id, @message_id, @contact_id, @template_id, @template_version,
-        @sequence_id, @step_id, @scheduled_send_id, @from_address, @to_address, @subject, @sent_at)
-RETURNING *;
+-- A send record, and when count is true the send's `sent` in the metrics
+-- counters (schema 0011, internal/metrics) in the same statement: the
+-- tenant's UTC day and the template's (and sequence's) UTC month of
+-- sent_at, on the transaction's shard, in metrics.Count's row order (tenant,
+-- sequence, template). One statement rather than two: this runs in every
+-- send's transaction, and the round trip was most of what counting cost.
+WITH s AS (
+    INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
+                       sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at)
+    VALUES (@tenant_id, @id, @message_id, @contact_id, @template_id, @template_version,
+            @sequence_id, @step_id, @scheduled_send_id, @from_address, @to_address, @subject, @sent_at)
+    RETURNING *
+), counted AS (
+    INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, sent, updated_at)
+    SELECT s.tenant_id, k.scope, k.scope_id,
+        CASE WHEN k.scope = 'tenant' THEN (s.sent_at AT TIME ZONE 'UTC')::date
+             ELSE date_trunc('month', s.sent_at AT TIME ZONE 'UTC')::date END,
+        (pg_current_xact_id()::text::bigint % 16)::smallint, 1, now()
+    FROM s CROSS JOIN LATERAL (VALUES (1, 'tenant', ''), (2, 'sequence', s.sequence_id), (3, 'template', s.template_id))
+        AS k(ord, scope, scope_id)
+    WHERE @count::boolean AND k.scope_id IS NOT NULL
+    ORDER BY k.ord
+    ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
+        sent = m.sent + 1, updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
+)
+SELECT * FROM s;
 
 -- name: SendGet :one
 SELECT * FROM sends WHERE tenant_id = @tenant_id AND id = @id;

@@ -82,6 +82,10 @@ func Disable() (enable func()) {
 	return func() { off.Store(false) }
 }
 
+// Enabled reports whether counting is on (Disable). Facts counted inside
+// another statement (the send record's: queries.SendInsert) ask it.
+func Enabled() bool { return !off.Load() }
+
 // addRow is one row of queries.MetricsAdd.
 type addRow struct {
 	TenantID    string     `json:"tenant_id"`
