@@ -113,6 +113,10 @@ tools: ## Install the pinned sqlc and gotestsum into bin/
 		GOBIN=$(CURDIR)/bin go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION); \
 	fi
 
+.PHONY: reset
+reset: ## Drop the development database, flush the development Redis database, empty var/outbox (asks first)
+	@scripts/reset.sh
+
 .PHONY: clean
 clean: ## Remove build output
 	rm -rf bin var

@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -12,10 +13,10 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/apikeys"
+	"tidings/internal/app"
 	"tidings/internal/auth"
 	"tidings/internal/campaigns"
 	"tidings/internal/config"
@@ -27,9 +28,7 @@ import (
 	"tidings/internal/keycache"
 	"tidings/internal/metrics"
 	"tidings/internal/page"
-	"tidings/internal/provider"
 	"tidings/internal/ratelimit"
-	"tidings/internal/render"
 	"tidings/internal/segments"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/sequences"
@@ -43,37 +42,19 @@ import (
 
 const bodyLimit = 1 << 20
 
-// Deps are what the API needs from the outside world.
+// Deps are what the API needs: the services (app.New) and what only the
+// HTTP face has.
 type Deps struct {
-	Config   *config.Config
-	DB       *store.DB
-	Redis    redis.UniversalClient
+	Services *app.Services
 	Limiter  *ratelimit.Limiter
 	Sessions *auth.SessionVerifier
-	// Keys resolves API keys (through apikeys.Loader); it caches while its
-	// Run runs.
-	Keys *keycache.Cache
-	Log  *slog.Logger
-	// RedisPrefix namespaces the API's own Redis keys (tests give each
-	// test its own).
-	RedisPrefix string
-	// MJML compiles template content at PUT (the node pool).
-	MJML render.Compiler
-	// Renderer renders template versions per recipient; shared so each
-	// version is parsed once per process.
-	Renderer *render.Renderer
-	// Provider hands messages to the email provider (EMAIL_PROVIDER).
-	Provider provider.Provider
-	// DNS answers domain checks (POST /api/domains/{domain}/verify); nil
-	// means a domains.Checker asking Config.DNSResolver (empty: the system
-	// resolver of /etc/resolv.conf).
-	DNS domains.Resolver
 	// WebhookKey verifies SendGrid's signed Event Webhook; nil (no
 	// SENDGRID_WEBHOOK_PUBLIC_KEY) refuses every webhook with 403.
 	WebhookKey *sendgridevents.Verifier
-	// Queue enqueues background tasks (webhook batches); nil leaves stored
-	// batches to the worker's sweep.
-	Queue *asynq.Client
+	// BaseContext is the parent of every request's context: the process
+	// cancels it once it gives up draining, which stops what requests
+	// still run. nil: context.Background().
+	BaseContext context.Context
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -111,60 +92,32 @@ type Server struct {
 	outcomes   *delivery.Outcomes
 	webhooks   *delivery.Webhooks
 	webhookKey *sendgridevents.Verifier
-	queue      *asynq.Client
 }
 
 // New builds the fiber app with the whole route table.
-func New(d Deps) *fiber.App {
-	if d.Keys == nil {
-		// Without the shared cache a revocation could not reach the other
-		// instances' caches: refuse to start rather than run unsafely.
-		panic("api.New: Deps.Keys is required")
+func New(d Deps) (*fiber.App, error) {
+	v := d.Services
+	if v == nil || d.Limiter == nil || d.Sessions == nil {
+		return nil, errors.New("api.New: Services, Limiter and Sessions are required")
 	}
-	pages, err := page.NewCodec(d.Config.CursorKey())
-	if err != nil {
-		panic("api.New: " + err.Error())
-	}
-	s := &Server{cfg: d.Config, pages: pages, db: d.DB, rdb: d.Redis, limiter: d.Limiter, sessions: d.Sessions,
-		log: d.Log, keys: d.Keys,
-		tenants:  &tenants.Store{DB: d.DB, ProviderConnected: d.Config.ProviderConnected()},
-		apiKeys:  &apikeys.Store{DB: d.DB, Cache: d.Keys, Log: d.Log},
-		contacts: &contacts.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeContacts},
-		events:   &events.Recorder{DB: d.DB, Hooks: []events.Hook{engine.Hook}},
-		feed:     &events.Feed{DB: d.DB},
-		segments: &segments.Store{DB: d.DB, Throttle: &segments.Throttle{Redis: d.Redis, Prefix: d.RedisPrefix,
-			Every: d.Config.SegmentComputeEvery, Log: d.Log}},
-		campaigns: &campaigns.Store{DB: d.DB},
-		templates: &templates.Store{DB: d.DB, Compiler: templates.Prepare{MJML: d.MJML},
-			FreeLimit: d.Config.PlanFreeTemplates},
-		// The engine follows the definitions: disabling pauses enrolments,
-		// enabling releases held sends, deleting cancels pending ones.
-		sequences: &sequences.Store{DB: d.DB, FreeLimit: d.Config.PlanFreeSequences,
-			OnEnabled: engine.SetEnabled, OnDelete: engine.CancelSequence},
-		renderer:    &templates.Renderer{DB: d.DB, R: d.Renderer},
-		sends:       &delivery.Sends{DB: d.DB},
-		metrics:     &metrics.Store{DB: d.DB},
-		idempotency: &idempotency.Store{DB: d.DB}}
-	signer, err := tracking.NewSigner(d.Config.TrackingSecret)
-	if err != nil {
-		panic("api.New: " + err.Error()) // config.Load always sets a secret
-	}
-	s.domains = domainStore(d)
-	s.enrolments = &engine.Store{DB: d.DB, Templates: s.renderer, BaseURL: d.Config.PublicBaseURL}
-	s.tracking, s.webhookKey, s.queue = signer, d.WebhookKey, d.Queue
-	s.outcomes = &delivery.Outcomes{DB: d.DB, Events: s.events}
-	s.webhooks = &delivery.Webhooks{DB: d.DB, Outcomes: s.outcomes}
+	s := &Server{cfg: v.Config, pages: v.Pages, db: v.DB, rdb: v.Redis, limiter: d.Limiter, sessions: d.Sessions,
+		log: v.Log, keys: v.Keys, tenants: v.Tenants, apiKeys: v.APIKeys, contacts: v.Contacts, events: v.Events,
+		feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
+		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
+		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
+		webhooks: v.Webhooks, webhookKey: d.WebhookKey}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
-	s.sender = &delivery.Sender{DB: d.DB, Templates: s.renderer, Domains: s.domains,
-		Provider: d.Provider, Tracking: signer, BaseURL: d.Config.PublicBaseURL,
-		SandboxFrom: d.Config.SandboxFromAddress, Events: s.events, Log: d.Log}
 	app := fiber.New(FiberConfig(s.errorHandler))
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: logPanic(s.log)}))
-	app.Use(withTimeout(30 * time.Second))
+	base := d.BaseContext
+	if base == nil {
+		base = context.Background()
+	}
+	app.Use(withTimeout(base, 30*time.Second))
 
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
@@ -270,7 +223,7 @@ func New(d Deps) *fiber.App {
 	r.get("/metrics/templates", s.metricsTemplates)
 	r.get("/metrics/templates/:id", s.metricsTemplate)
 
-	return app
+	return app, nil
 }
 
 // FiberConfig is the app's configuration around its error handler. It is
@@ -309,11 +262,11 @@ func (r routes) put(p string, h fiber.Handler)    { r.g.Put(p, r.chain(h)...) }
 func (r routes) patch(p string, h fiber.Handler)  { r.g.Patch(p, r.chain(h)...) }
 func (r routes) delete(p string, h fiber.Handler) { r.g.Delete(p, r.chain(h)...) }
 
-// withTimeout gives every handler a context deadline so a slow database
-// cannot hold a request forever.
-func withTimeout(d time.Duration) fiber.Handler {
+// withTimeout gives every handler a context, derived from the server's
+// base, with a deadline so a slow database cannot hold a request forever.
+func withTimeout(base context.Context, d time.Duration) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
+		ctx, cancel := context.WithTimeout(base, d)
 		defer cancel()
 		c.SetUserContext(ctx)
 		return c.Next()

@@ -12,17 +12,6 @@ import (
 	"tidings/queries"
 )
 
-// domainStore builds the domains store from the configuration, as the
-// worker's sweep does, so both check with the same resolver and records.
-func domainStore(d Deps) *domains.Store {
-	dns := d.DNS
-	if dns == nil {
-		dns = &domains.Checker{Server: d.Config.DNSResolver}
-	}
-	return &domains.Store{DB: d.DB, DNS: dns, DKIMSuffix: d.Config.DKIMCNAMESuffix,
-		CheckInterval: d.Config.DomainCheckInterval}
-}
-
 // domainJSON is the Domain resource (API.md section 2). DNSRecords is left
 // out of list items.
 type domainJSON struct {

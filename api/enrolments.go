@@ -10,7 +10,6 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/page"
 	"tidings/queries"
-	"tidings/worker"
 )
 
 // Enrolments, sequence status and dry run (ADDENDUM section 6); the engine
@@ -52,11 +51,10 @@ func (s *Server) enrol(c *fiber.Ctx) error {
 	if !ok || contactID == "" {
 		return apperr.Invalid("contactId", "is required")
 	}
-	e, created, timers, err := s.enrolments.Enrol(c.UserContext(), tenantID(c), seqID, contactID)
+	e, created, err := s.enrolments.Enrol(c.UserContext(), tenantID(c), seqID, contactID)
 	if err != nil {
 		return err
 	}
-	worker.EnqueueScheduledSends(c.UserContext(), s.queue, s.log, timers)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

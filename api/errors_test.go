@@ -5,10 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
-	"tidings/internal/auth"
-	"tidings/internal/ratelimit"
+	"tidings/internal/app"
 )
 
 // The request log names the error code, and for a VALIDATION_ERROR the
@@ -17,11 +15,8 @@ func TestRequestLogCarriesErrorCode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var log bytes.Buffer
-	app := New(Deps{Config: b.cfg, DB: b.db, Redis: b.rdb,
-		Limiter:  ratelimit.NewPer(b.rdb, b.cfg.RateLimitPerMinute, time.Hour, b.prefix),
-		Sessions: auth.NewSessionVerifier(testSecret, "", ""),
-		Keys:     runKeyCache(t, b.db, b.rdb, b.prefix, 0), Log: slog.New(slog.NewTextHandler(&log, nil)),
-		RedisPrefix: b.prefix, MJML: testPool(t), Renderer: testRenderer})
+	app := newApp(t, app.Infra{Config: b.cfg, DB: b.db, Redis: b.rdb, RedisPrefix: b.prefix,
+		Keys: runKeyCache(t, b.db, b.rdb, b.prefix, 0), Log: slog.New(slog.NewTextHandler(&log, nil))}, Deps{})
 	logged := &bundle{t: t, app: app, db: b.db, cfg: b.cfg, rdb: b.rdb, prefix: b.prefix}
 	tok := b.tenant("org_log")
 

@@ -10,9 +10,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/events"
 	"tidings/internal/page"
-	"tidings/internal/sequences/engine"
 	"tidings/queries"
-	"tidings/worker"
 )
 
 type eventJSON struct {
@@ -71,14 +69,10 @@ func (s *Server) eventCreate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	// The engine's hook schedules sends in the event's transaction; they
-	// are enqueued once it has committed.
-	ctx, timers := engine.WithTimers(c.UserContext())
-	rec, err := s.events.RecordCustom(ctx, in)
+	rec, err := s.events.RecordCustom(c.UserContext(), in)
 	if err != nil {
 		return err
 	}
-	worker.EnqueueScheduledSends(ctx, s.queue, s.log, timers.List())
 	out := fiber.Map{
 		"event": eventJSON{EventID: rec.EventID, Name: rec.Name, Properties: rec.Properties,
 			Timestamp: formatTime(rec.Timestamp), ProcessedSequences: rec.ProcessedSequences},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tidings/internal/events"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -181,7 +182,7 @@ func TestTimeline(t *testing.T) {
 	// will write them through the same entry points.
 	ctx := context.Background()
 	rec := &events.Recorder{DB: b.db}
-	err := b.db.Tx(ctx, func(q *queries.Queries) error {
+	err := b.db.InTx(ctx, func(q *store.Tx) error {
 		if _, err := rec.RecordSystem(ctx, q, events.System{TenantID: "org_tl", ContactID: cid, Name: events.Sent,
 			Properties: map[string]any{"sendId": "snd_1", "templateId": "welcome"}, Timestamp: base.Add(150 * time.Minute), Sends: 1}); err != nil {
 			return err

@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/apikeys"
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
 	"tidings/internal/auth"
 	"tidings/internal/config"
 	"tidings/internal/keycache"
@@ -43,8 +45,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // bundle is one test's isolated service: its own database and Redis prefix.
 type bundle struct {
-	t      testing.TB
-	app    *fiber.App
+	t   testing.TB
+	app *fiber.App
+	// svc are the services the app runs on (the worker side uses the same).
+	svc    *app.Services
 	db     *store.DB
 	cfg    *config.Config
 	rdb    redis.UniversalClient
@@ -70,18 +74,59 @@ func setup(t testing.TB, opts ...option) *bundle {
 	db := testenv.DB(t)
 	rdb, prefix := testenv.Redis(t)
 	sg, prov := fakeProvider(t, cfg)
-	app := New(Deps{
-		Config: cfg, DB: db, Redis: rdb,
-		Limiter:     ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
-		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
-		Keys:        runKeyCache(t, db, rdb, prefix, cfg.APIKeyCacheTTL),
-		Log:         testLog(),
-		RedisPrefix: prefix,
-		MJML:        testPool(t),
-		Renderer:    testRenderer,
-		Provider:    prov,
+	app, svc := newAppServices(t, app.Infra{Config: cfg, DB: db, Redis: rdb, RedisPrefix: prefix, Provider: prov}, Deps{
+		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
 	})
-	return &bundle{t: t, app: app, db: db, cfg: cfg, rdb: rdb, prefix: prefix, sg: sg, provider: prov}
+	return &bundle{t: t, app: app, svc: svc, db: db, cfg: cfg, rdb: rdb, prefix: prefix, sg: sg, provider: prov}
+}
+
+// newApp builds the api as cmd/api does, on the services of in (app.New
+// through apptest) with the test's defaults: a live key cache on the
+// test's eviction channel, the shared MJML pool and renderer, a quiet
+// logger, a limiter of the configured rate per hour (so a slow test never
+// sees its budget refill), and the test's session secret. d's fields win.
+func newApp(t testing.TB, in app.Infra, d Deps) *fiber.App {
+	t.Helper()
+	a, _ := newAppServices(t, in, d)
+	return a
+}
+
+// newAppServices is newApp that also returns the services the app runs on.
+func newAppServices(t testing.TB, in app.Infra, d Deps) (*fiber.App, *app.Services) {
+	t.Helper()
+	if in.Config == nil {
+		in.Config = apptest.Config(t)
+	}
+	if in.DB == nil {
+		in.DB = testenv.DB(t)
+	}
+	if in.Redis == nil {
+		in.Redis, in.RedisPrefix = testenv.Redis(t)
+	}
+	if in.Keys == nil {
+		in.Keys = runKeyCache(t, in.DB, in.Redis, in.RedisPrefix, in.Config.APIKeyCacheTTL)
+	}
+	if in.Log == nil {
+		in.Log = testLog()
+	}
+	if in.MJML == nil {
+		in.MJML = testPool(t)
+	}
+	if in.Renderer == nil {
+		in.Renderer = testRenderer
+	}
+	if d.Limiter == nil {
+		d.Limiter = ratelimit.NewPer(in.Redis, in.Config.RateLimitPerMinute, time.Hour, in.RedisPrefix)
+	}
+	if d.Sessions == nil {
+		d.Sessions = auth.NewSessionVerifier(testSecret, "", "")
+	}
+	d.Services = apptest.Services(t, in)
+	a, err := New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, d.Services
 }
 
 // fakeProvider points a sendgrid provider at an in-test fake SendGrid. The
@@ -104,17 +149,8 @@ func fakeProvider(t testing.TB, cfg *config.Config) (*providertest.SendGrid, pro
 // instance on another prefix shares no rate budget and hears no evictions.
 func (b *bundle) instance(prefix string, keyTTL time.Duration) *bundle {
 	b.t.Helper()
-	app := New(Deps{
-		Config: b.cfg, DB: b.db, Redis: b.rdb,
-		Limiter:     ratelimit.NewPer(b.rdb, b.cfg.RateLimitPerMinute, time.Hour, prefix),
-		Sessions:    auth.NewSessionVerifier(testSecret, "", ""),
-		Keys:        runKeyCache(b.t, b.db, b.rdb, prefix, keyTTL),
-		Log:         testLog(),
-		RedisPrefix: prefix,
-		MJML:        testPool(b.t),
-		Renderer:    testRenderer,
-		Provider:    b.provider,
-	})
+	app := newApp(b.t, app.Infra{Config: b.cfg, DB: b.db, Redis: b.rdb, RedisPrefix: prefix, Provider: b.provider,
+		Keys: runKeyCache(b.t, b.db, b.rdb, prefix, keyTTL)}, Deps{})
 	return &bundle{t: b.t, app: app, db: b.db, cfg: b.cfg, rdb: b.rdb, prefix: prefix, sg: b.sg, provider: b.provider}
 }
 

@@ -1,12 +1,12 @@
 package api
 
 import (
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"tidings/internal/app"
 	"tidings/internal/auth"
 	"tidings/internal/config"
 	"tidings/internal/ratelimit"
@@ -57,9 +57,8 @@ func TestRateLimitSharedAcrossInstances(t *testing.T) {
 	b := setup(t, func(c *config.Config) { c.RateLimitPerMinute = 10 })
 	rdb, prefix := testenv.Redis(t)
 	mk := func() *bundle {
-		app := New(Deps{Config: b.cfg, DB: b.db, Redis: rdb, Limiter: ratelimit.NewPer(rdb, 10, time.Hour, prefix),
-			Sessions: auth.NewSessionVerifier(testSecret, "", ""), Keys: runKeyCache(t, b.db, rdb, prefix, b.cfg.APIKeyCacheTTL),
-			Log: slog.New(slog.DiscardHandler)})
+		app := newApp(t, app.Infra{Config: b.cfg, DB: b.db, Redis: rdb, RedisPrefix: prefix},
+			Deps{Limiter: ratelimit.NewPer(rdb, 10, time.Hour, prefix)})
 		return &bundle{t: t, app: app, db: b.db, cfg: b.cfg}
 	}
 	one, two := mk(), mk()

@@ -12,9 +12,7 @@ import (
 	"tidings/internal/ids"
 	"tidings/internal/page"
 	"tidings/internal/sequences"
-	"tidings/internal/sequences/engine"
 	"tidings/queries"
-	"tidings/worker"
 )
 
 // sequenceJSON is the Sequence resource. PUT answers without content and
@@ -142,14 +140,11 @@ func (s *Server) sequencePatch(c *fiber.Ctx) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	// Enabling releases held sends; their timers are set after the commit.
-	ctx, timers := engine.WithTimers(c.UserContext())
-	seq, err := s.sequences.Patch(ctx, tenantID(c), id,
+	seq, err := s.sequences.Patch(c.UserContext(), tenantID(c), id,
 		sequences.Patch{Name: req.Name.Ptr(), Enabled: req.Enabled.Ptr(), TriggerEvent: req.TriggerEvent.Ptr()})
 	if err != nil {
 		return err
 	}
-	worker.EnqueueScheduledSends(ctx, s.queue, s.log, timers.List())
 	return c.JSON(sequenceFull(seq))
 }
 

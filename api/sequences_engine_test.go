@@ -9,14 +9,14 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"tidings/internal/auth"
+	"tidings/internal/app"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
-	"tidings/internal/ratelimit"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/sequences/engine"
+	"tidings/internal/store"
+	"tidings/internal/tasks"
 	"tidings/internal/testenv"
-	"tidings/queries"
 	"tidings/worker"
 )
 
@@ -32,11 +32,7 @@ func newSeqFixture(t *testing.T, org string) seqFixture {
 	f := newSendFixture(t, org)
 	f.b.expect("PUT", "/api/templates/tips", f.key, map[string]any{"name": "Tips", "subject": "Tips for {{ contact.email }}",
 		"content": `<mjml><mj-body><mj-section><mj-column><mj-text>Tip: {{ event.properties.plan }}</mj-text></mj-column></mj-section></mj-body></mjml>`}, 201)
-	r, err := worker.NewSequenceRunner(f.b.cfg, f.b.db, f.b.provider, testRenderer, testLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return seqFixture{sendFixture: f, runner: r}
+	return seqFixture{sendFixture: f, runner: f.b.svc.Runner}
 }
 
 // putSequence stores a sequence as the definitions API will (its parse
@@ -114,9 +110,9 @@ func (f seqFixture) enrolment(seqID string) map[string]any {
 	return nil
 }
 
-func (f seqFixture) tx(fn func(q *queries.Queries) error) {
+func (f seqFixture) tx(fn func(q *store.Tx) error) {
 	f.b.t.Helper()
-	if err := f.b.db.Tx(context.Background(), fn); err != nil {
+	if err := f.b.db.InTx(context.Background(), fn); err != nil {
 		f.b.t.Fatal(err)
 	}
 }
@@ -301,15 +297,21 @@ func TestSequenceDisableHoldsEnableReleases(t *testing.T) {
 	f := newSeqFixture(t, "org_seq_hold")
 	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
 	f.event("go", nil)
-	setEnabled := func(on bool) []engine.Timer {
-		ctx, timers := engine.WithTimers(context.Background())
-		f.tx(func(q *queries.Queries) error {
+	setEnabled := func(on bool) []tasks.Timer {
+		ctx := context.Background()
+		var timers []tasks.Timer
+		err := f.b.db.InTx(ctx, func(q *store.Tx) error {
 			if _, err := f.b.db.Pool.Exec(ctx, `UPDATE sequences SET enabled = $2 WHERE tenant_id = $1 AND id = 's'`, f.org, on); err != nil {
 				return err
 			}
-			return engine.SetEnabled(ctx, q, f.org, "s", on)
+			err := engine.SetEnabled(ctx, q, f.org, "s", on)
+			timers = q.Scheduled()
+			return err
 		})
-		return timers.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return timers
 	}
 	setEnabled(false)
 	if e := f.enrolment("s"); e["status"] != "paused" {
@@ -332,7 +334,11 @@ func TestScheduledCancelledByOptOutDeleteAndSequenceDelete(t *testing.T) {
 	f.putSequence("s", "name: S\ntrigger: {event: go, reenroll: true}\nsteps: [{delay: 1h}, {send: welcome}]\n", true)
 	f.putSequence("d", "name: D\ntrigger: {event: go}\nsteps: [{delay: 1h}, {send: welcome}]\n", true)
 	f.event("go", nil)
-	f.tx(func(q *queries.Queries) error { return engine.CancelSequence(context.Background(), q, f.org, "d") })
+	if err := f.b.db.InTx(context.Background(), func(q *store.Tx) error {
+		return engine.CancelSequence(context.Background(), q, f.org, "d")
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if c := f.scheduled("status=cancelled&cancelReason=sequence_deleted"); len(c) != 1 || c[0]["sequenceId"] != "d" {
 		t.Fatalf("%v", c)
 	}
@@ -346,7 +352,7 @@ func TestScheduledCancelledByOptOutDeleteAndSequenceDelete(t *testing.T) {
 	// Suppression, after the contact subscribes again and re-enters.
 	f.b.expect("PATCH", "/api/contacts/"+f.contactID, f.key, map[string]any{"subscribed": true}, 200)
 	f.event("go", nil)
-	f.tx(func(q *queries.Queries) error {
+	f.tx(func(q *store.Tx) error {
 		_, err := contacts.ApplyOptOut(context.Background(), q, contacts.OptOut{TenantID: f.org, ContactID: f.contactID, Suppress: true})
 		return err
 	})
@@ -406,8 +412,7 @@ func TestScheduledStepRemovedRetryDeadAndReclaim(t *testing.T) {
 	f.event("go", nil) // re-enters: the dead send ended the last enrolment
 	f.exec(`UPDATE scheduled_sends SET status = 'claimed', claimed_at = now() - interval '10 minutes', attempts = 1
 		WHERE tenant_id = $1 AND status = 'pending'`, f.org)
-	deps := worker.Deps{Config: f.b.cfg, DB: f.b.db, Log: testLog()}
-	if _, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil {
+	if _, err := f.b.svc.Sweeper.Sweep(context.Background(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	p = f.scheduled("status=failed")
@@ -498,12 +503,10 @@ func TestSequenceEndToEndThroughAsynq(t *testing.T) {
 	b := f.b
 	// The same service with a queue: POST /api/events enqueues after commit.
 	qb := *b
-	qb.app = New(Deps{Config: b.cfg, DB: b.db, Redis: b.rdb,
-		Limiter:  ratelimit.NewPer(b.rdb, b.cfg.RateLimitPerMinute, time.Hour, b.prefix),
-		Sessions: auth.NewSessionVerifier(testSecret, "", ""),
-		Keys:     runKeyCache(t, b.db, b.rdb, b.prefix, time.Minute),
-		Log:      testLog(), RedisPrefix: b.prefix, MJML: testPool(t), Renderer: testRenderer, Provider: b.provider, Queue: client})
-	deps := worker.Deps{Config: b.cfg, DB: b.db, Redis: rdb, Client: client, Log: testLog(), Sequences: f.runner}
+	tc := tasks.NewClient(client, asynq.NewInspector(opt), testLog())
+	var deps *app.Services
+	qb.app, deps = newAppServices(t, app.Infra{Config: b.cfg, DB: b.db, Redis: b.rdb, RedisPrefix: b.prefix,
+		Provider: b.provider, Tasks: tc}, Deps{})
 	srv := worker.NewServer(opt, testLog(), 4)
 	if err := srv.Start(worker.NewMux(deps)); err != nil {
 		t.Fatal(err)
@@ -518,7 +521,7 @@ func TestSequenceEndToEndThroughAsynq(t *testing.T) {
 	}
 	// Redis loses every task: the second step's timer is gone.
 	rdb.FlushDB(context.Background())
-	sched := worker.NewScheduler(client, worker.PeriodicTasks(deps), testLog())
+	sched := worker.NewScheduler(client, worker.PeriodicTasks(), testLog())
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); sched.Run(sctx) }()
@@ -670,26 +673,27 @@ func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
 	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
 	f.event("go", nil)
 	id := f.scheduled("status=pending")[0]["scheduledSendId"].(string)
-	worker.EnqueueScheduledSends(context.Background(), client, testLog(), []engine.Timer{{TenantID: f.org, ID: id, At: time.Now()}})
-	if err := inspector.ArchiveTask(worker.QueueCritical, id); err != nil {
+	tc := tasks.NewClient(client, inspector, testLog())
+	tc.ScheduledSends(context.Background(), []tasks.Timer{{TenantID: f.org, ID: id, At: time.Now()}})
+	if err := inspector.ArchiveTask(tasks.QueueCritical, id); err != nil {
 		t.Fatal(err)
 	}
 	f.exec(`UPDATE scheduled_sends SET status = 'claimed', claimed_at = now() - interval '10 minutes', attempts = 1
 		WHERE tenant_id = $1`, f.org)
 
-	deps := worker.Deps{Config: f.b.cfg, DB: f.b.db, Client: client, Inspector: inspector, Log: testLog()}
-	if n, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil || n != 1 {
-		t.Fatal(n, err)
+	sweeper := &engine.Sweeper{DB: f.b.db, Tasks: tc, MaxAttempts: f.b.cfg.SendMaxAttempts, Log: testLog()}
+	if res, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || res.Enqueued != 1 || res.Requeued != 1 {
+		t.Fatal(res, err)
 	}
-	info, err := inspector.GetTaskInfo(worker.QueueCritical, id)
+	info, err := inspector.GetTaskInfo(tasks.QueueCritical, id)
 	if err != nil || info.State == asynq.TaskStateArchived {
 		t.Fatalf("task %v, %v: want queued again", info, err)
 	}
 	// A sweep while the new task waits leaves it alone.
-	if _, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil {
+	if _, err := sweeper.Sweep(context.Background(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if info2, err := inspector.GetTaskInfo(worker.QueueCritical, id); err != nil || info2.State != info.State {
+	if info2, err := inspector.GetTaskInfo(tasks.QueueCritical, id); err != nil || info2.State != info.State {
 		t.Fatalf("task %v, %v", info2, err)
 	}
 	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
@@ -751,16 +755,17 @@ func TestScheduledSweepFeedsALostBacklogInOneSweep(t *testing.T) {
 		template_id, scheduled_for)
 		SELECT $1, 'sch_' || g, $2, 'enr_' || g, 's', 1, 'step-1', 'welcome', now() - interval '1 minute' + g * interval '1 millisecond'
 		FROM generate_series(1, $3::int) g`, f.org, f.contactID, n)
-	deps := worker.Deps{Config: f.b.cfg, DB: f.b.db, Client: client, Inspector: inspector, Log: testLog()}
-	if got, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil || got != n {
-		t.Fatalf("first sweep: %d, %v; want %d", got, err, n)
+	sweeper := &engine.Sweeper{DB: f.b.db, Tasks: tasks.NewClient(client, inspector, testLog()),
+		MaxAttempts: f.b.cfg.SendMaxAttempts, Log: testLog()}
+	if got, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || got.Enqueued != n || got.Requeued != n {
+		t.Fatalf("first sweep: %+v, %v; want %d", got, err, n)
 	}
-	q, err := inspector.GetQueueInfo(worker.QueueCritical)
+	q, err := inspector.GetQueueInfo(tasks.QueueCritical)
 	if err != nil || q.Pending+q.Scheduled != n {
 		t.Fatalf("queue %+v, %v", q, err)
 	}
-	if got, err := worker.SweepScheduled(context.Background(), deps, time.Now(), worker.ClaimTimeout); err != nil || got != 100 {
-		t.Fatalf("second sweep: %d, %v; want its first page of 100", got, err)
+	if got, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || got.Enqueued != 100 || got.Moved() {
+		t.Fatalf("second sweep: %+v, %v; want its first page of 100, nothing requeued", got, err)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"tidings/internal/auth"
+	"tidings/internal/app"
 	"tidings/internal/ratelimit"
 )
 
@@ -72,9 +72,8 @@ func TestReadyz(t *testing.T) {
 	// The same app with a Redis that does not answer is not ready.
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { dead.Close() })
-	app := New(Deps{Config: b.cfg, DB: b.db, Redis: dead, Limiter: ratelimit.New(b.rdb, 100, b.prefix),
-		Sessions: auth.NewSessionVerifier(testSecret, "", ""), Keys: runKeyCache(t, b.db, b.rdb, b.prefix, time.Second),
-		Log: slog.New(slog.DiscardHandler)})
+	app := newApp(t, app.Infra{Config: b.cfg, DB: b.db, Redis: dead, RedisPrefix: b.prefix,
+		Keys: runKeyCache(t, b.db, b.rdb, b.prefix, time.Second)}, Deps{Limiter: ratelimit.New(b.rdb, 100, b.prefix)})
 	r := (&bundle{t: t, app: app}).expect("GET", "/readyz", "", nil, 503)
 	if checks := r.body["checks"].(map[string]any); checks["postgres"] != "ok" || checks["redis"] != "unreachable" {
 		t.Fatalf("%s", r.raw)

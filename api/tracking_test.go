@@ -16,11 +16,11 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"tidings/internal/auth"
+	"tidings/internal/app"
 	"tidings/internal/config"
-	"tidings/internal/ratelimit"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/sendgridevents/sgtest"
+	"tidings/internal/tasks"
 	"tidings/internal/testenv"
 	"tidings/internal/tracking"
 	"tidings/worker"
@@ -63,23 +63,13 @@ func setupOutcomeAPI(t *testing.T, withKey bool) *outcomeBundle {
 			t.Fatal(err)
 		}
 	}
-	app := New(Deps{
-		Config: cfg, DB: db, Redis: rdb,
-		Limiter:     ratelimit.NewPer(rdb, cfg.RateLimitPerMinute, time.Hour, prefix),
-		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, "", ""),
-		Keys:        runKeyCache(t, db, rdb, prefix, cfg.APIKeyCacheTTL),
-		Log:         testLog(),
-		RedisPrefix: prefix,
-		MJML:        testPool(t),
-		Renderer:    testRenderer,
-		WebhookKey:  key,
-		Queue:       queue,
-	})
+	app, svc := newAppServices(t, app.Infra{Config: cfg, DB: db, Redis: rdb, RedisPrefix: prefix,
+		Tasks: tasks.NewClient(queue, nil, testLog())}, Deps{WebhookKey: key})
 	signer, err := tracking.NewSigner(cfg.TrackingSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &outcomeBundle{bundle: &bundle{t: t, app: app, db: db, cfg: cfg, rdb: rdb, prefix: prefix},
+	b := &outcomeBundle{bundle: &bundle{t: t, app: app, svc: svc, db: db, cfg: cfg, rdb: rdb, prefix: prefix},
 		signer: signer, priv: priv, queueOpt: qOpt}
 	for _, tn := range []string{"ten_a", "ten_b"} {
 		b.sql(`INSERT INTO tenants (id, name) VALUES ($1, $1)`, tn)
@@ -312,12 +302,12 @@ func TestSendgridWebhook(t *testing.T) {
 	id := b.scalar(`SELECT id FROM webhook_batches WHERE applied_at IS NULL`)
 	insp := asynq.NewInspector(b.queueOpt)
 	defer insp.Close()
-	info, err := insp.GetTaskInfo(worker.QueueDefault, "webhook:"+id)
-	if err != nil || info.Type != worker.TypeWebhookBatch {
+	info, err := insp.GetTaskInfo(tasks.QueueDefault, "webhook:"+id)
+	if err != nil || info.Type != tasks.TypeWebhookBatch {
 		t.Fatalf("task webhook:%s: %v %+v", id, err, info)
 	}
 	// The worker's handler, run directly on the enqueued task.
-	h := worker.HandleWebhookBatch(worker.Deps{Config: b.cfg, DB: b.db, Log: testLog()})
+	h := worker.HandleWebhookBatch(b.svc)
 	if err := h.ProcessTask(context.Background(), asynq.NewTask(info.Type, info.Payload)); err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +342,7 @@ func TestSendgridWebhook(t *testing.T) {
 	rows.Close()
 	for _, n := range ids {
 		p, _ := json.Marshal(map[string]int64{"batchId": n})
-		if err := h.ProcessTask(context.Background(), asynq.NewTask(worker.TypeWebhookBatch, p)); err != nil {
+		if err := h.ProcessTask(context.Background(), asynq.NewTask(tasks.TypeWebhookBatch, p)); err != nil {
 			t.Fatalf("garbage batch %d: %v", n, err)
 		}
 	}

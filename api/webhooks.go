@@ -7,7 +7,6 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/sendgridevents"
-	"tidings/worker"
 )
 
 // sendgridWebhook takes SendGrid's signed Event Webhook: verify, store the
@@ -28,14 +27,8 @@ func (s *Server) sendgridWebhook(c *fiber.Ctx) error {
 		s.log.Info("webhook refused", "reason", err.Error(), "request_id", requestID(c))
 		return apperr.Forbidden("the webhook signature or timestamp is not valid")
 	}
-	id, err := s.webhooks.Accept(c.UserContext(), body)
-	if err != nil {
+	if _, err := s.webhooks.Accept(c.UserContext(), body); err != nil {
 		return err
-	}
-	if s.queue != nil {
-		if err := worker.EnqueueWebhookBatch(c.UserContext(), s.queue, id); err != nil {
-			s.log.Warn("webhook batch stored but not enqueued; the sweep will", "batch_id", id, "err", err)
-		}
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }

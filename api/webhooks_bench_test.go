@@ -15,12 +15,14 @@ import (
 	"github.com/hibiken/asynq"
 
 	"tidings/internal/apikeys"
+	"tidings/internal/app"
 	"tidings/internal/auth"
 	"tidings/internal/config"
 	"tidings/internal/keycache"
 	"tidings/internal/ratelimit"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/sendgridevents/sgtest"
+	"tidings/internal/tasks"
 	"tidings/internal/testenv"
 	"tidings/worker"
 )
@@ -61,12 +63,11 @@ func BenchmarkSendgridWebhook(b *testing.B) {
 		b.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	app := New(Deps{Config: cfg, DB: db, Redis: rdb, Log: quiet, RedisPrefix: prefix,
-		Limiter:    ratelimit.NewPer(rdb, 100, time.Minute, prefix),
-		Sessions:   auth.NewSessionVerifier("x", "", ""),
-		Keys:       keycache.New(apikeys.Loader(db), rdb, prefix+"evict", 0, quiet),
-		WebhookKey: key, Queue: queue})
-	apply := worker.HandleWebhookBatch(worker.Deps{Config: cfg, DB: db, Log: quiet})
+	app, svc := newAppServices(b, app.Infra{Config: cfg, DB: db, Redis: rdb, RedisPrefix: prefix, Log: quiet,
+		Keys: keycache.New(apikeys.Loader(db), rdb, prefix+"evict", 0, quiet), Tasks: tasks.NewClient(queue, nil, quiet)},
+		Deps{Limiter: ratelimit.NewPer(rdb, 100, time.Minute, prefix), Sessions: auth.NewSessionVerifier("x", "", ""),
+			WebhookKey: key})
+	apply := worker.HandleWebhookBatch(svc)
 
 	for _, q := range []string{
 		fmt.Sprintf(`INSERT INTO tenants (id, name) SELECT 'ten_' || t, 'T' FROM generate_series(1, %d) t`, tenants),
@@ -148,7 +149,7 @@ func BenchmarkSendgridWebhook(b *testing.B) {
 		start = time.Now()
 		for _, id := range ids {
 			p, _ := json.Marshal(map[string]int64{"batchId": id})
-			if err := apply.ProcessTask(ctx, asynq.NewTask(worker.TypeWebhookBatch, p)); err != nil {
+			if err := apply.ProcessTask(ctx, asynq.NewTask(tasks.TypeWebhookBatch, p)); err != nil {
 				b.Fatal(err)
 			}
 		}

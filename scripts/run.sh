@@ -8,8 +8,8 @@ export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/tidings?s
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export DASHBOARD_JWT_SECRET=${DASHBOARD_JWT_SECRET:-dev-dashboard-secret}
 # Tracking links must verify in both processes and across restarts, so the
-# development stack keeps one random secret in var/ rather than letting each
-# process pick its own (the default of an unset TRACKING_SECRET).
+# development stack keeps one random secret in var/ (with the outbox the
+# processes would otherwise share a fixed development secret).
 if [ -z "${TRACKING_SECRET:-}" ]; then
   mkdir -p var
   if ! [ -s var/tracking-secret ]; then
@@ -43,7 +43,7 @@ trap stop EXIT
 
 cat <<MSG
 
-  Tidings is starting: API on ${HTTP_ADDR:-:8080}, worker admin (asynqmon) on ${WORKER_ADMIN_ADDR:-:8081}/monitoring/
+  Tidings is starting: API on ${HTTP_ADDR:-:8080}, worker admin (asynqmon, read-only) on http://${WORKER_ADMIN_ADDR:-127.0.0.1:8081}/monitoring/
   Mint a dashboard session token:  make token ORG=my-org
   Outbox (sent mail as .eml):       $OUTBOX_DIR
 

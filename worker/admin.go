@@ -11,16 +11,18 @@ import (
 
 // AdminHandler serves asynqmon at /monitoring/, Prometheus metrics at
 // /metrics (the process's and asynq's queues, telemetry) and a liveness
-// check at /healthz for operators.
-func AdminHandler(opt asynq.RedisConnOpt) (http.Handler, func()) {
-	mon := asynqmon.New(asynqmon.Options{RootPath: "/monitoring", RedisConnOpt: opt})
-	inspector := asynq.NewInspector(opt)
+// check at /healthz for operators. asynqmon can delete, retry and archive
+// tasks; readOnly (ASYNQMON_READONLY, the default) lets it only look. The
+// listener binds loopback by default (WORKER_ADMIN_ADDR) for the same
+// reason: the dashboard has no login of its own.
+func AdminHandler(opt asynq.RedisConnOpt, ins *asynq.Inspector, readOnly bool) (http.Handler, func()) {
+	mon := asynqmon.New(asynqmon.Options{RootPath: "/monitoring", RedisConnOpt: opt, ReadOnly: readOnly})
 	mux := http.NewServeMux()
 	mux.Handle("/monitoring/", mon)
-	mux.Handle("/metrics", telemetry.Handler(telemetry.NewQueueCollector(inspector)))
+	mux.Handle("/metrics", telemetry.Handler(telemetry.NewQueueCollector(ins)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	})
-	return mux, func() { _ = mon.Close(); _ = inspector.Close() }
+	return mux, func() { _ = mon.Close() }
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"tidings/internal/config"
+	"tidings/internal/tasks"
 	"tidings/internal/telemetry/telemetrytest"
 	"tidings/internal/testenv"
 )
@@ -25,10 +26,12 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	}
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { _ = client.Close() })
-	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(QueueCritical)); err != nil {
+	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(tasks.QueueCritical)); err != nil {
 		t.Fatal(err)
 	}
-	h, closeAdmin := AdminHandler(opt)
+	ins := asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = ins.Close() })
+	h, closeAdmin := AdminHandler(opt, ins, true)
 	t.Cleanup(closeAdmin)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -48,6 +51,40 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	for _, want := range []string{`tidings_asynq_up 1`, `tidings_asynq_queue_tasks{queue="critical",state="pending"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+}
+
+// ADDENDUM 1: asynqmon is read-only unless ASYNQMON_READONLY=false: a
+// request that would delete a task is refused, and the task stays.
+func TestAdminDashboardIsReadOnly(t *testing.T) {
+	t.Parallel()
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(tasks.QueueLow), asynq.TaskID("t1")); err != nil {
+		t.Fatal(err)
+	}
+	ins := asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = ins.Close() })
+	for _, readOnly := range []bool{true, false} {
+		h, closeAdmin := AdminHandler(opt, ins, readOnly)
+		srv := httptest.NewServer(h)
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/monitoring/api/queues/low/pending_tasks/t1", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		srv.Close()
+		closeAdmin()
+		_, err = ins.GetTaskInfo(tasks.QueueLow, "t1")
+		if gone := err != nil; gone == readOnly {
+			t.Fatalf("readOnly=%v: DELETE answered %d, task gone=%v", readOnly, res.StatusCode, gone)
 		}
 	}
 }

@@ -2,14 +2,15 @@ package worker
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 
-	"tidings/internal/config"
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
 	"tidings/internal/domains"
+	"tidings/internal/tasks"
 	"tidings/internal/testenv"
 )
 
@@ -19,20 +20,17 @@ func TestDomainSweepTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.DB(t)
-	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := apptest.Config(t)
 	cfg.DNSResolver = testenv.DNS(t).Addr // an empty zone: every name is NXDOMAIN
-	d := Deps{Config: cfg, DB: db, Log: slog.New(slog.DiscardHandler)}
+	d := apptest.Services(t, app.Infra{Config: cfg, DB: db})
 
 	var sweep *Periodic
-	for _, p := range PeriodicTasks(d) {
-		if p.Name == TypeDomainSweep {
+	for _, p := range PeriodicTasks() {
+		if p.Name == tasks.TypeDomainSweep {
 			sweep = &p
 		}
 	}
-	if sweep == nil || sweep.Queue != QueueLow || sweep.Every != time.Minute || sweep.Task().Type() != TypeDomainSweep {
+	if sweep == nil || sweep.Queue != tasks.QueueLow || sweep.Every != time.Minute || sweep.Task().Type() != tasks.TypeDomainSweep {
 		t.Fatalf("periodic domain sweep: %+v", sweep)
 	}
 
@@ -43,7 +41,7 @@ func TestDomainSweepTask(t *testing.T) {
 	if _, err := st.Create(ctx, "ten_a", "example.com"); err != nil { // due 50 minutes ago
 		t.Fatal(err)
 	}
-	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(TypeDomainSweep, nil)); err != nil {
+	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeDomainSweep, nil)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st.Get(ctx, "ten_a", "example.com")

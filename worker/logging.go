@@ -9,7 +9,9 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// logTasks writes one structured line per processed task.
+// logTasks writes one structured line per processed task: a failure at
+// WARN, a success at DEBUG (the periodic sweeps alone would fill an INFO
+// log; a task that moves something says so itself).
 func logTasks(log *slog.Logger) asynq.MiddlewareFunc {
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
@@ -20,7 +22,7 @@ func logTasks(log *slog.Logger) asynq.MiddlewareFunc {
 			if err != nil {
 				log.Warn("task", append(attrs, "err", err)...)
 			} else {
-				log.Info("task", attrs...)
+				log.Debug("task", attrs...)
 			}
 			return err
 		})

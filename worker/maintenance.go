@@ -6,24 +6,22 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"tidings/internal/idempotency"
+	"tidings/internal/tasks"
 )
 
-// TypeIdempotencySweep deletes Idempotency-Key records past their 24 hours
-// (ADDENDUM section 8); a key is also taken over when it has expired, so
-// the sweep only keeps the table small.
-const TypeIdempotencySweep = "maintenance:idempotency-keys"
-
+// The idempotency sweep (tasks.TypeIdempotencySweep) deletes
+// Idempotency-Key records past their 24 hours (ADDENDUM section 8); a key
+// is also taken over when it has expired, so the sweep only keeps the
+// table small.
 func idempotencySweepPeriodic() Periodic {
-	return Periodic{Name: TypeIdempotencySweep, Every: time.Hour, Queue: QueueLow, Task: func() *asynq.Task {
-		return asynq.NewTask(TypeIdempotencySweep, nil, asynq.MaxRetry(0), asynq.Timeout(5*time.Minute))
+	return Periodic{Name: tasks.TypeIdempotencySweep, Every: time.Hour, Queue: tasks.QueueLow, Task: func() *asynq.Task {
+		return asynq.NewTask(tasks.TypeIdempotencySweep, nil, asynq.MaxRetry(0), asynq.Timeout(5*time.Minute))
 	}}
 }
 
 func handleIdempotencySweep(d Deps) asynq.HandlerFunc {
-	s := &idempotency.Store{DB: d.DB}
 	return func(ctx context.Context, _ *asynq.Task) error {
-		n, err := s.DeleteExpired(ctx)
+		n, err := d.Idempotency.DeleteExpired(ctx)
 		if n > 0 {
 			d.Log.Info("expired idempotency keys deleted", "count", n)
 		}

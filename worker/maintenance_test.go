@@ -2,12 +2,13 @@ package worker
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
 	"github.com/hibiken/asynq"
 
-	"tidings/internal/config"
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
+	"tidings/internal/tasks"
 	"tidings/internal/testenv"
 )
 
@@ -16,14 +17,10 @@ func TestIdempotencySweepTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.DB(t)
-	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := Deps{Config: cfg, DB: db, Log: slog.New(slog.DiscardHandler)}
+	d := apptest.Services(t, app.Infra{DB: db})
 	found := false
-	for _, p := range PeriodicTasks(d) {
-		found = found || (p.Name == TypeIdempotencySweep && p.Queue == QueueLow && p.Task().Type() == TypeIdempotencySweep)
+	for _, p := range PeriodicTasks() {
+		found = found || (p.Name == tasks.TypeIdempotencySweep && p.Queue == tasks.QueueLow && p.Task().Type() == tasks.TypeIdempotencySweep)
 	}
 	if !found {
 		t.Fatal("no periodic idempotency-key sweep")
@@ -34,7 +31,7 @@ func TestIdempotencySweepTask(t *testing.T) {
 		  ('ten_a', 'send', 'new', '\x00', now() + interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(TypeIdempotencySweep, nil)); err != nil {
+	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeIdempotencySweep, nil)); err != nil {
 		t.Fatal(err)
 	}
 	var keys []string

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"tidings/internal/config"
+	"tidings/internal/tasks"
 	"tidings/internal/testenv"
 )
 
@@ -21,13 +22,13 @@ func TestPeriodicEnqueuedOncePerPeriodAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := []Periodic{{Name: "probe", Every: time.Minute, Queue: QueueLow,
+	periodic := []Periodic{{Name: "probe", Every: time.Minute, Queue: tasks.QueueLow,
 		Task: func() *asynq.Task { return asynq.NewTask("test:probe", nil) }}}
 	var scheds []*Scheduler
 	for i := 0; i < 3; i++ {
 		c := asynq.NewClient(opt)
 		t.Cleanup(func() { _ = c.Close() })
-		scheds = append(scheds, NewScheduler(c, tasks, slog.New(slog.DiscardHandler)))
+		scheds = append(scheds, NewScheduler(c, periodic, slog.New(slog.DiscardHandler)))
 	}
 	ctx := context.Background()
 	now := time.Date(2026, 11, 21, 10, 0, 5, 0, time.UTC)
@@ -49,7 +50,7 @@ func TestPeriodicEnqueuedOncePerPeriodAcrossProcesses(t *testing.T) {
 	}
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
-	pending, err := insp.ListPendingTasks(QueueLow)
+	pending, err := insp.ListPendingTasks(tasks.QueueLow)
 	if err != nil {
 		t.Fatal(err)
 	}

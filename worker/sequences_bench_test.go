@@ -15,13 +15,15 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
 	"tidings/internal/config"
 	"tidings/internal/events"
 	"tidings/internal/provider"
 	"tidings/internal/provider/providertest"
 	"tidings/internal/sequences/definition"
-	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
+	"tidings/internal/tasks"
 	"tidings/internal/templates"
 	"tidings/internal/testenv"
 )
@@ -61,6 +63,9 @@ type seqBench struct {
 	sg     *providertest.SendGrid
 	prov   provider.Provider
 	log    *slog.Logger
+	tasks  *tasks.Client
+	// svc are the services as cmd/worker builds them.
+	svc *app.Services
 }
 
 func newSeqBench(b *testing.B, contacts int) *seqBench {
@@ -82,6 +87,8 @@ func newSeqBench(b *testing.B, contacts int) *seqBench {
 	if s.prov, err = provider.New(s.cfg); err != nil {
 		b.Fatal(err)
 	}
+	s.tasks = tasks.NewClient(s.client, nil, s.log)
+	s.svc = apptest.Services(b, app.Infra{Config: s.cfg, DB: s.db, Provider: s.prov, Tasks: s.tasks, Log: s.log})
 	s.exec(`INSERT INTO tenants (id, name, sending_status, default_from_address) VALUES ($1, 'Bench', 'enabled', 'News <news@bench.example>')`, benchTenant)
 	s.exec(`INSERT INTO domains (tenant_id, domain, status, sending_enabled, verification_token, dkim_tokens)
 		VALUES ($1, 'bench.example', 'verified', true, 't', '{a,b,c}')`, benchTenant)
@@ -123,11 +130,11 @@ func (s *seqBench) putSequence(id, src string) *definition.Definition {
 
 // enqueueAll enqueues the timers from benchEnqueuers goroutines, as many
 // api requests and worker tasks do after their commits.
-func enqueueAll(c *asynq.Client, log *slog.Logger, timers []engine.Timer) {
+func enqueueAll(c *tasks.Client, timers []tasks.Timer) {
 	var wg sync.WaitGroup
 	per := (len(timers) + benchEnqueuers - 1) / benchEnqueuers
 	for chunk := range slices.Chunk(timers, max(per, 1)) {
-		wg.Go(func() { EnqueueScheduledSends(context.Background(), c, log, chunk) })
+		wg.Go(func() { c.ScheduledSends(context.Background(), chunk) })
 	}
 	wg.Wait()
 }
@@ -177,27 +184,23 @@ func BenchmarkScheduledDrain(b *testing.B) {
 	s.exec(`ANALYZE scheduled_sends`)
 	s.exec(`ANALYZE enrolments`)
 
-	runner, err := NewSequenceRunner(s.cfg, s.db, s.prov, NewRenderer(s.cfg), s.log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	deps := Deps{Config: s.cfg, DB: s.db, Client: s.client, Log: s.log, Sequences: runner}
+	deps := s.svc
 	srv := NewServer(s.opt, s.log, conc)
 	if err := srv.Start(NewMux(deps)); err != nil {
 		b.Fatal(err)
 	}
 	sctx, stopSched := context.WithCancel(ctx)
 	schedDone := make(chan struct{})
-	go func() { defer close(schedDone); NewScheduler(s.client, PeriodicTasks(deps), s.log).Run(sctx) }()
+	go func() { defer close(schedDone); NewScheduler(s.client, PeriodicTasks(), s.log).Run(sctx) }()
 
 	t0 := dueAt(n)
 	s.exec(`UPDATE scheduled_sends SET scheduled_for = $2 WHERE tenant_id = $1`, benchTenant, t0)
-	timers := make([]engine.Timer, n)
+	timers := make([]tasks.Timer, n)
 	for i := range n {
-		timers[i] = engine.Timer{TenantID: benchTenant, ID: fmt.Sprintf("sch_%d", i+1), At: t0}
+		timers[i] = tasks.Timer{TenantID: benchTenant, ID: fmt.Sprintf("sch_%d", i+1), At: t0}
 	}
 	enqStart := time.Now()
-	enqueueAll(s.client, s.log, timers)
+	enqueueAll(s.tasks, timers)
 	enqDone := time.Now()
 	if enqDone.After(t0) {
 		b.Logf("enqueue finished %v after T0: lateness includes it", enqDone.Sub(t0))
@@ -297,7 +300,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 	finished := make(chan struct{})
 	mux := asynq.NewServeMux()
 	mux.Use(logTasks(s.log))
-	mux.HandleFunc(TypeScheduledSend, func(context.Context, *asynq.Task) error {
+	mux.HandleFunc(tasks.TypeScheduledSend, func(context.Context, *asynq.Task) error {
 		l := time.Since(t1)
 		i := done.Add(1)
 		if int(i) <= n {
@@ -315,10 +318,10 @@ func BenchmarkScheduledDrain(b *testing.B) {
 	defer noop.Shutdown()
 	t1 = dueAt(n)
 	for i := range timers {
-		timers[i] = engine.Timer{TenantID: benchTenant, ID: fmt.Sprintf("noop_%d", i+1), At: t1}
+		timers[i] = tasks.Timer{TenantID: benchTenant, ID: fmt.Sprintf("noop_%d", i+1), At: t1}
 	}
 	enqStart = time.Now()
-	enqueueAll(s.client, s.log, timers)
+	enqueueAll(s.tasks, timers)
 	enqDone = time.Now()
 	if enqDone.After(t1) {
 		b.Logf("no-op enqueue finished %v after T1: lateness includes it", enqDone.Sub(t1))
@@ -339,8 +342,8 @@ func BenchmarkScheduledDrain(b *testing.B) {
 }
 
 // BenchmarkEventFanout: what POST /api/events does past HTTP and
-// authentication (events.Recorder with the engine's hook, then
-// EnqueueScheduledSends of the timers after the commit, as api/events.go),
+// authentication (the services' events.Recorder with the engine's hook,
+// whose transaction enqueues the sends it scheduled after the commit),
 // from 16 goroutines, each event for a different contact (b.N contacts),
 // for an event that five enabled sequences trigger (each enrols the
 // contact and schedules its first email an hour ahead: nothing sends) and
@@ -354,7 +357,7 @@ func BenchmarkEventFanout(b *testing.B) {
 			for i := range 5 {
 				s.putSequence(fmt.Sprintf("onboard%d", i+1), "name: Onboard\ntrigger: {event: signup}\nsteps: [{delay: 1h}, {send: reset}]\n")
 			}
-			rec := &events.Recorder{DB: s.db, Hooks: []events.Hook{engine.Hook}}
+			rec := s.svc.Events
 			const workers = 16
 			var next atomic.Int64
 			var enrolled atomic.Int64
@@ -370,14 +373,12 @@ func BenchmarkEventFanout(b *testing.B) {
 							return
 						}
 						t0 := time.Now()
-						ctx, timers := engine.WithTimers(context.Background())
-						r, err := rec.RecordCustom(ctx, events.Custom{TenantID: benchTenant, Email: fmt.Sprintf("c%d@example.com", i),
+						r, err := rec.RecordCustom(context.Background(), events.Custom{TenantID: benchTenant, Email: fmt.Sprintf("c%d@example.com", i),
 							Name: tc.event, Properties: []byte(`{"plan":"pro","source":"bench"}`), Timestamp: time.Now()})
 						if err != nil {
 							b.Error(err)
 							return
 						}
-						EnqueueScheduledSends(ctx, s.client, s.log, timers.List())
 						enrolled.Add(int64(len(r.TriggeredSequences)))
 						lat[w] = append(lat[w], time.Since(t0))
 					}

@@ -7,7 +7,10 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
 	"tidings/internal/config"
+	"tidings/internal/tasks"
 	"tidings/internal/testenv"
 )
 
@@ -27,11 +30,7 @@ func TestWebhookSweepRefeedsAndPrunes(t *testing.T) {
 	defer client.Close()
 	inspector := asynq.NewInspector(opt)
 	defer inspector.Close()
-	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := Deps{Config: cfg, DB: db, Client: client, Log: slog.New(slog.DiscardHandler)}
+	d := apptest.Services(t, app.Infra{DB: db, Tasks: tasks.NewClient(client, inspector, slog.New(slog.DiscardHandler))})
 
 	var stale, fresh, old int64
 	for _, q := range []struct {
@@ -51,13 +50,13 @@ func TestWebhookSweepRefeedsAndPrunes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(TypeWebhookSweep, nil)); err != nil {
+	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeWebhookSweep, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inspector.GetTaskInfo(QueueDefault, WebhookTaskID(stale)); err != nil {
+	if _, err := inspector.GetTaskInfo(tasks.QueueDefault, tasks.WebhookTaskID(stale)); err != nil {
 		t.Fatalf("stale batch %d not re-enqueued: %v", stale, err)
 	}
-	if _, err := inspector.GetTaskInfo(QueueDefault, WebhookTaskID(fresh)); err == nil {
+	if _, err := inspector.GetTaskInfo(tasks.QueueDefault, tasks.WebhookTaskID(fresh)); err == nil {
 		t.Fatalf("fresh batch %d enqueued by the sweep", fresh)
 	}
 	var batches, ids int
@@ -69,5 +68,44 @@ func TestWebhookSweepRefeedsAndPrunes(t *testing.T) {
 	}
 	if batches != 0 || ids != 1 {
 		t.Fatalf("after the sweep: old batch rows %d, event ids %d; want 0 and 1", batches, ids)
+	}
+}
+
+// A batch task that ran out of retries is archived by asynq and keeps its
+// task id; the sweep must free that id and queue the batch again, not
+// count the refused enqueue as success forever.
+func TestWebhookSweepFreesAnArchivedTask(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t)
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(opt)
+	defer client.Close()
+	inspector := asynq.NewInspector(opt)
+	defer inspector.Close()
+	d := apptest.Services(t, app.Infra{DB: db, Tasks: tasks.NewClient(client, inspector, slog.New(slog.DiscardHandler))})
+	var id int64
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO webhook_batches (provider, body, received_at)
+		VALUES ('sendgrid', '[]', now() - interval '5 minutes') RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	tid := tasks.WebhookTaskID(id)
+	if _, err := client.Enqueue(asynq.NewTask(tasks.TypeWebhookBatch, nil), asynq.TaskID(tid),
+		asynq.Queue(tasks.QueueDefault)); err != nil {
+		t.Fatal(err)
+	}
+	if err := inspector.ArchiveTask(tasks.QueueDefault, tid); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeWebhookSweep, nil)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := inspector.GetTaskInfo(tasks.QueueDefault, tid)
+	if err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("after the sweep the batch's task is %+v, %v; want pending", info, err)
 	}
 }

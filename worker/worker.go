@@ -1,6 +1,8 @@
 // Package worker is the background side of Tidings: the asynq server and
 // its mux, the periodic scheduler, and the admin listener with asynqmon.
-// Task families register themselves in NewMux, one file per family.
+// Task families register themselves in NewMux, one file per family; task
+// names, payloads and enqueueing live in internal/tasks, shared with the
+// api and the domain packages.
 package worker
 
 import (
@@ -8,38 +10,20 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
-	"tidings/internal/config"
-	"tidings/internal/sequences/engine"
-	"tidings/internal/store"
+	"tidings/internal/app"
+	"tidings/internal/tasks"
 )
 
-// Queue names, highest priority first.
-const (
-	QueueCritical = "critical" // sends that are due
-	QueueDefault  = "default"  // sequence steps, webhook ingestion, segment compute
-	QueueLow      = "low"      // periodic maintenance, domain checks
-)
+// Deps are what task handlers need: the services every process shares.
+type Deps = *app.Services
 
-// Deps are what task handlers need.
-type Deps struct {
-	Config *config.Config
-	DB     *store.DB
-	Redis  redis.UniversalClient
-	Client *asynq.Client
-	// Inspector lets the sweep free the task id of a dead (archived) task.
-	Inspector *asynq.Inspector
-	Log       *slog.Logger
-	// Sequences runs scheduled sends (TypeScheduledSend).
-	Sequences *engine.Runner
-}
-
-// NewServer builds the asynq server with the service's queues.
+// NewServer builds the asynq server with the service's queues, running up
+// to concurrency tasks at once (WORKER_CONCURRENCY).
 func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq.Server {
 	return asynq.NewServer(opt, asynq.Config{
 		Concurrency:     concurrency,
-		Queues:          map[string]int{QueueCritical: 6, QueueDefault: 3, QueueLow: 1},
+		Queues:          map[string]int{tasks.QueueCritical: 6, tasks.QueueDefault: 3, tasks.QueueLow: 1},
 		ShutdownTimeout: 30 * time.Second,
 		Logger:          slogAdapter{log},
 		// A due send should leave within about a second: scheduled tasks
@@ -57,19 +41,19 @@ func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq
 func NewMux(d Deps) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	mux.Use(logTasks(d.Log))
-	mux.Handle(TypeDomainSweep, handleDomainSweep(d))
-	mux.Handle(TypeIdempotencySweep, handleIdempotencySweep(d))
-	mux.Handle(TypeWebhookBatch, HandleWebhookBatch(d))
-	mux.Handle(TypeWebhookSweep, handleWebhookSweep(d))
-	mux.Handle(TypeScheduledSend, HandleScheduledSend(d))
-	mux.Handle(TypeScheduledSweep, handleScheduledSweep(d))
-	mux.Handle(TypeScheduledPrune, handleScheduledPrune(d))
+	mux.Handle(tasks.TypeDomainSweep, handleDomainSweep(d))
+	mux.Handle(tasks.TypeIdempotencySweep, handleIdempotencySweep(d))
+	mux.Handle(tasks.TypeWebhookBatch, HandleWebhookBatch(d))
+	mux.Handle(tasks.TypeWebhookSweep, handleWebhookSweep(d))
+	mux.Handle(tasks.TypeScheduledSend, HandleScheduledSend(d))
+	mux.Handle(tasks.TypeScheduledSweep, handleScheduledSweep(d))
+	mux.Handle(tasks.TypeScheduledPrune, handleScheduledPrune(d))
 	return mux
 }
 
 // PeriodicTasks lists the tasks the scheduler enqueues; task families add
 // theirs here.
-func PeriodicTasks(d Deps) []Periodic {
+func PeriodicTasks() []Periodic {
 	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic(),
 		scheduledSweepPeriodic(), scheduledPrunePeriodic()}
 }

@@ -11,8 +11,9 @@ import (
 
 	"tidings/api"
 	"tidings/internal/apikeys"
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
 	"tidings/internal/auth"
-	"tidings/internal/config"
 	"tidings/internal/keycache"
 	"tidings/internal/ratelimit"
 	"tidings/internal/tenants"
@@ -27,15 +28,14 @@ func TestBareServesTheSameAPIKeyList(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	db := testenv.DB(t)
 	rdb, prefix := testenv.Redis(t)
-	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
+	// A cache with TTL 0 reads every key through, so it needs no Run.
+	cache := keycache.New(apikeys.Loader(db), rdb, prefix+"apikeys:evict", 0, log)
+	svc := apptest.Services(t, app.Infra{DB: db, Redis: rdb, RedisPrefix: prefix, Keys: cache, Log: log})
+	real, err := api.New(api.Deps{Services: svc, Limiter: ratelimit.New(rdb, 1000, prefix),
+		Sessions: auth.NewSessionVerifier("secret", "", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A cache with TTL 0 reads every key through, so it needs no Run.
-	cache := keycache.New(apikeys.Loader(db), rdb, prefix+"apikeys:evict", 0, log)
-	real := api.New(api.Deps{Config: cfg, DB: db, Redis: rdb, Log: log, RedisPrefix: prefix, Keys: cache,
-		Limiter:  ratelimit.New(rdb, 1000, prefix),
-		Sessions: auth.NewSessionVerifier("secret", "", "")})
 
 	if _, _, err := (&tenants.Store{DB: db}).Provision(ctx, "org_bare", "Bare"); err != nil {
 		t.Fatal(err)

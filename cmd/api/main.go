@@ -1,4 +1,5 @@
-// Command api serves the Tidings HTTP API.
+// Command api serves the Tidings HTTP API. It only wires: the services come
+// from internal/app, the routes from api.
 package main
 
 import (
@@ -8,24 +9,20 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/hibiken/asynq"
-
 	"tidings/api"
-	"tidings/internal/apikeys"
+	"tidings/internal/app"
 	"tidings/internal/auth"
 	"tidings/internal/config"
-	"tidings/internal/domains"
-	"tidings/internal/keycache"
-	"tidings/internal/mjml"
-	"tidings/internal/provider"
 	"tidings/internal/ratelimit"
-	"tidings/internal/render"
 	"tidings/internal/sendgridevents"
-	"tidings/internal/store"
 )
+
+// drain is how long in-flight requests may take once SIGTERM came.
+const drain = 30 * time.Second
 
 func main() {
 	log, err := config.NewLogger("api")
@@ -44,36 +41,18 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if cfg.TrackingSecretGenerated {
-		log.Warn("TRACKING_SECRET is not set: using a random secret, tracking links break on restart")
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := store.Open(ctx, cfg.DatabaseURL)
+	infra, err := app.Open(ctx, cfg, log, app.RoleAPI)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if cfg.Migrate {
-		if err := db.Migrate(ctx, log); err != nil {
-			return err
-		}
-	}
-	rdb, err := cfg.OpenRedis(ctx)
+	defer infra.Close()
+	svc, err := app.New(infra.Infra)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-
-	// Template PUTs compile MJML on long-lived node processes; without node
-	// or the mjml package the API refuses to start (make mjml-deps).
-	pool, err := mjml.NewPool(ctx, mjml.Options{})
-	if err != nil {
-		return fmt.Errorf("MJML compiler: %w", err)
-	}
-	defer pool.Close()
-
 	// A key that is set must be a usable P-256 key; unset, the webhook
 	// refuses every POST (api.New logs it once).
 	var webhookKey *sendgridevents.Verifier
@@ -82,49 +61,29 @@ func run(log *slog.Logger) error {
 			return fmt.Errorf("SENDGRID_WEBHOOK_PUBLIC_KEY: %w", err)
 		}
 	}
-	asynqOpt, err := cfg.AsynqRedisOpt()
-	if err != nil {
-		return err
-	}
-	queue := asynq.NewClient(asynqOpt)
-	defer queue.Close()
-
-	keys := keycache.New(apikeys.Loader(db), rdb, "tidings:apikeys:evict", cfg.APIKeyCacheTTL, log)
-	go keys.Run(ctx)
-
-	// The provider is checked at start (a sendgrid key, a parsable
-	// SMTP_URL, a writable OUTBOX_DIR), so a misconfiguration stops the
-	// process instead of failing the first send.
-	prov, err := provider.New(cfg)
-	if err != nil {
-		return err
-	}
-	log.Info("email provider", "provider", prov.Name(), "connected", cfg.ProviderConnected())
-
-	app := api.New(api.Deps{
-		Config:      cfg,
-		DB:          db,
-		Redis:       rdb,
-		Limiter:     ratelimit.New(rdb, cfg.RateLimitPerMinute, "tidings:"),
+	// Requests run under base, which outlives SIGTERM by the drain.
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	web, err := api.New(api.Deps{
+		Services:    svc,
+		Limiter:     ratelimit.New(infra.Redis, cfg.RateLimitPerMinute, app.RedisPrefix),
 		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
-		Keys:        keys,
-		Log:         log,
-		RedisPrefix: "tidings:",
-		MJML:        pool,
-		Renderer: render.NewRenderer(render.RendererOptions{
-			MaxLoopIterations: cfg.RenderMaxLoopIterations, MaxStringBytes: cfg.RenderMaxStringBytes,
-			MaxOutput: cfg.RenderMaxOutputBytes, MaxRenderTime: cfg.RenderMaxTime}),
-		Provider: prov,
-		// Domain checks ask DNS_RESOLVER, or the first nameserver of
-		// /etc/resolv.conf when it is unset (read at each check).
-		DNS:        &domains.Checker{Server: cfg.DNSResolver},
-		WebhookKey: webhookKey,
-		Queue:      queue,
+		WebhookKey:  webhookKey,
+		BaseContext: base,
 	})
+	if err != nil {
+		return err
+	}
+	// The key cache listens for revocations until the process stops.
+	var wg sync.WaitGroup
+	keysCtx, stopKeys := context.WithCancel(context.Background())
+	wg.Go(func() { svc.Keys.Run(keysCtx) })
+	defer func() { stopKeys(); wg.Wait() }()
+
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return err
 	}
 	log.Info("api listening", "addr", cfg.HTTPAddr)
-	return api.Serve(ctx, app, ln, 30*time.Second, log)
+	return api.Serve(ctx, web, ln, drain, log)
 }

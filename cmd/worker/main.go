@@ -1,5 +1,6 @@
 // Command worker runs Tidings' background work: the asynq server, the
-// periodic scheduler and the admin listener (asynqmon, health).
+// periodic scheduler and the admin listener (asynqmon, health, metrics). It
+// only wires: the services come from internal/app, the tasks from worker.
 package main
 
 import (
@@ -15,9 +16,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"tidings/internal/app"
 	"tidings/internal/config"
-	"tidings/internal/provider"
-	"tidings/internal/store"
 	"tidings/worker"
 )
 
@@ -41,54 +41,36 @@ func run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := store.Open(ctx, cfg.DatabaseURL)
+	infra, err := app.Open(ctx, cfg, log, app.RoleWorker)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	rdb, err := cfg.OpenRedis(ctx)
+	defer infra.Close()
+	svc, err := app.New(infra.Infra)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	opt, err := cfg.AsynqRedisOpt()
-	if err != nil {
-		return err
-	}
-	client := asynq.NewClient(opt)
-	defer client.Close()
-
-	// Sequence sends go through the same provider and renderer settings
-	// as the api's sends.
-	prov, err := provider.New(cfg)
-	if err != nil {
-		return err
-	}
-	runner, err := worker.NewSequenceRunner(cfg, db, prov, worker.NewRenderer(cfg), log)
-	if err != nil {
-		return err
-	}
-	inspector := asynq.NewInspector(opt)
-	defer inspector.Close()
-	deps := worker.Deps{Config: cfg, DB: db, Redis: rdb, Client: client, Inspector: inspector, Log: log, Sequences: runner}
-	srv := worker.NewServer(opt, log, 10)
-	if err := srv.Start(worker.NewMux(deps)); err != nil {
+	srv := worker.NewServer(infra.AsynqOpt, log, cfg.WorkerConcurrency)
+	if err := srv.Start(worker.NewMux(svc)); err != nil {
 		return err
 	}
 
+	periodic := asynq.NewClient(infra.AsynqOpt)
+	defer periodic.Close()
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	schedDone := make(chan struct{})
 	go func() {
 		defer close(schedDone)
-		worker.NewScheduler(client, worker.PeriodicTasks(deps), log).Run(schedCtx)
+		worker.NewScheduler(periodic, worker.PeriodicTasks(), log).Run(schedCtx)
 	}()
 
-	adminHandler, closeAdmin := worker.AdminHandler(opt)
+	adminHandler, closeAdmin := worker.AdminHandler(infra.AsynqOpt, infra.Inspector, cfg.AsynqmonReadOnly)
 	defer closeAdmin()
 	admin := &http.Server{Addr: cfg.WorkerAdminAddr, Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- admin.ListenAndServe() }()
-	log.Info("worker running", "admin_addr", cfg.WorkerAdminAddr)
+	log.Info("worker running", "admin_addr", cfg.WorkerAdminAddr, "concurrency", cfg.WorkerConcurrency,
+		"asynqmon_read_only", cfg.AsynqmonReadOnly)
 
 	select {
 	case err = <-errc:

@@ -5,9 +5,7 @@ package config
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -23,14 +21,21 @@ import (
 type Config struct {
 	HTTPAddr        string
 	WorkerAdminAddr string
-	DatabaseURL     string
-	RedisURL        string
+	// AsynqmonReadOnly keeps the dashboard from changing tasks
+	// (ASYNQMON_READONLY, default true).
+	AsynqmonReadOnly bool
+	// WorkerConcurrency is how many tasks one worker process runs at once.
+	WorkerConcurrency int
+	DatabaseURL       string
+	RedisURL          string
 	// RedisCluster: REDIS_URL names a Redis Cluster (REDIS_CLUSTER=true).
 	RedisCluster  bool
 	PublicBaseURL string
 	Migrate       bool
 
-	TrackingSecret          []byte
+	TrackingSecret []byte
+	// TrackingSecretGenerated: TRACKING_SECRET was not set and the outbox's
+	// fixed development secret is in use.
 	TrackingSecretGenerated bool
 	// CursorSecret is CURSOR_SECRET; empty means the cursor key is derived
 	// from TrackingSecret (see CursorKey).
@@ -94,8 +99,7 @@ const cursorKeyLabel = "tidings/page-cursor/v1"
 // CursorKey is the key that signs pagination cursors: HMAC-SHA256 of a
 // purpose label under CURSOR_SECRET, or under TRACKING_SECRET when
 // CURSOR_SECRET is unset. Every api instance must derive the same key for a
-// cursor to work on all of them; with a TRACKING_SECRET generated at start,
-// cursors stop working at a restart.
+// cursor to work on all of them.
 func (c *Config) CursorKey() []byte {
 	secret := c.CursorSecret
 	if len(secret) == 0 {
@@ -115,7 +119,9 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	r := reader{lookup: lookup}
 	c := &Config{
 		HTTPAddr:                 r.addr("HTTP_ADDR", ":8080"),
-		WorkerAdminAddr:          r.addr("WORKER_ADMIN_ADDR", ":8081"),
+		WorkerAdminAddr:          r.addr("WORKER_ADMIN_ADDR", "127.0.0.1:8081"),
+		AsynqmonReadOnly:         r.boolean("ASYNQMON_READONLY", true),
+		WorkerConcurrency:        r.positiveInt("WORKER_CONCURRENCY", 10),
 		DatabaseURL:              r.url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable", "postgres", "postgresql"),
 		RedisURL:                 r.url("REDIS_URL", "redis://127.0.0.1:6379/0", "redis", "rediss"),
 		RedisCluster:             r.boolean("REDIS_CLUSTER", false),
@@ -147,12 +153,18 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		RenderMaxOutputBytes:     r.positiveInt("RENDER_MAX_OUTPUT_BYTES", 10<<20),
 		RenderMaxTime:            r.duration("RENDER_MAX_TIME", 2*time.Second),
 	}
-	if s := r.str("TRACKING_SECRET", ""); s != "" {
+	// Tracking links are signed by whichever process rendered the message
+	// and checked by the api: both must share the key, so a real provider
+	// needs it set. Only the outbox (development) has a fixed one.
+	switch s := r.str("TRACKING_SECRET", ""); {
+	case s != "":
 		c.TrackingSecret = []byte(s)
-	} else {
-		c.TrackingSecret = make([]byte, 32)
-		_, _ = rand.Read(c.TrackingSecret)
+	case c.EmailProvider == "outbox":
+		c.TrackingSecret = []byte(DevTrackingSecret)
 		c.TrackingSecretGenerated = true
+	default:
+		r.fail("TRACKING_SECRET", "is required with EMAIL_PROVIDER="+c.EmailProvider+
+			" (api and worker must share it: tracking and unsubscribe links are signed with it)")
 	}
 	if s := r.str("CURSOR_SECRET", ""); s != "" {
 		if len(s) < minCursorSecret {
@@ -190,12 +202,10 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	return c, nil
 }
 
-// RandomHex returns n random bytes hex-encoded; used for development secrets.
-func RandomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+// DevTrackingSecret is the TRACKING_SECRET of development with the outbox
+// provider when none is set: fixed, so the api and the worker agree and
+// links survive restarts, and never used with a real provider.
+const DevTrackingSecret = "tidings-development-tracking-secret-not-for-production"
 
 type reader struct {
 	lookup func(string) (string, bool)

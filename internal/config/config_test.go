@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != ":8080" || c.WorkerAdminAddr != ":8081" || c.RateLimitPerMinute != 100 ||
+	if c.HTTPAddr != ":8080" || c.WorkerAdminAddr != "127.0.0.1:8081" || !c.AsynqmonReadOnly || c.WorkerConcurrency != 10 || c.RateLimitPerMinute != 100 ||
 		c.SegmentComputeEvery != time.Minute || c.SendMaxAttempts != 5 || c.DomainCheckInterval != 10*time.Minute ||
 		c.PlanFreeContacts != 1000 || c.PlanFreeTemplates != 100 || c.PlanFreeSequences != 20 ||
 		c.EmailProvider != "outbox" || c.OutboxDir != "./var/outbox" || c.DKIMCNAMESuffix != "dkim.tidings.email" ||
@@ -32,6 +32,29 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// ADDENDUM 1: api and worker must share TRACKING_SECRET; only the outbox
+// (development) runs without one, on a fixed secret both processes know.
+func TestTrackingSecretRequiredWithARealProvider(t *testing.T) {
+	t.Parallel()
+	for _, p := range []map[string]string{
+		{"EMAIL_PROVIDER": "sendgrid", "SENDGRID_API_KEY": "SG.x"},
+		{"EMAIL_PROVIDER": "smtp", "SMTP_URL": "smtp://relay.example.com:25"},
+	} {
+		_, err := FromLookup(env(p))
+		if err == nil || !strings.Contains(err.Error(), "TRACKING_SECRET") {
+			t.Errorf("%v without TRACKING_SECRET: %v", p, err)
+		}
+	}
+	a, err := FromLookup(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := FromLookup(env(map[string]string{"EMAIL_PROVIDER": "outbox"}))
+	if !a.TrackingSecretGenerated || !bytes.Equal(a.TrackingSecret, b.TrackingSecret) || len(a.TrackingSecret) < 32 {
+		t.Fatalf("outbox: two processes must get the same development secret: %q %q", a.TrackingSecret, b.TrackingSecret)
+	}
+}
+
 func TestInvalidValuesNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for name, val := range map[string]string{
@@ -41,6 +64,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		"SENDGRID_WEBHOOK_PUBLIC_KEY": "%%%", "DOMAIN_CHECK_INTERVAL": "-1m", "PUBLIC_BASE_URL": "ftp://x",
 		"API_KEY_CACHE_TTL": "2h", "RENDER_MAX_LOOP_ITERATIONS": "0", "RENDER_MAX_STRING_BYTES": "10MiB",
 		"RENDER_MAX_OUTPUT_BYTES": "-1", "RENDER_MAX_TIME": "0s", "CURSOR_SECRET": "too short",
+		"WORKER_CONCURRENCY": "0", "ASYNQMON_READONLY": "maybe",
 	} {
 		_, err := FromLookup(env(map[string]string{name: val}))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -91,7 +115,7 @@ func TestCursorKey(t *testing.T) {
 	if bytes.Equal(a, c) {
 		t.Fatal("CURSOR_SECRET is ignored")
 	}
-	if bytes.Equal(key(nil), key(nil)) {
-		t.Fatal("without secrets every start must get its own key")
+	if !bytes.Equal(key(nil), key(nil)) {
+		t.Fatal("without secrets (outbox) every instance must derive the development key")
 	}
 }

@@ -48,7 +48,7 @@ func tooLarge(err error) error {
 // Create adds a new contact; CONTACT_EXISTS when the email is taken.
 func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.Contact, error) {
 	var c queries.Contact
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		if err := s.reserve(ctx, q, tenantID); err != nil {
 			// A duplicate is a duplicate whatever the plan: it would not
 			// have taken a slot.
@@ -70,7 +70,7 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 // Upsert creates the contact or merges into the existing one with that
 // email; created says which.
 func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c queries.Contact, created bool, err error) {
-	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err = s.DB.InTx(ctx, func(q *store.Tx) error {
 		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
 		if err == nil {
 			return s.optOutIfAsked(ctx, q, &c, in)
@@ -104,7 +104,7 @@ func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c querie
 
 // optOutIfAsked unsubscribes an existing contact through ApplyOptOut when
 // the upsert says subscribed:false (a new one is simply created so).
-func (s *Store) optOutIfAsked(ctx context.Context, q *queries.Queries, c *queries.Contact, in Input) error {
+func (s *Store) optOutIfAsked(ctx context.Context, q *store.Tx, c *queries.Contact, in Input) error {
 	if !unsubscribes(in.Subscribed) {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (s *Store) optOutIfAsked(ctx context.Context, q *queries.Queries, c *querie
 // also cancels the contact's pending sends; true re-subscribes.
 func (s *Store) Update(ctx context.Context, tenantID, id string, setUserID bool, userID *string, props Patch, subscribed *bool) (queries.Contact, error) {
 	var c queries.Contact
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		var err error
 		c, err = q.ContactUpdate(ctx, queries.ContactUpdateParams{
 			TenantID: tenantID, ID: id, SetUserID: setUserID, UserID: userID,
@@ -148,7 +148,7 @@ func unsubscribes(subscribed *bool) bool { return subscribed != nil && !*subscri
 // counts them and GET /api/scheduled?status=cancelled shows them; the lock
 // order is ApplyOptOut's and a send record's: contact, enrolments, sends.
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
-	return s.DB.Tx(ctx, func(q *queries.Queries) error {
+	return s.DB.InTx(ctx, func(q *store.Tx) error {
 		if _, err := q.ContactGetForUpdate(ctx, queries.ContactGetForUpdateParams{TenantID: tenantID, ID: id}); err != nil {
 			return notFound(err)
 		}
@@ -208,7 +208,7 @@ func (s *Store) MustExist(ctx context.Context, tenantID, id string) error {
 	return nil
 }
 
-func (s *Store) reserve(ctx context.Context, q *queries.Queries, tenantID string) error {
+func (s *Store) reserve(ctx context.Context, q *store.Tx, tenantID string) error {
 	_, err := q.TenantReserveContact(ctx, queries.TenantReserveContactParams{ID: tenantID, FreeLimit: int64(s.FreeLimit)})
 	if store.IsNoRows(err) {
 		return apperr.PlanLimit("contacts", s.FreeLimit)

@@ -6,6 +6,7 @@ import (
 
 	"tidings/internal/events"
 	"tidings/internal/metrics"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -44,7 +45,7 @@ type OptOut struct {
 // pending sends are cancelled again (a no-op). Callers: contacts.Store
 // (PATCH and upsert with subscribed:false) and delivery's outcome applier
 // (the /t/u/ page and one-click POST, the SendGrid webhook).
-func ApplyOptOut(ctx context.Context, q *queries.Queries, o OptOut) (queries.Contact, error) {
+func ApplyOptOut(ctx context.Context, q *store.Tx, o OptOut) (queries.Contact, error) {
 	c, err := q.ContactGetForUpdate(ctx, queries.ContactGetForUpdateParams{TenantID: o.TenantID, ID: o.ContactID})
 	if err != nil {
 		return c, notFound(err)
@@ -92,7 +93,7 @@ func ApplyOptOut(ctx context.Context, q *queries.Queries, o OptOut) (queries.Con
 // A claimed send is cancelled too: its worker may already be talking to
 // the provider, and if the message leaves the row says sent after all
 // (queries.ScheduledSendMarkSent), which is the truth.
-func cancelPending(ctx context.Context, q *queries.Queries, tenantID, contactID, reason string) error {
+func cancelPending(ctx context.Context, q *store.Tx, tenantID, contactID, reason string) error {
 	// Enrolments first, then sends: the order the sequence worker locks
 	// them in, so the two cannot deadlock.
 	if err := q.EnrolmentExitByContact(ctx, queries.EnrolmentExitByContactParams{

@@ -65,7 +65,7 @@ func UnknownSend() *apperr.Error { return apperr.NotFound("NOT_FOUND", "send") }
 
 // Record applies one outcome in its own transaction (a tracking hit).
 func (a *Outcomes) Record(ctx context.Context, o Outcome) error {
-	return a.DB.Tx(ctx, func(q *queries.Queries) error { return a.ApplyOutcome(ctx, q, o) })
+	return a.DB.InTx(ctx, func(q *store.Tx) error { return a.ApplyOutcome(ctx, q, o) })
 }
 
 // Subscribed says whether the contact of an unsubscribe token is still
@@ -88,7 +88,7 @@ func (a *Outcomes) Subscribed(ctx context.Context, tenantID, sendID, contactID s
 
 // ApplyOutcome applies one outcome inside the caller's transaction; an
 // unknown send is UnknownSend.
-func (a *Outcomes) ApplyOutcome(ctx context.Context, q *queries.Queries, o Outcome) error {
+func (a *Outcomes) ApplyOutcome(ctx context.Context, q *store.Tx, o Outcome) error {
 	n, err := a.Apply(ctx, q, []Outcome{o})
 	if err == nil && n.Dropped > 0 {
 		return UnknownSend()
@@ -117,7 +117,7 @@ func (a *Outcomes) ApplyOutcome(ctx context.Context, q *queries.Queries, o Outco
 // Applying an outcome twice changes the status and first times nothing,
 // but counts an open or click twice: deduplicating provider events is the
 // caller's (provider_events), and every pixel hit is an open.
-func (a *Outcomes) Apply(ctx context.Context, q *queries.Queries, in []Outcome) (Counts, error) {
+func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts, error) {
 	var n Counts
 	if len(in) == 0 {
 		return n, nil
@@ -223,7 +223,7 @@ func (a *Outcomes) Apply(ctx context.Context, q *queries.Queries, in []Outcome) 
 
 // lockContacts locks, in key order, the contacts the outcomes will change,
 // when there are several: with one, its first update is the only lock.
-func lockContacts(ctx context.Context, q *queries.Queries, recs []events.System, optOuts map[[2]string]*contacts.OptOut) error {
+func lockContacts(ctx context.Context, q *store.Tx, recs []events.System, optOuts map[[2]string]*contacts.OptOut) error {
 	set := map[[2]string]bool{}
 	for _, r := range recs {
 		set[[2]string{r.TenantID, r.ContactID}] = true

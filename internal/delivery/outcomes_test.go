@@ -101,7 +101,7 @@ func (b *outcomesBundle) eventNames(tenant, contact string) []string {
 func (b *outcomesBundle) apply(outs ...Outcome) Counts {
 	b.t.Helper()
 	var n Counts
-	err := b.db.Tx(b.ctx, func(q *queries.Queries) error {
+	err := b.db.InTx(b.ctx, func(q *store.Tx) error {
 		var err error
 		n, err = b.outcomes.Apply(b.ctx, q, outs)
 		return err

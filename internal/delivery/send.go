@@ -139,7 +139,7 @@ type Step struct {
 	// and the mark. If the transaction fails with it, the send is recorded
 	// without it (the message has left; its record comes first) and
 	// Result.InRecordDone is false.
-	InRecord func(ctx context.Context, q *queries.Queries, sendID string) error
+	InRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
 
 // SendStep sends a sequence step: the template's current version rendered
@@ -227,7 +227,7 @@ type outgoing struct {
 	// which also carry List-Unsubscribe.
 	sequenceID, stepID, scheduledSendID string
 	// inRecord is Step.InRecord.
-	inRecord func(ctx context.Context, q *queries.Queries, sendID string) error
+	inRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
 
 // deliver renders, hands the message to the provider, and records the send
@@ -300,8 +300,8 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 
 // record stores the send and its email.sent event in one transaction, and
 // runs then (Step.InRecord) in it when set.
-func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams, then func(context.Context, *queries.Queries, string) error) error {
-	return s.DB.Tx(ctx, func(q *queries.Queries) error {
+func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams, then func(context.Context, *store.Tx, string) error) error {
+	return s.DB.InTx(ctx, func(q *store.Tx) error {
 		// The insert also counts the send in the metrics (queries/sends.sql).
 		rec.Count = metrics.Enabled()
 		if _, err := q.SendInsert(ctx, rec); err != nil {

@@ -8,6 +8,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
+	"tidings/internal/tasks"
 	"tidings/queries"
 )
 
@@ -30,12 +31,22 @@ const (
 type Webhooks struct {
 	DB       *store.DB
 	Outcomes *Outcomes
+	// Tasks enqueues the task that applies a stored batch; nil leaves it
+	// to the sweep.
+	Tasks *tasks.Client
 }
 
-// Accept stores a verified SendGrid body and returns the batch id its task
-// is named after.
+// Accept stores a verified SendGrid body, enqueues its task and returns the
+// batch id. A failed enqueue is not an error: the row is kept, and the
+// sweep enqueues it a minute later, so SendGrid never re-posts what is
+// already kept.
 func (w *Webhooks) Accept(ctx context.Context, body []byte) (int64, error) {
-	return w.DB.WebhookBatchInsert(ctx, queries.WebhookBatchInsertParams{Provider: ProviderSendGrid, Body: body})
+	id, err := w.DB.WebhookBatchInsert(ctx, queries.WebhookBatchInsertParams{Provider: ProviderSendGrid, Body: body})
+	if err != nil {
+		return 0, err
+	}
+	w.Tasks.WebhookBatch(ctx, id)
+	return id, nil
 }
 
 // BatchResult is what applying one batch found.
@@ -60,7 +71,7 @@ type BatchResult struct {
 // An unknown batch id is a NOT_FOUND.
 func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error) {
 	var res BatchResult
-	err := w.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := w.DB.InTx(ctx, func(q *store.Tx) error {
 		res = BatchResult{}
 		b, err := q.WebhookBatchGetForUpdate(ctx, id)
 		if err != nil {
@@ -85,7 +96,7 @@ func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error
 	return res, err
 }
 
-func (w *Webhooks) apply(ctx context.Context, q *queries.Queries, evs []sendgridevents.Event, res *BatchResult) error {
+func (w *Webhooks) apply(ctx context.Context, q *store.Tx, evs []sendgridevents.Event, res *BatchResult) error {
 	first := make(map[string]int, len(evs)) // event id -> index of its first occurrence
 	ids := make([]string, 0, len(evs))
 	for i, e := range evs {
@@ -123,6 +134,27 @@ func (w *Webhooks) apply(ctx context.Context, q *queries.Queries, evs []sendgrid
 // (their task was lost), oldest first, at most limit.
 func (w *Webhooks) StaleBatches(ctx context.Context, olderThan time.Duration, limit int32) ([]int64, error) {
 	return w.DB.WebhookBatchListStale(ctx, queries.WebhookBatchListStaleParams{Before: time.Now().Add(-olderThan), Lim: limit})
+}
+
+// Requeue enqueues the tasks of stale batches again, freeing the id of a
+// task that ran out of retries (archived), which would otherwise refuse
+// the new task forever; it returns how many it queued.
+func (w *Webhooks) Requeue(ctx context.Context, olderThan time.Duration, limit int32) (int, error) {
+	stale, err := w.StaleBatches(ctx, olderThan, limit)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range stale {
+		ok, err := w.Tasks.RequeueWebhookBatch(ctx, id)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Prune forgets event ids older than DedupRetention and applied batches

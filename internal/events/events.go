@@ -166,7 +166,7 @@ func contactNotFound(err error) error {
 // Hook reacts to an event inside the transaction that records it, e.g. to
 // enrol the contact in sequences; it reports the sequences it processed and
 // newly enrolled.
-type Hook func(ctx context.Context, q *queries.Queries, ev *Recorded) (processed, triggered []string, err error)
+type Hook func(ctx context.Context, q *store.Tx, ev *Recorded) (processed, triggered []string, err error)
 
 // Recorder records events.
 type Recorder struct {
@@ -183,9 +183,9 @@ func (r *Recorder) RecordCustom(ctx context.Context, in Custom) (*Recorded, erro
 		return r.recordCustom(ctx, r.DB.Queries, in)
 	}
 	var rec *Recorded
-	err := r.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := r.DB.InTx(ctx, func(q *store.Tx) error {
 		var err error
-		if rec, err = r.recordCustom(ctx, q, in); err != nil {
+		if rec, err = r.recordCustom(ctx, q.Queries, in); err != nil {
 			return err
 		}
 		return r.runHooks(ctx, q, rec)
@@ -228,7 +228,7 @@ type System struct {
 
 // RecordSystem stores a system event inside the caller's transaction, so the
 // send record or outcome that caused it commits together with it.
-func (r *Recorder) RecordSystem(ctx context.Context, q *queries.Queries, in System) (*Recorded, error) {
+func (r *Recorder) RecordSystem(ctx context.Context, q *store.Tx, in System) (*Recorded, error) {
 	props := []byte("{}")
 	if len(in.Properties) > 0 {
 		var err error
@@ -251,7 +251,7 @@ func (r *Recorder) RecordSystem(ctx context.Context, q *queries.Queries, in Syst
 	return rec, r.runHooks(ctx, q, rec)
 }
 
-func (r *Recorder) runHooks(ctx context.Context, q *queries.Queries, rec *Recorded) error {
+func (r *Recorder) runHooks(ctx context.Context, q *store.Tx, rec *Recorded) error {
 	for _, h := range r.Hooks {
 		processed, triggered, err := h(ctx, q, rec)
 		if err != nil {
@@ -278,7 +278,7 @@ func (r *Recorder) runHooks(ctx context.Context, q *queries.Queries, rec *Record
 // Callers that change several contacts lock them in key order first
 // (queries.ContactLockMany): the update below takes row locks in whatever
 // order the plan visits them.
-func (r *Recorder) RecordSystemMany(ctx context.Context, q *queries.Queries, in []System) error {
+func (r *Recorder) RecordSystemMany(ctx context.Context, q *store.Tx, in []System) error {
 	if len(in) == 0 {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tidings/internal/events"
+	"tidings/internal/store"
 	"tidings/internal/testenv"
 	"tidings/queries"
 )
@@ -28,7 +29,7 @@ func TestHooksShareTheEventTransaction(t *testing.T) {
 	fail := errors.New("hook failed")
 	var shouldFail bool
 	rec := &events.Recorder{DB: db, Hooks: []events.Hook{
-		func(ctx context.Context, q *queries.Queries, ev *events.Recorded) ([]string, []string, error) {
+		func(ctx context.Context, q *store.Tx, ev *events.Recorded) ([]string, []string, error) {
 			if shouldFail {
 				return nil, nil, fail
 			}

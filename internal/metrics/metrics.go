@@ -20,8 +20,6 @@ import (
 	"encoding/json"
 	"sync/atomic"
 	"time"
-
-	"tidings/queries"
 )
 
 // Counts are the counters one fact moves, or a sum of them. bounced is
@@ -110,6 +108,12 @@ const (
 	scopeTemplate = "template"
 )
 
+// Adder is what counting needs of the caller's transaction: the generated
+// queries, alone or inside a store.Tx.
+type Adder interface {
+	MetricsAdd(ctx context.Context, rows json.RawMessage) error
+}
+
 // Count adds the facts to the counters inside the caller's transaction q:
 // each fact to its tenant's UTC day and, when it names them, to its
 // template's and sequence's UTC month. All of them are one statement, so
@@ -117,7 +121,7 @@ const (
 // Call it in the transaction that writes the fact, after the write that
 // decides whether the fact happened (an update that changed a row), and
 // preferably last in it: the counter rows stay locked until the commit.
-func Count(ctx context.Context, q *queries.Queries, facts ...Fact) error {
+func Count(ctx context.Context, q Adder, facts ...Fact) error {
 	if off.Load() {
 		return nil
 	}
@@ -172,7 +176,7 @@ type cancelledRow = struct {
 // CountCancelled counts the scheduled sends of tenantID that a cancel
 // statement of the same transaction returned: only rows that really moved
 // to cancelled, so cancelling twice counts once.
-func CountCancelled[R ~cancelledRow](ctx context.Context, q *queries.Queries, tenantID string, rows []R) error {
+func CountCancelled[R ~cancelledRow](ctx context.Context, q Adder, tenantID string, rows []R) error {
 	facts := make([]Fact, len(rows))
 	for i, row := range rows {
 		r := cancelledRow(row) // generic code reads no fields of R itself

@@ -17,7 +17,6 @@ import (
 	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 	"tidings/internal/testenv"
-	"tidings/queries"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -50,7 +49,7 @@ func (b *bundle) exec(sql string, args ...any) {
 // count counts facts in a transaction of their own.
 func (b *bundle) count(facts ...metrics.Fact) {
 	b.t.Helper()
-	if err := b.db.Tx(b.ctx, func(q *queries.Queries) error { return metrics.Count(b.ctx, q, facts...) }); err != nil {
+	if err := b.db.InTx(b.ctx, func(q *store.Tx) error { return metrics.Count(b.ctx, q, facts...) }); err != nil {
 		b.t.Fatal(err)
 	}
 }
@@ -243,7 +242,7 @@ func TestConcurrentCountsAreExact(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range txs {
-				err := b.db.Tx(b.ctx, func(q *queries.Queries) error {
+				err := b.db.InTx(b.ctx, func(q *store.Tx) error {
 					// Sequences visited in an order that differs per worker.
 					for k := range 3 {
 						seq := fmt.Sprintf("seq%d", (w+i+k)%4)
@@ -459,7 +458,7 @@ func TestOutcomesCountOnce(t *testing.T) {
 	}
 
 	// Cancelling again cancels nothing more: only rows that moved count.
-	if err := o.db.Tx(o.ctx, func(q *queries.Queries) error {
+	if err := o.db.InTx(o.ctx, func(q *store.Tx) error {
 		_, err := contacts.ApplyOptOut(o.ctx, q, contacts.OptOut{TenantID: "ten_a", ContactID: "cnt_2", Suppress: true})
 		return err
 	}); err != nil {

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"tidings/internal/apperr"
 	"tidings/internal/page"
 	"tidings/internal/rules"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -39,7 +38,7 @@ WHERE m.tenant_id = $1 AND m.segment_id = $2
 // transaction. The compute interval is the caller's concern.
 func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error) {
 	var res Result
-	err := s.DB.TxRaw(ctx, func(tx pgx.Tx, q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		// The row lock serialises computes of one segment.
 		seg, err := q.SegmentGetForUpdate(ctx, queries.SegmentGetForUpdateParams{TenantID: tenantID, ID: id})
 		if err != nil {
@@ -48,7 +47,7 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 		if !seg.Enabled {
 			return apperr.InvalidRequest("segment is disabled; enable it before computing")
 		}
-		g, err := rulesFrom(ctx, q, tenantID, seg.DependsOn)
+		g, err := rulesFrom(ctx, q.Queries, tenantID, seg.DependsOn)
 		if err != nil {
 			return err
 		}
@@ -61,11 +60,11 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 			return err
 		}
 		args = append([]any{tenantID, id}, args...)
-		joined, err := tx.Exec(ctx, fmt.Sprintf(joinSQL, pred), args...)
+		joined, err := q.Raw().Exec(ctx, fmt.Sprintf(joinSQL, pred), args...)
 		if err != nil {
 			return err
 		}
-		left, err := tx.Exec(ctx, fmt.Sprintf(leaveSQL, pred), args...)
+		left, err := q.Raw().Exec(ctx, fmt.Sprintf(leaveSQL, pred), args...)
 		if err != nil {
 			return err
 		}

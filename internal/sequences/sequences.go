@@ -37,11 +37,11 @@ type Store struct {
 	// OnEnabled, when set, runs in the transaction of a PATCH that changes
 	// enabled, after the row is written: the engine pauses or resumes the
 	// sequence's enrolments there. An error rolls the PATCH back.
-	OnEnabled func(ctx context.Context, q *queries.Queries, tenantID, sequenceID string, enabled bool) error
+	OnEnabled func(ctx context.Context, q *store.Tx, tenantID, sequenceID string, enabled bool) error
 	// OnDelete, when set, runs in the transaction of a DELETE, after the row
 	// is deleted: the engine cancels pending sends (sequence_deleted) and
 	// exits enrolments there. An error rolls the DELETE back.
-	OnDelete func(ctx context.Context, q *queries.Queries, tenantID, sequenceID string) error
+	OnDelete func(ctx context.Context, q *store.Tx, tenantID, sequenceID string) error
 }
 
 // Put is a PUT body: the YAML and, from the JSON wrapper, an optional name
@@ -108,7 +108,7 @@ func (s *Store) Put(ctx context.Context, tenantID, id string, p Put) (Saved, err
 var errRaced = errors.New("sequence created concurrently")
 
 func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (out Saved, err error) {
-	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err = s.DB.InTx(ctx, func(q *store.Tx) error {
 		cur, err := q.SequenceGetForUpdate(ctx, queries.SequenceGetForUpdateParams{TenantID: tenantID, ID: id})
 		create := store.IsNoRows(err)
 		if err != nil && !create {
@@ -140,7 +140,7 @@ func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (out Saved,
 	return out, err
 }
 
-func (s *Store) create(ctx context.Context, q *queries.Queries, tenantID, id, content, name string,
+func (s *Store) create(ctx context.Context, q *store.Tx, tenantID, id, content, name string,
 	d *definition.Definition, enabled *bool) (queries.Sequence, error) {
 	// Lock the tenant row so concurrent creates cannot both take the last
 	// slot (as templates and API keys do).
@@ -174,7 +174,7 @@ func (s *Store) create(ctx context.Context, q *queries.Queries, tenantID, id, co
 }
 
 // update writes a PUT's new state of cur, when it differs.
-func update(ctx context.Context, q *queries.Queries, cur queries.Sequence, content, name string,
+func update(ctx context.Context, q *store.Tx, cur queries.Sequence, content, name string,
 	d *definition.Definition) (queries.Sequence, error) {
 	newVersion := content != cur.Content || d.Trigger.Event != cur.TriggerEvent
 	if !newVersion && name == cur.Name {
@@ -204,7 +204,7 @@ func stored(d *definition.Definition, name, trigger string) (json.RawMessage, er
 // checkRefs answers VALIDATION_ERROR for unknown segments in the rule trees
 // (naming each leaf by its YAML path), then TEMPLATE_NOT_FOUND for unknown
 // templates of the email steps; one query each.
-func checkRefs(ctx context.Context, q *queries.Queries, tenantID string, d *definition.Definition) error {
+func checkRefs(ctx context.Context, q *store.Tx, tenantID string, d *definition.Definition) error {
 	if ids := d.SegmentIDs(); len(ids) > 0 {
 		found, err := q.SegmentsExisting(ctx, queries.SegmentsExistingParams{TenantID: tenantID, Ids: ids})
 		if err != nil {
@@ -257,7 +257,7 @@ func (s *Store) Patch(ctx context.Context, tenantID, id string, p Patch) (querie
 		return queries.Sequence{}, err
 	}
 	var seq queries.Sequence
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		cur, err := q.SequenceGetForUpdate(ctx, queries.SequenceGetForUpdateParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return apperr.Specific(err, apperr.KindNotFound, NotFound())
@@ -358,7 +358,7 @@ func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]que
 // Delete removes a sequence and runs OnDelete in the same transaction.
 // Campaigns that list it keep its id (they resolve it to nothing).
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
-	return s.DB.Tx(ctx, func(q *queries.Queries) error {
+	return s.DB.InTx(ctx, func(q *store.Tx) error {
 		n, err := q.SequenceDelete(ctx, queries.SequenceDeleteParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return err

@@ -397,7 +397,7 @@ func TestHooksRunInTheTransaction(t *testing.T) {
 	}
 	var calls []call
 	fail := false
-	b.store.OnEnabled = func(ctx context.Context, q *queries.Queries, tenantID, sequenceID string, enabled bool) error {
+	b.store.OnEnabled = func(ctx context.Context, q *store.Tx, tenantID, sequenceID string, enabled bool) error {
 		s, err := q.SequenceGet(ctx, queries.SequenceGetParams{TenantID: tenantID, ID: sequenceID})
 		if err != nil {
 			return err
@@ -428,7 +428,7 @@ func TestHooksRunInTheTransaction(t *testing.T) {
 	}
 
 	var deleted []string
-	b.store.OnDelete = func(ctx context.Context, q *queries.Queries, tenantID, sequenceID string) error {
+	b.store.OnDelete = func(ctx context.Context, q *store.Tx, tenantID, sequenceID string) error {
 		ok, err := q.SequenceExists(ctx, queries.SequenceExistsParams{TenantID: tenantID, ID: sequenceID})
 		if err != nil {
 			return err

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"tidings/internal/tasks"
 	"tidings/queries"
 )
 
@@ -19,6 +21,9 @@ import (
 type DB struct {
 	Pool *pgxpool.Pool
 	*queries.Queries
+	// Tasks enqueues what transactions schedule (Tx.Schedule) after they
+	// commit; nil leaves it to the worker's sweeps.
+	Tasks *tasks.Client
 }
 
 // DefaultMaxConns is the least number of connections Open's pool keeps.
@@ -54,24 +59,70 @@ func New(pool *pgxpool.Pool) *DB { return &DB{Pool: pool, Queries: translated(po
 // Close closes the pool.
 func (db *DB) Close() { db.Pool.Close() }
 
-// Tx runs fn in a transaction. The deferred rollback is a no-op after a
-// commit and guarantees that a panic or early return never leaks an open
-// transaction.
-func (db *DB) Tx(ctx context.Context, fn func(q *queries.Queries) error) error {
-	return db.TxRaw(ctx, func(_ pgx.Tx, q *queries.Queries) error { return fn(q) })
+// Tx is one transaction: its generated queries, and what must happen once
+// it has committed. Domain code that writes a row whose timer is a queued
+// task (a scheduled send) says so with Schedule; the task is enqueued
+// after the commit, never before (a worker could not see the row) and
+// never for a transaction that rolled back.
+type Tx struct {
+	*queries.Queries
+	raw    pgx.Tx
+	after  []func(context.Context)
+	timers []tasks.Timer
 }
 
-// TxRaw is Tx for the rare statement built at run time (segment compute),
-// which needs the transaction itself beside the generated queries.
-func (db *DB) TxRaw(ctx context.Context, fn func(tx pgx.Tx, q *queries.Queries) error) error {
-	tx, err := db.Pool.Begin(ctx)
+// AfterCommit runs fn once the transaction has committed (not at all if it
+// rolls back), with a context that outlives the caller's cancellation.
+func (t *Tx) AfterCommit(fn func(ctx context.Context)) { t.after = append(t.after, fn) }
+
+// Schedule enqueues a scheduled send's task once the transaction has
+// committed (through DB.Tasks; without it the worker's sweep finds the row).
+func (t *Tx) Schedule(tm tasks.Timer) { t.timers = append(t.timers, tm) }
+
+// Scheduled returns the timers scheduled so far: what the commit will
+// enqueue.
+func (t *Tx) Scheduled() []tasks.Timer { return append([]tasks.Timer(nil), t.timers...) }
+
+// Raw is the pgx transaction, for the rare statement built at run time
+// (segment compute); its errors are not translated: pass them to Translate.
+func (t *Tx) Raw() pgx.Tx { return t.raw }
+
+// afterCommitTimeout bounds the hooks: they enqueue, and the sweeps catch
+// whatever they miss.
+const afterCommitTimeout = 5 * time.Second
+
+// Tx runs fn in a transaction (see InTx) for the common case that needs
+// only the queries.
+func (db *DB) Tx(ctx context.Context, fn func(q *queries.Queries) error) error {
+	return db.InTx(ctx, func(tx *Tx) error { return fn(tx.Queries) })
+}
+
+// InTx runs fn in a transaction and, once it has committed, its
+// after-commit work. The deferred rollback is a no-op after a commit and
+// guarantees that a panic or early return never leaks an open
+// transaction.
+func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	raw, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx, translated(tx)); err != nil {
+	defer func() { _ = raw.Rollback(ctx) }()
+	tx := &Tx{Queries: translated(raw), raw: raw}
+	if err := fn(tx); err != nil {
 		return err
 	}
 	// A deferred constraint fails at commit.
-	return Translate(tx.Commit(ctx))
+	if err := Translate(raw.Commit(ctx)); err != nil {
+		return err
+	}
+	if len(tx.after) == 0 && len(tx.timers) == 0 {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
+	defer cancel()
+	for _, f := range tx.after {
+		f(actx)
+	}
+	db.Tasks.ScheduledSends(actx, tx.timers)
+	return nil
 }

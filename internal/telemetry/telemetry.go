@@ -11,17 +11,13 @@ package telemetry
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-// Registry is the process's registry: Go runtime and process metrics plus
-// Tidings's own. A registry of its own rather than the global default, so
-// nothing a library registers on the default ends up served by accident.
-var Registry = prometheus.NewRegistry()
 
 var (
 	httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -61,9 +57,12 @@ var (
 	runOutcomes    = []string{"sent", "skipped", "held", "cancelled", "exited", "failed", "dead", "none"}
 )
 
-func init() {
-	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns)
+// own are Tidings's collectors, served by every process's registry.
+var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns}
+
+var createSeries sync.Once
+
+func createKnownSeries() {
 	for _, k := range sendKinds {
 		for _, o := range sendOutcomes {
 			sends.WithLabelValues(k, o)
@@ -82,16 +81,18 @@ func init() {
 	}
 }
 
-// Handler serves the registry, and the extra collectors given (the
-// worker's queue collector), in the Prometheus text format.
+// Handler serves, in the Prometheus text format, a registry of the
+// process's own: Go runtime and process metrics, Tidings's metrics, and the
+// extra collectors given (the worker's queue collector). A registry of its
+// own rather than the global default, so nothing a library registers on
+// the default ends up served by accident.
 func Handler(extra ...prometheus.Collector) http.Handler {
-	g := prometheus.Gatherers{Registry}
-	if len(extra) > 0 {
-		r := prometheus.NewRegistry()
-		r.MustRegister(extra...)
-		g = append(g, r)
-	}
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{Timeout: 10 * time.Second})
+	createSeries.Do(createKnownSeries)
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(own...)
+	r.MustRegister(extra...)
+	return promhttp.HandlerFor(r, promhttp.HandlerOpts{Timeout: 10 * time.Second})
 }
 
 // ObserveHTTP records one answered request. route is the route template

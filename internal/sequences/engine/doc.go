@@ -5,8 +5,8 @@
 // CancelSequence, SetEnabled), and answers dry runs (DryRun).
 //
 // The rows are the truth; asynq tasks are only timers. Functions that
-// write scheduled sends inside a transaction record them in the Timers of
-// their context (WithTimers); the caller enqueues them after the commit,
+// write scheduled sends inside a transaction schedule their tasks on it
+// (store.Tx.Schedule), which enqueues them after the commit,
 // and the worker's sweep enqueues whatever was lost. docs/decisions.md
 // ("Sequences: engine") lists the state transitions and the crash windows.
 package engine

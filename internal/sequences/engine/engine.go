@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"tidings/internal/apperr"
@@ -12,6 +11,7 @@ import (
 	"tidings/internal/metrics"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/store"
+	"tidings/internal/tasks"
 	"tidings/queries"
 )
 
@@ -77,53 +77,6 @@ type Event struct {
 	Timestamp  time.Time
 }
 
-// Timer is a scheduled send to hand to the queue once the transaction that
-// wrote it has committed: the row is the truth, the task is the timer.
-type Timer struct {
-	TenantID string
-	ID       string
-	At       time.Time
-}
-
-// Timers collects the scheduled sends that the engine functions write in
-// a transaction (WithTimers), for the caller to enqueue after the commit.
-type Timers struct {
-	mu   sync.Mutex
-	list []Timer
-}
-
-type timersKey struct{}
-
-// WithTimers returns a context in which the engine's functions record the
-// sends they schedule into the returned Timers. Without it the sends are
-// left to the worker's sweep.
-func WithTimers(ctx context.Context) (context.Context, *Timers) {
-	t := &Timers{}
-	return context.WithValue(ctx, timersKey{}, t), t
-}
-
-// List returns the timers recorded so far.
-func (t *Timers) List() []Timer {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]Timer(nil), t.list...)
-}
-
-// Reset forgets the recorded timers (a transaction that is retried).
-func (t *Timers) Reset() {
-	t.mu.Lock()
-	t.list = nil
-	t.mu.Unlock()
-}
-
-func addTimer(ctx context.Context, tm Timer) {
-	if t, ok := ctx.Value(timersKey{}).(*Timers); ok {
-		t.mu.Lock()
-		t.list = append(t.list, tm)
-		t.mu.Unlock()
-	}
-}
-
 // Enroll enrols a contact in an enabled sequence, in the caller's
 // transaction. An open (active or paused) enrolment is returned as it is
 // (created false). Without trigger.reenroll a contact that was ever
@@ -134,7 +87,7 @@ func addTimer(ctx context.Context, tm Timer) {
 // send), with sequence_entered and scheduled timeline entries. A sequence
 // without email steps completes at once. ev is the triggering event, nil
 // for a manual enrolment.
-func Enroll(ctx context.Context, q *queries.Queries, tenantID string, seq Sequence, contactID string, ev *Event) (queries.Enrolment, bool, error) {
+func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, contactID string, ev *Event) (queries.Enrolment, bool, error) {
 	if !seq.Enabled {
 		return queries.Enrolment{}, false, apperr.Invalid("sequenceId", "the sequence is disabled: it enrols no contacts")
 	}
@@ -222,8 +175,9 @@ func plan(def *definition.Definition, after string) (definition.Step, time.Durat
 }
 
 // schedule writes the scheduled send of an email step due delay from now
-// (the database's clock), its timeline entry, and records its timer.
-func schedule(ctx context.Context, q *queries.Queries, e queries.Enrolment, seq Sequence, step definition.Step, delay time.Duration) (queries.ScheduledSend, error) {
+// (the database's clock), its timeline entry, and its task once the
+// transaction commits.
+func schedule(ctx context.Context, q *store.Tx, e queries.Enrolment, seq Sequence, step definition.Step, delay time.Duration) (queries.ScheduledSend, error) {
 	ss, err := q.ScheduledSendInsert(ctx, queries.ScheduledSendInsertParams{TenantID: e.TenantID, ID: ids.New(ids.ScheduledSend),
 		ContactID: e.ContactID, EnrolmentID: e.ID, SequenceID: seq.ID, SequenceVersion: seq.Version, StepID: step.ID,
 		TemplateID: step.Template, DelaySeconds: delay.Seconds()})
@@ -240,14 +194,14 @@ func schedule(ctx context.Context, q *queries.Queries, e queries.Enrolment, seq 
 		TemplateID: ss.TemplateID, At: ss.CreatedAt, Counts: metrics.Counts{Scheduled: 1}}); err != nil {
 		return ss, err
 	}
-	addTimer(ctx, Timer{TenantID: ss.TenantID, ID: ss.ID, At: ss.ScheduledFor})
+	q.Schedule(tasks.Timer{TenantID: ss.TenantID, ID: ss.ID, At: ss.ScheduledFor})
 	return ss, nil
 }
 
 // advance moves an active enrolment past the step with id after: to the
 // next email step, scheduled after the delays between (counted from now,
 // the moment this step was processed), or to completed.
-func advance(ctx context.Context, q *queries.Queries, e queries.Enrolment, seq Sequence, after string) error {
+func advance(ctx context.Context, q *store.Tx, e queries.Enrolment, seq Sequence, after string) error {
 	step, delay, ok := plan(seq.Def, after)
 	if !ok {
 		last := seq.Def.Steps[len(seq.Def.Steps)-1].ID
@@ -274,7 +228,7 @@ type stepAt struct {
 
 // end ends an open enrolment with its timeline entry; NotFound when it had
 // ended already.
-func end(ctx context.Context, q *queries.Queries, tenantID, id, status, reason string, at *stepAt) (queries.Enrolment, error) {
+func end(ctx context.Context, q *store.Tx, tenantID, id, status, reason string, at *stepAt) (queries.Enrolment, error) {
 	p := queries.EnrolmentEndParams{TenantID: tenantID, ID: id, Status: status}
 	if reason != "" {
 		p.ExitReason = &reason
@@ -289,7 +243,7 @@ func end(ctx context.Context, q *queries.Queries, tenantID, id, status, reason s
 // exit ends an open enrolment as exited and cancels its open sends with the
 // same reason (a reason outside the cancel reasons cancels nothing: its
 // caller finishes the send itself).
-func exit(ctx context.Context, q *queries.Queries, tenantID, enrolmentID, reason string) (queries.Enrolment, error) {
+func exit(ctx context.Context, q *store.Tx, tenantID, enrolmentID, reason string) (queries.Enrolment, error) {
 	// Enrolment first, then its sends: the order Runner.Run locks them in,
 	// so the two cannot deadlock.
 	e, err := end(ctx, q, tenantID, enrolmentID, Exited, reason, nil)
@@ -320,7 +274,7 @@ func ignoreNoRows(err error) error {
 	return err
 }
 
-func timeline(ctx context.Context, q *queries.Queries, tenantID, contactID, id, typ string, data map[string]any) error {
+func timeline(ctx context.Context, q *store.Tx, tenantID, contactID, id, typ string, data map[string]any) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return err
@@ -332,7 +286,7 @@ func timeline(ctx context.Context, q *queries.Queries, tenantID, contactID, id, 
 // Exit ends the contact's open enrolment in the sequence (DELETE
 // /api/sequences/{id}/contacts/{contactId}: reason manual) and cancels its
 // pending sends. NotFound when there is none.
-func Exit(ctx context.Context, q *queries.Queries, tenantID, sequenceID, contactID, reason string) (queries.Enrolment, error) {
+func Exit(ctx context.Context, q *store.Tx, tenantID, sequenceID, contactID, reason string) (queries.Enrolment, error) {
 	e, err := q.EnrolmentOpen(ctx, queries.EnrolmentOpenParams{TenantID: tenantID, SequenceID: sequenceID, ContactID: contactID})
 	if err != nil {
 		return e, apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("NOT_FOUND", "enrolment"))
@@ -343,7 +297,7 @@ func Exit(ctx context.Context, q *queries.Queries, tenantID, sequenceID, contact
 // CancelSequence is what deleting a sequence does to its contacts: open
 // sends cancelled (sequence_deleted), open enrolments exited. It is the
 // sequences.Store OnDelete hook.
-func CancelSequence(ctx context.Context, q *queries.Queries, tenantID, sequenceID string) error {
+func CancelSequence(ctx context.Context, q *store.Tx, tenantID, sequenceID string) error {
 	// Enrolments first, then sends (the lock order of Runner.Run).
 	if err := q.EnrolmentExitBySequence(ctx, queries.EnrolmentExitBySequenceParams{
 		TenantID: tenantID, SequenceID: sequenceID, Reason: ReasonSequenceDeleted}); err != nil {
@@ -362,8 +316,8 @@ func CancelSequence(ctx context.Context, q *queries.Queries, tenantID, sequenceI
 // active enrolments, whose due sends then wait (the worker gives a claimed
 // one back untried); enabling resumes the paused ones and records a timer
 // for every send that came due meanwhile, so they leave promptly once the
-// caller commits and enqueues (WithTimers).
-func SetEnabled(ctx context.Context, q *queries.Queries, tenantID, sequenceID string, enabled bool) error {
+// transaction commits.
+func SetEnabled(ctx context.Context, q *store.Tx, tenantID, sequenceID string, enabled bool) error {
 	if _, err := q.EnrolmentSetPaused(ctx, queries.EnrolmentSetPausedParams{TenantID: tenantID, SequenceID: sequenceID,
 		Paused: !enabled}); err != nil {
 		return err
@@ -376,14 +330,14 @@ func SetEnabled(ctx context.Context, q *queries.Queries, tenantID, sequenceID st
 		return err
 	}
 	for _, d := range due {
-		addTimer(ctx, Timer{TenantID: d.TenantID, ID: d.ID, At: d.ScheduledFor})
+		q.Schedule(tasks.Timer{TenantID: d.TenantID, ID: d.ID, At: d.ScheduledFor})
 	}
 	return nil
 }
 
 // Dead ends the enrolment of a send that is dead (exited, send_failed):
 // the sweep calls it for a claim that ran out of attempts.
-func Dead(ctx context.Context, q *queries.Queries, tenantID, enrolmentID string) error {
+func Dead(ctx context.Context, q *store.Tx, tenantID, enrolmentID string) error {
 	_, err := end(ctx, q, tenantID, enrolmentID, Exited, ReasonSendFailed, nil)
 	return ignoreNoRows(err)
 }

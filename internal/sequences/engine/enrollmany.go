@@ -5,6 +5,8 @@ import (
 
 	"tidings/internal/ids"
 	"tidings/internal/metrics"
+	"tidings/internal/store"
+	"tidings/internal/tasks"
 	"tidings/queries"
 )
 
@@ -17,7 +19,7 @@ import (
 // enrolment without trigger.reenroll, keeps the contact out; a sequence
 // without an email step completes at once. It returns the ids of the
 // sequences the contact newly entered, in the order of seqs.
-func enrollAll(ctx context.Context, q *queries.Queries, tenantID string, seqs []Sequence, contactID string, ev *Event) ([]string, error) {
+func enrollAll(ctx context.Context, q *store.Tx, tenantID string, seqs []Sequence, contactID string, ev *Event) ([]string, error) {
 	if len(seqs) == 0 {
 		return nil, nil
 	}
@@ -101,7 +103,7 @@ func enrollAll(ctx context.Context, q *queries.Queries, tenantID string, seqs []
 	for i, ss := range sends {
 		facts[i] = metrics.Fact{TenantID: ss.TenantID, SequenceID: ss.SequenceID, TemplateID: ss.TemplateID,
 			At: ss.CreatedAt, Counts: metrics.Counts{Scheduled: 1}}
-		addTimer(ctx, Timer{TenantID: ss.TenantID, ID: ss.ID, At: ss.ScheduledFor})
+		q.Schedule(tasks.Timer{TenantID: ss.TenantID, ID: ss.ID, At: ss.ScheduledFor})
 	}
 	return triggered, metrics.Count(ctx, q, facts...)
 }

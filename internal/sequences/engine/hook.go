@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"tidings/internal/events"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -14,9 +15,9 @@ import (
 // exit conditions of the contact's active enrolments: true exits the
 // enrolment (exit_condition) and cancels its pending sends. The event that
 // enrolled a contact does not count toward that enrolment's exit (see
-// evaluator). Sends it schedules are recorded as timers in ctx
-// (WithTimers) for the caller to enqueue after the commit.
-func Hook(ctx context.Context, q *queries.Queries, ev *events.Recorded) (processed, triggered []string, err error) {
+// evaluator). The tasks of the sends it schedules are enqueued once the
+// event's transaction commits (store.Tx.Schedule).
+func Hook(ctx context.Context, q *store.Tx, ev *events.Recorded) (processed, triggered []string, err error) {
 	tenantID := ev.Contact.TenantID
 	if !events.IsSystem(ev.Name) {
 		seqs, err := q.SequencesTriggeredBy(ctx, queries.SequencesTriggeredByParams{TenantID: tenantID, Name: ev.Name})
@@ -42,7 +43,7 @@ func Hook(ctx context.Context, q *queries.Queries, ev *events.Recorded) (process
 
 // exitOnEvent evaluates the exit conditions of the contact's active
 // enrolments after the event ev.
-func exitOnEvent(ctx context.Context, q *queries.Queries, ev *events.Recorded) error {
+func exitOnEvent(ctx context.Context, q *store.Tx, ev *events.Recorded) error {
 	tenantID := ev.Contact.TenantID
 	open, err := q.EnrolmentOpenByContact(ctx, queries.EnrolmentOpenByContactParams{TenantID: tenantID, ContactID: ev.ContactID})
 	if err != nil {
@@ -52,14 +53,14 @@ func exitOnEvent(ctx context.Context, q *queries.Queries, ev *events.Recorded) e
 		if e.Status != Active || (e.TriggerEventID != nil && *e.TriggerEventID == ev.EventID) {
 			continue
 		}
-		seq, err := LoadSequence(ctx, q, tenantID, e.SequenceID)
+		seq, err := LoadSequence(ctx, q.Queries, tenantID, e.SequenceID)
 		if err != nil {
 			continue // deleted meanwhile: CancelSequence ends it
 		}
 		if seq.Def.Exit == nil {
 			continue
 		}
-		evr, err := newEvaluator(ctx, q, ev.Contact, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
+		evr, err := newEvaluator(ctx, q.Queries, ev.Contact, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
 		if err != nil {
 			return err
 		}

@@ -59,10 +59,9 @@ type Runner struct {
 	Log         *slog.Logger
 }
 
-// Result is what Run did and the sends it scheduled, to enqueue.
+// Result is what Run did.
 type Result struct {
 	Outcome Outcome
-	Timers  []Timer
 	Err     error // the send failure of OutcomeFailed and OutcomeDead
 }
 
@@ -97,36 +96,33 @@ func (r *Runner) Run(ctx context.Context, tenantID, id string) (Result, error) {
 		return r.sent(ctx, row, claimed.SentID)
 	}
 
-	ctx2, timers := WithTimers(ctx)
 	st, seq, err := r.quick(ctx, row)
 	if err != nil {
 		return Result{}, r.giveBack(ctx, row, err)
 	}
 	if st == nil {
 		var out Outcome
-		err = r.DB.Tx(ctx2, func(q *queries.Queries) error {
-			timers.Reset()
+		err = r.DB.InTx(ctx, func(q *store.Tx) error {
 			var err error
-			out, st, err = r.check(ctx2, q, row)
+			out, st, err = r.check(ctx, q, row)
 			return err
 		})
 		if err != nil {
 			return Result{}, r.giveBack(ctx, row, err)
 		}
 		if st == nil {
-			return Result{Outcome: out, Timers: timers.List()}, nil
+			return Result{Outcome: out}, nil
 		}
 	}
-	st.InRecord = func(ctx context.Context, q *queries.Queries, sendID string) error {
-		timers.Reset()
+	st.InRecord = func(ctx context.Context, q *store.Tx, sendID string) error {
 		return markSent(ctx, q, row, sendID, seq)
 	}
-	res, sendErr := r.Sender.SendStep(ctx2, *st)
+	res, sendErr := r.Sender.SendStep(ctx, *st)
 	if sendErr != nil {
 		return r.failed(ctx, row, sendErr)
 	}
 	if res.InRecordDone {
-		return Result{Outcome: OutcomeSent, Timers: timers.List()}, nil
+		return Result{Outcome: OutcomeSent}, nil
 	}
 	return r.sent(ctx, row, res.SendID)
 }
@@ -216,12 +212,12 @@ func (r *Runner) giveBack(ctx context.Context, row queries.ScheduledSend, cause 
 
 // check decides what to do with a claimed row, in a transaction holding
 // its enrolment, and writes the decision; a non-nil step is to be sent.
-func (r *Runner) check(ctx context.Context, q *queries.Queries, row queries.ScheduledSend) (Outcome, *delivery.Step, error) {
+func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSend) (Outcome, *delivery.Step, error) {
 	e, err := q.EnrolmentGetForUpdate(ctx, queries.EnrolmentGetForUpdateParams{TenantID: row.TenantID, ID: row.EnrolmentID})
 	if err != nil {
 		return "", nil, err
 	}
-	seq, err := LoadSequence(ctx, q, row.TenantID, row.SequenceID)
+	seq, err := LoadSequence(ctx, q.Queries, row.TenantID, row.SequenceID)
 	if apperr.IsCode(err, "SEQUENCE_NOT_FOUND") {
 		if err := r.finish(ctx, q, row, "cancelled", ReasonSequenceDeleted, ""); err != nil {
 			return "", nil, err
@@ -263,7 +259,7 @@ func (r *Runner) check(ctx context.Context, q *queries.Queries, row queries.Sche
 	if err != nil {
 		return "", nil, err
 	}
-	evr, err := newEvaluator(ctx, q, c, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
+	evr, err := newEvaluator(ctx, q.Queries, c, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
 	if err != nil {
 		return "", nil, err
 	}
@@ -420,7 +416,7 @@ func errMessage(err error) string {
 
 // finish ends this claim of row with status; reason is the cancelReason,
 // lastErr the error of failed and dead.
-func (r *Runner) finish(ctx context.Context, q *queries.Queries, row queries.ScheduledSend, status, reason, lastErr string) error {
+func (r *Runner) finish(ctx context.Context, q *store.Tx, row queries.ScheduledSend, status, reason, lastErr string) error {
 	p := queries.ScheduledSendFinishParams{TenantID: row.TenantID, ID: row.ID, ClaimedAt: row.ClaimedAt, Status: status}
 	if reason != "" {
 		p.CancelReason = &reason
@@ -442,12 +438,10 @@ func (r *Runner) finish(ctx context.Context, q *queries.Queries, row queries.Sch
 // sent marks the row sent and moves the enrolment on, scheduling its next
 // email step from now.
 func (r *Runner) sent(ctx context.Context, row queries.ScheduledSend, sendID string) (Result, error) {
-	ctx2, timers := WithTimers(ctx)
 	// The message has left: record it even if the task's context is done.
-	ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx2), 30*time.Second)
+	ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err := r.DB.Tx(ctx2, func(q *queries.Queries) error {
-		timers.Reset()
+	err := r.DB.InTx(ctx2, func(q *store.Tx) error {
 		return markSent(ctx2, q, row, sendID, nil)
 	})
 	if err != nil {
@@ -455,14 +449,14 @@ func (r *Runner) sent(ctx context.Context, row queries.ScheduledSend, sendID str
 			"err", err, "tenant_id", row.TenantID, "scheduled_send_id", row.ID, "send_id", sendID)
 		return Result{}, err
 	}
-	return Result{Outcome: OutcomeSent, Timers: timers.List()}, nil
+	return Result{Outcome: OutcomeSent}, nil
 }
 
 // markSent marks row sent with its send and moves the enrolment on, in the
 // caller's transaction. seen is the sequence as the checks read it a
 // moment ago, reused when its version is still current (nil: parse the
 // stored definition).
-func markSent(ctx context.Context, q *queries.Queries, row queries.ScheduledSend, sendID string, seen *Sequence) error {
+func markSent(ctx context.Context, q *store.Tx, row queries.ScheduledSend, sendID string, seen *Sequence) error {
 	// The enrolment first, then its send: the lock order of exit and check.
 	x, lockErr := q.EnrolmentForAdvance(ctx, queries.EnrolmentForAdvanceParams{TenantID: row.TenantID, ID: row.EnrolmentID})
 	was, err := q.ScheduledSendMarkSent(ctx, queries.ScheduledSendMarkSentParams{TenantID: row.TenantID,
@@ -513,7 +507,7 @@ func (r *Runner) failed(ctx context.Context, row queries.ScheduledSend, cause er
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err := r.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := r.DB.InTx(ctx, func(q *store.Tx) error {
 		if err := r.finish(ctx, q, row, status, "", msg); err != nil {
 			return err
 		}

@@ -30,13 +30,10 @@ func ScheduledNotFound() *apperr.Error {
 	return apperr.NotFound("SCHEDULED_SEND_NOT_FOUND", "scheduled send")
 }
 
-// Enrol enrols a contact by hand (POST /api/sequences/{id}/contacts). It
-// returns the timers of the sends it scheduled, to be set after the commit.
-func (s *Store) Enrol(ctx context.Context, tenantID, sequenceID, contactID string) (e queries.Enrolment, created bool, timers []Timer, err error) {
-	ctx, t := WithTimers(ctx)
-	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
-		t.Reset()
-		seq, err := LoadSequence(ctx, q, tenantID, sequenceID)
+// Enrol enrols a contact by hand (POST /api/sequences/{id}/contacts).
+func (s *Store) Enrol(ctx context.Context, tenantID, sequenceID, contactID string) (e queries.Enrolment, created bool, err error) {
+	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+		seq, err := LoadSequence(ctx, q.Queries, tenantID, sequenceID)
 		if err != nil {
 			return err
 		}
@@ -46,14 +43,14 @@ func (s *Store) Enrol(ctx context.Context, tenantID, sequenceID, contactID strin
 		e, created, err = Enroll(ctx, q, tenantID, seq, contactID, nil)
 		return err
 	})
-	return e, created, t.List(), err
+	return e, created, err
 }
 
 // Unenrol exits the contact's open enrolment (reason manual) and cancels
 // its pending sends.
 func (s *Store) Unenrol(ctx context.Context, tenantID, sequenceID, contactID string) error {
-	return s.DB.Tx(ctx, func(q *queries.Queries) error {
-		if _, err := LoadSequence(ctx, q, tenantID, sequenceID); err != nil {
+	return s.DB.InTx(ctx, func(q *store.Tx) error {
+		if _, err := LoadSequence(ctx, q.Queries, tenantID, sequenceID); err != nil {
 			return err
 		}
 		_, err := Exit(ctx, q, tenantID, sequenceID, contactID, ReasonManual)

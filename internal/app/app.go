@@ -1,0 +1,167 @@
+// Package app is the composition root of Tidings: it builds every store and
+// service once, from the configuration, for both binaries. cmd/api and
+// cmd/worker call it and differ only in what they serve; a behaviour that
+// differs between the two processes lives in code that says so, not in how
+// they happen to be wired (both record events with the sequence engine's
+// hook, both send through one Sender).
+package app
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"tidings/internal/apikeys"
+	"tidings/internal/campaigns"
+	"tidings/internal/config"
+	"tidings/internal/contacts"
+	"tidings/internal/delivery"
+	"tidings/internal/domains"
+	"tidings/internal/events"
+	"tidings/internal/idempotency"
+	"tidings/internal/keycache"
+	"tidings/internal/metrics"
+	"tidings/internal/page"
+	"tidings/internal/provider"
+	"tidings/internal/render"
+	"tidings/internal/segments"
+	"tidings/internal/sequences"
+	"tidings/internal/sequences/engine"
+	"tidings/internal/store"
+	"tidings/internal/tasks"
+	"tidings/internal/templates"
+	"tidings/internal/tenants"
+	"tidings/internal/tracking"
+)
+
+// Infra is what the services are built on: connections and outside
+// services, opened by Open (or by a test).
+type Infra struct {
+	Config *config.Config
+	DB     *store.DB
+	Redis  redis.UniversalClient
+	// RedisPrefix namespaces the services' own Redis keys (tests give each
+	// test its own).
+	RedisPrefix string
+	// Tasks enqueues background tasks; nil leaves everything to the
+	// worker's sweeps.
+	Tasks    *tasks.Client
+	Provider provider.Provider
+	// Renderer renders template versions per recipient; shared so each
+	// version is parsed once per process.
+	Renderer *render.Renderer
+	// MJML compiles template content at PUT; only the api compiles.
+	MJML render.Compiler
+	// DNS answers domain checks; nil asks Config.DNSResolver (empty: the
+	// system resolver of /etc/resolv.conf, read at each check).
+	DNS domains.Resolver
+	// Keys resolves API keys; nil builds a cache on the shared eviction
+	// channel (its Run is the api's to start).
+	Keys *keycache.Cache
+	Log  *slog.Logger
+}
+
+// Services are the domain services of Tidings, each built once.
+type Services struct {
+	Config *config.Config
+	DB     *store.DB
+	Redis  redis.UniversalClient
+	Tasks  *tasks.Client
+	Log    *slog.Logger
+	Keys   *keycache.Cache
+	Pages  page.Codec
+
+	Tenants          *tenants.Store
+	APIKeys          *apikeys.Store
+	Contacts         *contacts.Store
+	Events           *events.Recorder
+	Feed             *events.Feed
+	Segments         *segments.Store
+	Campaigns        *campaigns.Store
+	Templates        *templates.Store
+	TemplateRenderer *templates.Renderer
+	Sequences        *sequences.Store
+	Domains          *domains.Store
+	Idempotency      *idempotency.Store
+	Metrics          *metrics.Store
+
+	Tracking *tracking.Signer
+	Sender   *delivery.Sender
+	Sends    *delivery.Sends
+	Outcomes *delivery.Outcomes
+	Webhooks *delivery.Webhooks
+
+	// Enrolments is the engine's face for the enrolment, dry-run and
+	// scheduled-send routes; Runner runs due scheduled sends; Sweeper
+	// re-feeds the queue from the rows.
+	Enrolments *engine.Store
+	Runner     *engine.Runner
+	Sweeper    *engine.Sweeper
+}
+
+// KeyEvictChannel is the Redis channel on which a revoked key leaves every
+// api instance's cache (prefixed by Infra.RedisPrefix).
+const KeyEvictChannel = "apikeys:evict"
+
+// New builds the services on in.
+func New(in Infra) (*Services, error) {
+	cfg := in.Config
+	if cfg == nil || in.DB == nil || in.Log == nil {
+		return nil, fmt.Errorf("app.New: Config, DB and Log are required")
+	}
+	// What transactions schedule is enqueued once they commit, through this
+	// process's task client: the services get their own handle on the pool.
+	db := &store.DB{Pool: in.DB.Pool, Queries: in.DB.Queries, Tasks: in.Tasks}
+	pages, err := page.NewCodec(cfg.CursorKey())
+	if err != nil {
+		return nil, fmt.Errorf("cursor key: %w", err)
+	}
+	signer, err := tracking.NewSigner(cfg.TrackingSecret)
+	if err != nil {
+		return nil, fmt.Errorf("TRACKING_SECRET: %w", err)
+	}
+	keys := in.Keys
+	if keys == nil {
+		keys = keycache.New(apikeys.Loader(db), in.Redis, in.RedisPrefix+KeyEvictChannel, cfg.APIKeyCacheTTL, in.Log)
+	}
+	dns := in.DNS
+	if dns == nil {
+		dns = &domains.Checker{Server: cfg.DNSResolver}
+	}
+	s := &Services{Config: cfg, DB: db, Redis: in.Redis, Tasks: in.Tasks, Log: in.Log, Keys: keys, Pages: pages,
+		Tenants:  &tenants.Store{DB: db, ProviderConnected: cfg.ProviderConnected()},
+		APIKeys:  &apikeys.Store{DB: db, Cache: keys, Log: in.Log},
+		Contacts: &contacts.Store{DB: db, FreeLimit: cfg.PlanFreeContacts},
+		// Every event, in either process, runs the sequence engine's hook:
+		// enrolments and exit conditions.
+		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook}},
+		Feed:   &events.Feed{DB: db},
+		Segments: &segments.Store{DB: db, Throttle: &segments.Throttle{Redis: in.Redis, Prefix: in.RedisPrefix,
+			Every: cfg.SegmentComputeEvery, Log: in.Log}},
+		Campaigns: &campaigns.Store{DB: db},
+		Templates: &templates.Store{DB: db, Compiler: templates.Prepare{MJML: in.MJML},
+			FreeLimit: cfg.PlanFreeTemplates},
+		TemplateRenderer: &templates.Renderer{DB: db, R: in.Renderer},
+		// The engine follows the definitions: disabling pauses enrolments,
+		// enabling releases held sends, deleting cancels pending ones.
+		Sequences: &sequences.Store{DB: db, FreeLimit: cfg.PlanFreeSequences,
+			OnEnabled: engine.SetEnabled, OnDelete: engine.CancelSequence},
+		Domains: &domains.Store{DB: db, DNS: dns, DKIMSuffix: cfg.DKIMCNAMESuffix,
+			CheckInterval: cfg.DomainCheckInterval},
+		Idempotency: &idempotency.Store{DB: db},
+		Metrics:     &metrics.Store{DB: db},
+		Tracking:    signer,
+		Sends:       &delivery.Sends{DB: db},
+	}
+	s.Outcomes = &delivery.Outcomes{DB: db, Events: s.Events}
+	s.Webhooks = &delivery.Webhooks{DB: db, Outcomes: s.Outcomes, Tasks: in.Tasks}
+	s.Sender = &delivery.Sender{DB: db, Templates: s.TemplateRenderer, Domains: s.Domains,
+		Provider: in.Provider, Tracking: signer, BaseURL: cfg.PublicBaseURL,
+		SandboxFrom: cfg.SandboxFromAddress, Events: s.Events, Log: in.Log}
+	s.Enrolments = &engine.Store{DB: db, Templates: s.TemplateRenderer, BaseURL: cfg.PublicBaseURL}
+	s.Runner = &engine.Runner{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts, Log: in.Log}
+	s.Sweeper = &engine.Sweeper{DB: db, Tasks: in.Tasks, MaxAttempts: cfg.SendMaxAttempts,
+		ClaimTimeout: cfg.SendClaimTimeout, Log: in.Log}
+	return s, nil
+}

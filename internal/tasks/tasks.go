@@ -1,0 +1,197 @@
+// Package tasks is what the api, the worker and the domain packages share
+// about background work: task type names, queues, payloads and the enqueue
+// helpers (the asynq README's "tasks package"). The database row is always
+// the truth and a task only its timer: every enqueue here may fail or be
+// lost, and the worker's sweeps feed the queue again from the rows. That is
+// why the enqueue helpers that follow a commit log instead of failing.
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Queue names, highest priority first.
+const (
+	QueueCritical = "critical" // scheduled sends that are due, their sweep
+	QueueDefault  = "default"  // webhook ingestion
+	QueueLow      = "low"      // periodic maintenance, domain checks, pruning
+)
+
+// Task types.
+const (
+	TypeScheduledSend  = "sequence:send"
+	TypeScheduledSweep = "sequences:sweep"
+	TypeScheduledPrune = "sequences:prune"
+	TypeWebhookBatch   = "webhook:batch"
+	TypeWebhookSweep   = "webhooks:sweep"
+	TypeDomainSweep    = "domains:sweep"
+	// TypeIdempotencySweep deletes Idempotency-Key records past their 24
+	// hours.
+	TypeIdempotencySweep = "maintenance:idempotency-keys"
+)
+
+// SendTimeout bounds one scheduled-send task.
+const SendTimeout = time.Minute
+
+// Webhook batch tasks are retried by asynq (the batch is applied
+// idempotently); the sweep frees the id of one that ran out of retries.
+const (
+	WebhookMaxRetry = 10
+	WebhookTimeout  = 2 * time.Minute
+)
+
+// Timer is a scheduled send to hand to the queue once the transaction that
+// wrote its row has committed.
+type Timer struct {
+	TenantID string
+	ID       string
+	At       time.Time
+}
+
+// ScheduledPayload is the payload of TypeScheduledSend.
+type ScheduledPayload struct {
+	TenantID string `json:"tenantId"`
+	ID       string `json:"scheduledSendId"`
+}
+
+// WebhookPayload is the payload of TypeWebhookBatch.
+type WebhookPayload struct {
+	BatchID int64 `json:"batchId"`
+}
+
+// WebhookTaskID is the task id of a batch, so a batch is queued at most
+// once at a time however often the api or the sweep enqueues it.
+func WebhookTaskID(batchID int64) string { return fmt.Sprintf("webhook:%d", batchID) }
+
+// Client enqueues tasks. A nil *Client enqueues nothing (tests and tools
+// that leave everything to the sweeps). Safe for concurrent use.
+type Client struct {
+	c   *asynq.Client
+	ins *asynq.Inspector
+	log *slog.Logger
+}
+
+// NewClient wraps an asynq client; ins (may be nil) lets Requeue free the
+// id of a task that is dead (archived or completed).
+func NewClient(c *asynq.Client, ins *asynq.Inspector, log *slog.Logger) *Client {
+	return &Client{c: c, ins: ins, log: log}
+}
+
+// ScheduledSends hands scheduled sends to the queue, each as a task whose
+// id is the row's id, processed at its time. A task already queued for a
+// row is success; other failures are logged and left to the sweep: the
+// rows are written, which is what matters.
+func (c *Client) ScheduledSends(ctx context.Context, timers []Timer) {
+	if c == nil {
+		return
+	}
+	for _, t := range timers {
+		if err := ignoreConflict(c.enqueue(ctx, scheduledTask(t))); err != nil {
+			c.log.Warn("scheduled send not enqueued; the sweep will", "scheduled_send_id", t.ID, "err", err)
+		}
+	}
+}
+
+// WebhookBatch enqueues the task that applies a stored webhook batch; a
+// failure is logged and left to the webhook sweep.
+func (c *Client) WebhookBatch(ctx context.Context, batchID int64) {
+	if c == nil {
+		return
+	}
+	if err := ignoreConflict(c.enqueue(ctx, webhookTask(batchID))); err != nil {
+		c.log.Warn("webhook batch stored but not enqueued; the sweep will", "batch_id", batchID, "err", err)
+	}
+}
+
+// RequeueScheduled is the sweep's enqueue of a scheduled send; it reports
+// whether it queued a task (false: one was waiting or running).
+func (c *Client) RequeueScheduled(ctx context.Context, t Timer) (bool, error) {
+	return c.requeue(ctx, scheduledTask(t))
+}
+
+// RequeueWebhookBatch is the sweep's enqueue of a stored batch; it reports
+// whether it queued a task.
+func (c *Client) RequeueWebhookBatch(ctx context.Context, batchID int64) (bool, error) {
+	return c.requeue(ctx, webhookTask(batchID))
+}
+
+// Periodic enqueues a periodic task under the id of its period; a conflict
+// (another process enqueued this period) reports false, nil.
+func (c *Client) Periodic(ctx context.Context, t *asynq.Task, id, queue string, retention time.Duration) (bool, error) {
+	_, err := c.c.EnqueueContext(ctx, t, asynq.TaskID(id), asynq.Queue(queue), asynq.Retention(retention))
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+type task struct {
+	t     *asynq.Task
+	id    string
+	queue string
+}
+
+func scheduledTask(t Timer) task {
+	payload, _ := json.Marshal(ScheduledPayload{TenantID: t.TenantID, ID: t.ID}) // strings only: cannot fail
+	// Retries are the rows' (failed, with a retry time), not asynq's: a
+	// task is not retried by asynq (MaxRetry 0), the sweep re-feeds the row.
+	return task{t: asynq.NewTask(TypeScheduledSend, payload, asynq.ProcessAt(t.At), asynq.MaxRetry(0),
+		asynq.Timeout(SendTimeout)), id: t.ID, queue: QueueCritical}
+}
+
+func webhookTask(batchID int64) task {
+	payload, _ := json.Marshal(WebhookPayload{BatchID: batchID})
+	return task{t: asynq.NewTask(TypeWebhookBatch, payload, asynq.MaxRetry(WebhookMaxRetry),
+		asynq.Timeout(WebhookTimeout)), id: WebhookTaskID(batchID), queue: QueueDefault}
+}
+
+func (c *Client) enqueue(ctx context.Context, t task) error {
+	_, err := c.c.EnqueueContext(ctx, t.t, asynq.TaskID(t.id), asynq.Queue(t.queue))
+	return err
+}
+
+// requeue enqueues t, and frees a task id that a dead task still holds. A
+// task whose worker was killed (MaxRetry 0), or that ran out of retries,
+// is archived by asynq, and an archived task keeps its id: without this
+// the row's new task would be refused as a duplicate until the archive is
+// trimmed, months later, and the sweep would "re-enqueue" it forever.
+func (c *Client) requeue(ctx context.Context, t task) (bool, error) {
+	if c == nil {
+		return false, nil
+	}
+	err := c.enqueue(ctx, t)
+	if !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return err == nil, err
+	}
+	if c.ins == nil {
+		return false, nil
+	}
+	info, err := c.ins.GetTaskInfo(t.queue, t.id)
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound):
+	case err != nil:
+		return false, err
+	case info.State != asynq.TaskStateArchived && info.State != asynq.TaskStateCompleted:
+		return false, nil // waiting or running: it will do the work
+	default:
+		if err := c.ins.DeleteTask(t.queue, t.id); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+			return false, err
+		}
+	}
+	err = c.enqueue(ctx, t)
+	return err == nil, ignoreConflict(err)
+}
+
+func ignoreConflict(err error) error {
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil
+	}
+	return err
+}
