@@ -60,17 +60,33 @@ func (s *Server) send(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// The Idempotency-Key (if any) names the send in the transaction that
+	// records it, so a repeat after a crash never sends it again.
+	if claim, ok := c.Locals(idempotencyClaim).(*idempotency.Claim); ok {
+		in.OnRecord = claim.LinkSend
+	}
 	res, err := s.sender.Send(c.UserContext(), tenantID(c), in)
 	if err != nil {
 		return err
 	}
+	return sendAnswer(c, res)
+}
+
+func sendAnswer(c *fiber.Ctx, res delivery.Result) error {
 	return c.JSON(fiber.Map{"messageId": res.MessageID, "status": "sent", "sendId": res.SendID})
 }
 
+// idempotencyClaim is the c.Locals key of the request's Idempotency-Key
+// claim (idempotent), for handlers that link what they create to it.
+const idempotencyClaim = "idempotency-claim"
+
 // idempotent makes a POST honour the Idempotency-Key header (ADDENDUM
-// section 8): a repeat of a succeeded request with the same body answers the
-// stored response and runs nothing; scope names the operation, so one key
-// may be used for different operations. Any POST route can adopt it.
+// sections 8 and 12): a repeat of a succeeded request with the same body
+// answers the stored response and runs nothing; so does the repeat of a send
+// left in doubt (its 502 is kept), and the repeat of a request that died
+// after recording its send answers from that send's record. scope names the
+// operation, so one key may be used for different operations. Any POST
+// route can adopt it.
 func (s *Server) idempotent(scope string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		key := c.Get("Idempotency-Key")
@@ -86,12 +102,25 @@ func (s *Server) idempotent(scope string) fiber.Handler {
 		if err != nil {
 			return err
 		}
+		if stored != nil && stored.SendID != "" {
+			return s.answerRecordedSend(c, scope, key, stored.SendID)
+		}
 		if stored != nil {
 			c.Set("Idempotent-Replayed", "true")
 			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 			return c.Status(stored.Status).Send(stored.Body)
 		}
-		if err := c.Next(); err != nil {
+		c.Locals(idempotencyClaim, claim)
+		err = c.Next()
+		if err != nil && delivery.IsInDoubt(err) {
+			// A send in doubt is an answer to keep: its repeat must not
+			// send again (ADDENDUM 12). Render it here so it can be stored.
+			if rerr := s.errorHandler(c, err); rerr != nil {
+				return rerr
+			}
+			err = nil
+		}
+		if err != nil {
 			// Failed first attempts are not kept: the client may retry.
 			if rerr := claim.Release(c.UserContext()); rerr != nil {
 				s.log.Error("idempotency key not released", "err", rerr, "request_id", requestID(c))
@@ -99,7 +128,8 @@ func (s *Server) idempotent(scope string) fiber.Handler {
 			return err
 		}
 		status := c.Response().StatusCode()
-		if status < http.StatusOK || status >= http.StatusMultipleChoices {
+		kept := status >= http.StatusOK && status < http.StatusMultipleChoices || status == http.StatusBadGateway
+		if !kept {
 			if rerr := claim.Release(c.UserContext()); rerr != nil {
 				s.log.Error("idempotency key not released", "err", rerr, "request_id", requestID(c))
 			}
@@ -115,4 +145,25 @@ func (s *Server) idempotent(scope string) fiber.Handler {
 		}
 		return nil
 	}
+}
+
+// answerRecordedSend answers the repeat of a request whose first attempt
+// recorded sendID and died before storing its answer: from the send's
+// record, sending nothing. A record that is gone was refused by the
+// provider (nothing left): the key is freed and the client's next repeat
+// runs afresh.
+func (s *Server) answerRecordedSend(c *fiber.Ctx, scope, key, sendID string) error {
+	c.Set("Idempotent-Replayed", "true")
+	res, err := s.sender.Answer(c.UserContext(), tenantID(c), sendID)
+	if apperr.IsKind(err, apperr.KindNotFound) {
+		if err := s.idempotency.Abandon(c.UserContext(), tenantID(c), scope, key, c.Body()); err != nil {
+			return err
+		}
+		return apperr.Conflict("IDEMPOTENCY_KEY_IN_USE",
+			"the first request with this Idempotency-Key failed before sending; retry to send")
+	}
+	if err != nil {
+		return err
+	}
+	return sendAnswer(c, res)
 }

@@ -35,6 +35,7 @@ type sendJSON struct {
 	ComplainedAt   *string `json:"complainedAt"`
 	OpenCount      int32   `json:"openCount"`
 	ClickCount     int32   `json:"clickCount"`
+	InDoubt        bool    `json:"inDoubt"`
 }
 
 func sendView(r queries.Send) sendJSON {
@@ -43,7 +44,8 @@ func sendView(r queries.Send) sendJSON {
 		Subject: r.Subject, DeliveryStatus: r.DeliveryStatus, BounceType: r.BounceType,
 		SentAt: formatTime(r.SentAt), DeliveredAt: formatTimePtr(r.DeliveredAt), OpenedAt: formatTimePtr(r.OpenedAt),
 		ClickedAt: formatTimePtr(r.ClickedAt), BouncedAt: formatTimePtr(r.BouncedAt),
-		ComplainedAt: formatTimePtr(r.ComplainedAt), OpenCount: r.OpenCount, ClickCount: r.ClickCount}
+		ComplainedAt: formatTimePtr(r.ComplainedAt), OpenCount: r.OpenCount, ClickCount: r.ClickCount,
+		InDoubt: delivery.InDoubt(r)}
 }
 
 // sendFilter reads the filters of GET /api/sends; contactID, when given, is
@@ -57,6 +59,13 @@ func sendFilter(c *fiber.Ctx, contactID string) (delivery.Filter, error) {
 	}
 	if flt.Status != "" && !delivery.ValidStatus(flt.Status) {
 		f.Add("status", "must be one of sent, delivered, bounced, complained, rejected")
+	}
+	switch v := c.Query("inDoubt"); v {
+	case "", "false":
+	case "true":
+		flt.InDoubt = true
+	default:
+		f.Add("inDoubt", "must be true or false")
 	}
 	flt.From = timeQuery(c, "from", &f)
 	flt.To = timeQuery(c, "to", &f)

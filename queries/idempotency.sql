@@ -1,14 +1,17 @@
 -- name: IdempotencyClaim :one
 -- Takes the key for a new request: inserts it as in flight, or takes over a
 -- row that has expired or whose owner has been silent longer than the stale
--- bound (a crashed request). Returns no row when someone else holds the key.
+-- bound (a crashed request) unless that request recorded a send (send_id):
+-- its repeat answers from the send's record rather than sending again.
+-- Returns no row when someone else holds the key.
 INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, expires_at)
 VALUES (@tenant_id, @scope, @key, @request_hash, @expires_at)
 ON CONFLICT (tenant_id, scope, key) DO UPDATE
 SET request_hash = EXCLUDED.request_hash, response_status = NULL, response_body = NULL,
-    created_at = now(), expires_at = EXCLUDED.expires_at
+    created_at = now(), expires_at = EXCLUDED.expires_at, send_id = NULL
 WHERE idempotency_keys.expires_at <= now()
-   OR (idempotency_keys.response_status IS NULL AND idempotency_keys.created_at <= @stale_before::timestamptz)
+   OR (idempotency_keys.response_status IS NULL AND idempotency_keys.send_id IS NULL
+       AND idempotency_keys.created_at <= @stale_before::timestamptz)
 RETURNING tenant_id;
 
 -- name: IdempotencyGet :one
@@ -29,3 +32,10 @@ WHERE tenant_id = @tenant_id AND scope = @scope AND key = @key
 
 -- name: IdempotencyDeleteExpired :execrows
 DELETE FROM idempotency_keys WHERE expires_at <= now();
+
+-- name: IdempotencyLinkSend :execrows
+-- Names the send a request is about to hand to the provider, in the
+-- transaction that writes the send's record.
+UPDATE idempotency_keys SET send_id = @send_id
+WHERE tenant_id = @tenant_id AND scope = @scope AND key = @key
+  AND request_hash = @request_hash AND response_status IS NULL;

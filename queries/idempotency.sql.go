@@ -15,9 +15,10 @@ INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, expires_at)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (tenant_id, scope, key) DO UPDATE
 SET request_hash = EXCLUDED.request_hash, response_status = NULL, response_body = NULL,
-    created_at = now(), expires_at = EXCLUDED.expires_at
+    created_at = now(), expires_at = EXCLUDED.expires_at, send_id = NULL
 WHERE idempotency_keys.expires_at <= now()
-   OR (idempotency_keys.response_status IS NULL AND idempotency_keys.created_at <= $6::timestamptz)
+   OR (idempotency_keys.response_status IS NULL AND idempotency_keys.send_id IS NULL
+       AND idempotency_keys.created_at <= $6::timestamptz)
 RETURNING tenant_id
 `
 
@@ -32,7 +33,9 @@ type IdempotencyClaimParams struct {
 
 // Takes the key for a new request: inserts it as in flight, or takes over a
 // row that has expired or whose owner has been silent longer than the stale
-// bound (a crashed request). Returns no row when someone else holds the key.
+// bound (a crashed request) unless that request recorded a send (send_id):
+// its repeat answers from the send's record rather than sending again.
+// Returns no row when someone else holds the key.
 func (q *Queries) IdempotencyClaim(ctx context.Context, arg IdempotencyClaimParams) (string, error) {
 	row := q.db.QueryRow(ctx, idempotencyClaim,
 		arg.TenantID,
@@ -91,7 +94,7 @@ func (q *Queries) IdempotencyDeleteExpired(ctx context.Context) (int64, error) {
 }
 
 const idempotencyGet = `-- name: IdempotencyGet :one
-SELECT tenant_id, scope, key, request_hash, response_status, response_body, created_at, expires_at FROM idempotency_keys
+SELECT tenant_id, scope, key, request_hash, response_status, response_body, created_at, expires_at, send_id FROM idempotency_keys
 WHERE tenant_id = $1 AND scope = $2 AND key = $3
 `
 
@@ -113,8 +116,39 @@ func (q *Queries) IdempotencyGet(ctx context.Context, arg IdempotencyGetParams) 
 		&i.ResponseBody,
 		&i.CreatedAt,
 		&i.ExpiresAt,
+		&i.SendID,
 	)
 	return i, err
+}
+
+const idempotencyLinkSend = `-- name: IdempotencyLinkSend :execrows
+UPDATE idempotency_keys SET send_id = $1
+WHERE tenant_id = $2 AND scope = $3 AND key = $4
+  AND request_hash = $5 AND response_status IS NULL
+`
+
+type IdempotencyLinkSendParams struct {
+	SendID      *string
+	TenantID    string
+	Scope       string
+	Key         string
+	RequestHash []byte
+}
+
+// Names the send a request is about to hand to the provider, in the
+// transaction that writes the send's record.
+func (q *Queries) IdempotencyLinkSend(ctx context.Context, arg IdempotencyLinkSendParams) (int64, error) {
+	result, err := q.db.Exec(ctx, idempotencyLinkSend,
+		arg.SendID,
+		arg.TenantID,
+		arg.Scope,
+		arg.Key,
+		arg.RequestHash,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const idempotencyRelease = `-- name: IdempotencyRelease :execrows

@@ -101,6 +101,7 @@ type IdempotencyKey struct {
 	ResponseBody   []byte
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
+	SendID         *string
 }
 
 type MetricCount struct {
@@ -125,6 +126,20 @@ type ProviderEvent struct {
 	Provider   string
 	EventID    string
 	ReceivedAt time.Time
+}
+
+type ProviderEventsParked struct {
+	ID          int64
+	Provider    string
+	TenantID    string
+	SendID      string
+	Email       string
+	Outcome     string
+	OccurredAt  time.Time
+	Url         string
+	Reason      string
+	ParkedAt    time.Time
+	ParkedUntil time.Time
 }
 
 type ScheduledSend struct {
@@ -194,6 +209,8 @@ type Send struct {
 	RejectedAt      *time.Time
 	OpenCount       int32
 	ClickCount      int32
+	Sending         bool
+	InDoubt         bool
 }
 
 type Sequence struct {

@@ -137,16 +137,32 @@ WHERE ss.status IN ('pending', 'failed') AND ss.scheduled_for <= @now::timestamp
 ORDER BY ss.scheduled_for, ss.tenant_id, ss.id
 LIMIT @lim;
 
+-- name: ScheduledSendStaleLock :exec
+-- The enrolments of claims older than stale_before, locked in key order
+-- before the claims are taken back: the lock order of every writer is
+-- enrolment, then its scheduled sends (docs/decisions.md "Lock order").
+SELECT e.id FROM enrolments e
+WHERE (e.tenant_id, e.id) IN (SELECT ss.tenant_id, ss.enrolment_id FROM scheduled_sends ss
+                              WHERE ss.status = 'claimed' AND ss.claimed_at < @stale_before::timestamptz)
+ORDER BY e.tenant_id, e.id
+FOR UPDATE OF e;
+
 -- name: ScheduledSendReclaim :many
 -- Claims older than stale_before belong to a worker that died: failed and
--- due now, or dead when no attempt is left.
-UPDATE scheduled_sends SET
-    status = CASE WHEN attempts >= @max_attempts::integer THEN 'dead' ELSE 'failed' END,
+-- due now, or dead when no attempt is left. A claim whose message has its
+-- send record is never dead: its next claim finds the record and marks it
+-- sent (the ledger: the message may have left, it is never sent again).
+UPDATE scheduled_sends ss SET
+    status = CASE WHEN ss.attempts >= @max_attempts::integer AND NOT EXISTS (
+        SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
+        THEN 'dead' ELSE 'failed' END,
     last_error = 'claim expired: the worker stopped before finishing the attempt',
-    finished_at = CASE WHEN attempts >= @max_attempts::integer THEN now() END,
+    finished_at = CASE WHEN ss.attempts >= @max_attempts::integer AND NOT EXISTS (
+        SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
+        THEN now() END,
     scheduled_for = date_trunc('milliseconds', now()), updated_at = now()
-WHERE status = 'claimed' AND claimed_at < @stale_before::timestamptz
-RETURNING tenant_id, id, enrolment_id, status, scheduled_for;
+WHERE ss.status = 'claimed' AND ss.claimed_at < @stale_before::timestamptz
+RETURNING ss.tenant_id, ss.id, ss.enrolment_id, ss.status, ss.scheduled_for;
 
 -- name: ScheduledSendPrune :execrows
 -- Sent and cancelled rows are kept 7 days.

@@ -639,13 +639,17 @@ func (q *Queries) ScheduledSendPrune(ctx context.Context, before time.Time) (int
 }
 
 const scheduledSendReclaim = `-- name: ScheduledSendReclaim :many
-UPDATE scheduled_sends SET
-    status = CASE WHEN attempts >= $1::integer THEN 'dead' ELSE 'failed' END,
+UPDATE scheduled_sends ss SET
+    status = CASE WHEN ss.attempts >= $1::integer AND NOT EXISTS (
+        SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
+        THEN 'dead' ELSE 'failed' END,
     last_error = 'claim expired: the worker stopped before finishing the attempt',
-    finished_at = CASE WHEN attempts >= $1::integer THEN now() END,
+    finished_at = CASE WHEN ss.attempts >= $1::integer AND NOT EXISTS (
+        SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
+        THEN now() END,
     scheduled_for = date_trunc('milliseconds', now()), updated_at = now()
-WHERE status = 'claimed' AND claimed_at < $2::timestamptz
-RETURNING tenant_id, id, enrolment_id, status, scheduled_for
+WHERE ss.status = 'claimed' AND ss.claimed_at < $2::timestamptz
+RETURNING ss.tenant_id, ss.id, ss.enrolment_id, ss.status, ss.scheduled_for
 `
 
 type ScheduledSendReclaimParams struct {
@@ -662,7 +666,9 @@ type ScheduledSendReclaimRow struct {
 }
 
 // Claims older than stale_before belong to a worker that died: failed and
-// due now, or dead when no attempt is left.
+// due now, or dead when no attempt is left. A claim whose message has its
+// send record is never dead: its next claim finds the record and marks it
+// sent (the ledger: the message may have left, it is never sent again).
 func (q *Queries) ScheduledSendReclaim(ctx context.Context, arg ScheduledSendReclaimParams) ([]ScheduledSendReclaimRow, error) {
 	rows, err := q.db.Query(ctx, scheduledSendReclaim, arg.MaxAttempts, arg.StaleBefore)
 	if err != nil {
@@ -708,6 +714,22 @@ func (q *Queries) ScheduledSendRelease(ctx context.Context, arg ScheduledSendRel
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const scheduledSendStaleLock = `-- name: ScheduledSendStaleLock :exec
+SELECT e.id FROM enrolments e
+WHERE (e.tenant_id, e.id) IN (SELECT ss.tenant_id, ss.enrolment_id FROM scheduled_sends ss
+                              WHERE ss.status = 'claimed' AND ss.claimed_at < $1::timestamptz)
+ORDER BY e.tenant_id, e.id
+FOR UPDATE OF e
+`
+
+// The enrolments of claims older than stale_before, locked in key order
+// before the claims are taken back: the lock order of every writer is
+// enrolment, then its scheduled sends (docs/decisions.md "Lock order").
+func (q *Queries) ScheduledSendStaleLock(ctx context.Context, staleBefore time.Time) error {
+	_, err := q.db.Exec(ctx, scheduledSendStaleLock, staleBefore)
+	return err
 }
 
 const scheduledSendStepContext = `-- name: ScheduledSendStepContext :one

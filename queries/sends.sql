@@ -1,16 +1,31 @@
 -- name: SendInsert :one
--- A send record, and when count is true the send's `sent` in the metrics
--- counters (schema 0011, internal/metrics) in the same statement: the
--- tenant's UTC day and the template's (and sequence's) UTC month of
--- sent_at, on the transaction's shard, in metrics.Count's row order (tenant,
--- sequence, template). One statement rather than two: this runs in every
--- send's transaction, and the round trip was most of what counting cost.
+-- The ledger's first write (schema 0013): a send's record before the
+-- provider is called, `sending` and `in_doubt` until the provider answers
+-- (SendSettle, SendDelete). Its id travels with the message as custom_arg
+-- send_id, so whatever happens next, the message has its record.
+INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
+                   sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at,
+                   sending, in_doubt)
+VALUES (@tenant_id, @id, '', @contact_id, @template_id, @template_version,
+        @sequence_id, @step_id, @scheduled_send_id, @from_address, @to_address, @subject, @sent_at,
+        true, true)
+RETURNING *;
+
+-- name: SendSettle :one
+-- The provider answered (accepted: in_doubt false, with its message id) or
+-- did not (in_doubt stays true): the record stops `sending`, and when count
+-- is true the send's `sent` is counted in the metrics (schema 0011) in the
+-- same statement: the tenant's UTC day and the template's (and sequence's)
+-- UTC month of sent_at, on the transaction's shard, in metrics.Count's row
+-- order (tenant, sequence, template). A record already settled (the ledger
+-- sweep, or a concurrent attempt) matches nothing: no row, nothing counted.
+-- An event may have settled the doubt meanwhile; in_doubt only ever goes
+-- from true to false.
 WITH s AS (
-    INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
-                       sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at)
-    VALUES (@tenant_id, @id, @message_id, @contact_id, @template_id, @template_version,
-            @sequence_id, @step_id, @scheduled_send_id, @from_address, @to_address, @subject, @sent_at)
-    RETURNING *
+    UPDATE sends u SET sending = false, in_doubt = u.in_doubt AND @in_doubt::boolean,
+        message_id = CASE WHEN @message_id::text <> '' THEN @message_id::text ELSE u.message_id END
+    WHERE u.tenant_id = @tenant_id::text AND u.id = @id::text AND u.sending
+    RETURNING u.*
 ), counted AS (
     INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, sent, updated_at)
     SELECT s.tenant_id, k.scope, k.scope_id,
@@ -25,6 +40,20 @@ WITH s AS (
         sent = m.sent + 1, updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
 )
 SELECT * FROM s;
+
+-- name: SendDelete :execrows
+-- The provider refused the message (or nothing reached it): its record
+-- goes, unless it was settled meanwhile.
+DELETE FROM sends WHERE tenant_id = @tenant_id AND id = @id AND sending;
+
+-- name: SendListSending :many
+-- The ledger sweep: transactional records still `sending` since before
+-- @before belong to a process that died waiting for the provider; they are
+-- settled in doubt. (A sequence step's record is settled by its scheduled
+-- send's next claim, with the step's mark.)
+SELECT tenant_id, id FROM sends
+WHERE sending AND sent_at < @before::timestamptz AND scheduled_send_id IS NULL
+ORDER BY sent_at LIMIT @lim;
 
 -- name: SendGet :one
 SELECT * FROM sends WHERE tenant_id = @tenant_id AND id = @id;
@@ -50,6 +79,7 @@ WHERE tenant_id = @tenant_id AND id = @id;
 SELECT * FROM sends
 WHERE tenant_id = @tenant_id
   AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
+  AND (NOT @in_doubt_only::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
 LIMIT @lim;
 
@@ -60,6 +90,7 @@ WHERE tenant_id = @tenant_id AND contact_id = @contact_id
   AND (sqlc.narg(sequence_id)::text IS NULL OR sequence_id = sqlc.narg(sequence_id))
   AND (sqlc.narg(template_id)::text IS NULL OR template_id = sqlc.narg(template_id))
   AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
+  AND (NOT @in_doubt_only::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
 LIMIT @lim;
 
@@ -69,6 +100,7 @@ WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id
   AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
   AND (sqlc.narg(template_id)::text IS NULL OR template_id = sqlc.narg(template_id))
   AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
+  AND (NOT @in_doubt_only::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
 LIMIT @lim;
 
@@ -77,12 +109,21 @@ SELECT * FROM sends
 WHERE tenant_id = @tenant_id AND template_id = @template_id
   AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
   AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
+  AND (NOT @in_doubt_only::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
 LIMIT @lim;
 
 -- name: SendListByStatus :many
 SELECT * FROM sends
 WHERE tenant_id = @tenant_id AND delivery_status = @status
+  AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
+  AND (NOT @in_doubt_only::boolean OR in_doubt)
+ORDER BY sent_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SendListInDoubt :many
+SELECT * FROM sends
+WHERE tenant_id = @tenant_id AND in_doubt
   AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
 ORDER BY sent_at DESC, id DESC
 LIMIT @lim;
@@ -100,11 +141,11 @@ FOR UPDATE OF s;
 -- name: SendUpdateOutcomes :exec
 -- Writes the outcome columns of many sends in one statement; rows is a
 -- JSON array of objects with the columns below (one per send).
-UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type,
+UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type, in_doubt = r.in_doubt,
     delivered_at = r.delivered_at, opened_at = r.opened_at, clicked_at = r.clicked_at,
     bounced_at = r.bounced_at, complained_at = r.complained_at, rejected_at = r.rejected_at,
     open_count = r.open_count, click_count = r.click_count
 FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, delivery_status text, bounce_type text,
     delivered_at timestamptz, opened_at timestamptz, clicked_at timestamptz, bounced_at timestamptz,
-    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer)
+    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer, in_doubt boolean)
 WHERE s.tenant_id = r.tenant_id AND s.id = r.id;

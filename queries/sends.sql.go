@@ -11,8 +11,27 @@ import (
 	"time"
 )
 
+const sendDelete = `-- name: SendDelete :execrows
+DELETE FROM sends WHERE tenant_id = $1 AND id = $2 AND sending
+`
+
+type SendDeleteParams struct {
+	TenantID string
+	ID       string
+}
+
+// The provider refused the message (or nothing reached it): its record
+// goes, unless it was settled meanwhile.
+func (q *Queries) SendDelete(ctx context.Context, arg SendDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, sendDelete, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const sendGet = `-- name: SendGet :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM sends WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends WHERE tenant_id = $1 AND id = $2
 `
 
 type SendGetParams struct {
@@ -47,12 +66,14 @@ func (q *Queries) SendGet(ctx context.Context, arg SendGetParams) (Send, error) 
 		&i.RejectedAt,
 		&i.OpenCount,
 		&i.ClickCount,
+		&i.Sending,
+		&i.InDoubt,
 	)
 	return i, err
 }
 
 const sendGetForUpdate = `-- name: SendGetForUpdate :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SendGetForUpdateParams struct {
@@ -89,37 +110,25 @@ func (q *Queries) SendGetForUpdate(ctx context.Context, arg SendGetForUpdatePara
 		&i.RejectedAt,
 		&i.OpenCount,
 		&i.ClickCount,
+		&i.Sending,
+		&i.InDoubt,
 	)
 	return i, err
 }
 
 const sendInsert = `-- name: SendInsert :one
-WITH s AS (
-    INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
-                       sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at)
-    VALUES ($1, $2, $3, $4, $5, $6,
-            $7, $8, $9, $10, $11, $12, $13)
-    RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count
-), counted AS (
-    INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, sent, updated_at)
-    SELECT s.tenant_id, k.scope, k.scope_id,
-        CASE WHEN k.scope = 'tenant' THEN (s.sent_at AT TIME ZONE 'UTC')::date
-             ELSE date_trunc('month', s.sent_at AT TIME ZONE 'UTC')::date END,
-        (pg_current_xact_id()::text::bigint % 16)::smallint, 1, now()
-    FROM s CROSS JOIN LATERAL (VALUES (1, 'tenant', ''), (2, 'sequence', s.sequence_id), (3, 'template', s.template_id))
-        AS k(ord, scope, scope_id)
-    WHERE $14::boolean AND k.scope_id IS NOT NULL
-    ORDER BY k.ord
-    ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
-        sent = m.sent + 1, updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
-)
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM s
+INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
+                   sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at,
+                   sending, in_doubt)
+VALUES ($1, $2, '', $3, $4, $5,
+        $6, $7, $8, $9, $10, $11, $12,
+        true, true)
+RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt
 `
 
 type SendInsertParams struct {
 	TenantID        string
 	ID              string
-	MessageID       string
 	ContactID       string
 	TemplateID      string
 	TemplateVersion int32
@@ -130,46 +139,16 @@ type SendInsertParams struct {
 	ToAddress       string
 	Subject         string
 	SentAt          time.Time
-	Count           bool
 }
 
-type SendInsertRow struct {
-	TenantID        string
-	ID              string
-	MessageID       string
-	ContactID       string
-	TemplateID      string
-	TemplateVersion int32
-	SequenceID      *string
-	StepID          *string
-	ScheduledSendID *string
-	FromAddress     string
-	ToAddress       string
-	Subject         string
-	DeliveryStatus  string
-	BounceType      *string
-	SentAt          time.Time
-	DeliveredAt     *time.Time
-	OpenedAt        *time.Time
-	ClickedAt       *time.Time
-	BouncedAt       *time.Time
-	ComplainedAt    *time.Time
-	RejectedAt      *time.Time
-	OpenCount       int32
-	ClickCount      int32
-}
-
-// A send record, and when count is true the send's `sent` in the metrics
-// counters (schema 0011, internal/metrics) in the same statement: the
-// tenant's UTC day and the template's (and sequence's) UTC month of
-// sent_at, on the transaction's shard, in metrics.Count's row order (tenant,
-// sequence, template). One statement rather than two: this runs in every
-// send's transaction, and the round trip was most of what counting cost.
-func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (SendInsertRow, error) {
+// The ledger's first write (schema 0013): a send's record before the
+// provider is called, `sending` and `in_doubt` until the provider answers
+// (SendSettle, SendDelete). Its id travels with the message as custom_arg
+// send_id, so whatever happens next, the message has its record.
+func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, error) {
 	row := q.db.QueryRow(ctx, sendInsert,
 		arg.TenantID,
 		arg.ID,
-		arg.MessageID,
 		arg.ContactID,
 		arg.TemplateID,
 		arg.TemplateVersion,
@@ -180,9 +159,8 @@ func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (SendIns
 		arg.ToAddress,
 		arg.Subject,
 		arg.SentAt,
-		arg.Count,
 	)
-	var i SendInsertRow
+	var i Send
 	err := row.Scan(
 		&i.TenantID,
 		&i.ID,
@@ -207,25 +185,29 @@ func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (SendIns
 		&i.RejectedAt,
 		&i.OpenCount,
 		&i.ClickCount,
+		&i.Sending,
+		&i.InDoubt,
 	)
 	return i, err
 }
 
 const sendList = `-- name: SendList :many
 
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
 WHERE tenant_id = $1
   AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
+  AND (NOT $5::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
-LIMIT $5
+LIMIT $6
 `
 
 type SendListParams struct {
-	TenantID   string
-	BeforeTime time.Time
-	BeforeID   string
-	FromTime   time.Time
-	Lim        int32
+	TenantID    string
+	BeforeTime  time.Time
+	BeforeID    string
+	FromTime    time.Time
+	InDoubtOnly bool
+	Lim         int32
 }
 
 // Lists: each query is driven by one index range (the first filter present
@@ -238,6 +220,7 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 		arg.BeforeTime,
 		arg.BeforeID,
 		arg.FromTime,
+		arg.InDoubtOnly,
 		arg.Lim,
 	)
 	if err != nil {
@@ -271,6 +254,8 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 			&i.RejectedAt,
 			&i.OpenCount,
 			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
 		); err != nil {
 			return nil, err
 		}
@@ -283,26 +268,28 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 }
 
 const sendListByContact = `-- name: SendListByContact :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
 WHERE tenant_id = $1 AND contact_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR sequence_id = $6)
   AND ($7::text IS NULL OR template_id = $7)
   AND ($8::text IS NULL OR delivery_status = $8)
+  AND (NOT $9::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
-LIMIT $9
+LIMIT $10
 `
 
 type SendListByContactParams struct {
-	TenantID   string
-	ContactID  string
-	BeforeTime time.Time
-	BeforeID   string
-	FromTime   time.Time
-	SequenceID *string
-	TemplateID *string
-	Status     *string
-	Lim        int32
+	TenantID    string
+	ContactID   string
+	BeforeTime  time.Time
+	BeforeID    string
+	FromTime    time.Time
+	SequenceID  *string
+	TemplateID  *string
+	Status      *string
+	InDoubtOnly bool
+	Lim         int32
 }
 
 func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactParams) ([]Send, error) {
@@ -315,6 +302,7 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 		arg.SequenceID,
 		arg.TemplateID,
 		arg.Status,
+		arg.InDoubtOnly,
 		arg.Lim,
 	)
 	if err != nil {
@@ -348,6 +336,8 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 			&i.RejectedAt,
 			&i.OpenCount,
 			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
 		); err != nil {
 			return nil, err
 		}
@@ -360,24 +350,26 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 }
 
 const sendListBySequence = `-- name: SendListBySequence :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
 WHERE tenant_id = $1 AND sequence_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR template_id = $6)
   AND ($7::text IS NULL OR delivery_status = $7)
+  AND (NOT $8::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
-LIMIT $8
+LIMIT $9
 `
 
 type SendListBySequenceParams struct {
-	TenantID   string
-	SequenceID *string
-	BeforeTime time.Time
-	BeforeID   string
-	FromTime   time.Time
-	TemplateID *string
-	Status     *string
-	Lim        int32
+	TenantID    string
+	SequenceID  *string
+	BeforeTime  time.Time
+	BeforeID    string
+	FromTime    time.Time
+	TemplateID  *string
+	Status      *string
+	InDoubtOnly bool
+	Lim         int32
 }
 
 func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequenceParams) ([]Send, error) {
@@ -389,6 +381,7 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 		arg.FromTime,
 		arg.TemplateID,
 		arg.Status,
+		arg.InDoubtOnly,
 		arg.Lim,
 	)
 	if err != nil {
@@ -422,6 +415,8 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 			&i.RejectedAt,
 			&i.OpenCount,
 			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
 		); err != nil {
 			return nil, err
 		}
@@ -434,20 +429,22 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 }
 
 const sendListByStatus = `-- name: SendListByStatus :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
 WHERE tenant_id = $1 AND delivery_status = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
+  AND (NOT $6::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
-LIMIT $6
+LIMIT $7
 `
 
 type SendListByStatusParams struct {
-	TenantID   string
-	Status     string
-	BeforeTime time.Time
-	BeforeID   string
-	FromTime   time.Time
-	Lim        int32
+	TenantID    string
+	Status      string
+	BeforeTime  time.Time
+	BeforeID    string
+	FromTime    time.Time
+	InDoubtOnly bool
+	Lim         int32
 }
 
 func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusParams) ([]Send, error) {
@@ -457,6 +454,7 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 		arg.BeforeTime,
 		arg.BeforeID,
 		arg.FromTime,
+		arg.InDoubtOnly,
 		arg.Lim,
 	)
 	if err != nil {
@@ -490,6 +488,8 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 			&i.RejectedAt,
 			&i.OpenCount,
 			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
 		); err != nil {
 			return nil, err
 		}
@@ -502,22 +502,24 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 }
 
 const sendListByTemplate = `-- name: SendListByTemplate :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
 WHERE tenant_id = $1 AND template_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR delivery_status = $6)
+  AND (NOT $7::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
-LIMIT $7
+LIMIT $8
 `
 
 type SendListByTemplateParams struct {
-	TenantID   string
-	TemplateID string
-	BeforeTime time.Time
-	BeforeID   string
-	FromTime   time.Time
-	Status     *string
-	Lim        int32
+	TenantID    string
+	TemplateID  string
+	BeforeTime  time.Time
+	BeforeID    string
+	FromTime    time.Time
+	Status      *string
+	InDoubtOnly bool
+	Lim         int32
 }
 
 func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplateParams) ([]Send, error) {
@@ -528,6 +530,7 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 		arg.BeforeID,
 		arg.FromTime,
 		arg.Status,
+		arg.InDoubtOnly,
 		arg.Lim,
 	)
 	if err != nil {
@@ -561,6 +564,8 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 			&i.RejectedAt,
 			&i.OpenCount,
 			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
 		); err != nil {
 			return nil, err
 		}
@@ -572,8 +577,116 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 	return items, nil
 }
 
+const sendListInDoubt = `-- name: SendListInDoubt :many
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
+WHERE tenant_id = $1 AND in_doubt
+  AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
+ORDER BY sent_at DESC, id DESC
+LIMIT $5
+`
+
+type SendListInDoubtParams struct {
+	TenantID   string
+	BeforeTime time.Time
+	BeforeID   string
+	FromTime   time.Time
+	Lim        int32
+}
+
+func (q *Queries) SendListInDoubt(ctx context.Context, arg SendListInDoubtParams) ([]Send, error) {
+	rows, err := q.db.Query(ctx, sendListInDoubt,
+		arg.TenantID,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.FromTime,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Send{}
+	for rows.Next() {
+		var i Send
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.MessageID,
+			&i.ContactID,
+			&i.TemplateID,
+			&i.TemplateVersion,
+			&i.SequenceID,
+			&i.StepID,
+			&i.ScheduledSendID,
+			&i.FromAddress,
+			&i.ToAddress,
+			&i.Subject,
+			&i.DeliveryStatus,
+			&i.BounceType,
+			&i.SentAt,
+			&i.DeliveredAt,
+			&i.OpenedAt,
+			&i.ClickedAt,
+			&i.BouncedAt,
+			&i.ComplainedAt,
+			&i.RejectedAt,
+			&i.OpenCount,
+			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sendListSending = `-- name: SendListSending :many
+SELECT tenant_id, id FROM sends
+WHERE sending AND sent_at < $1::timestamptz AND scheduled_send_id IS NULL
+ORDER BY sent_at LIMIT $2
+`
+
+type SendListSendingParams struct {
+	Before time.Time
+	Lim    int32
+}
+
+type SendListSendingRow struct {
+	TenantID string
+	ID       string
+}
+
+// The ledger sweep: transactional records still `sending` since before
+// @before belong to a process that died waiting for the provider; they are
+// settled in doubt. (A sequence step's record is settled by its scheduled
+// send's next claim, with the step's mark.)
+func (q *Queries) SendListSending(ctx context.Context, arg SendListSendingParams) ([]SendListSendingRow, error) {
+	rows, err := q.db.Query(ctx, sendListSending, arg.Before, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SendListSendingRow{}
+	for rows.Next() {
+		var i SendListSendingRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sendLockMany = `-- name: SendLockMany :many
-SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count FROM sends s
+SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt FROM sends s
 JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
   ON s.tenant_id = k.tenant_id AND s.id = k.id
 ORDER BY s.tenant_id, s.id
@@ -621,6 +734,8 @@ func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]S
 			&i.RejectedAt,
 			&i.OpenCount,
 			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
 		); err != nil {
 			return nil, err
 		}
@@ -630,6 +745,112 @@ func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]S
 		return nil, err
 	}
 	return items, nil
+}
+
+const sendSettle = `-- name: SendSettle :one
+WITH s AS (
+    UPDATE sends u SET sending = false, in_doubt = u.in_doubt AND $1::boolean,
+        message_id = CASE WHEN $2::text <> '' THEN $2::text ELSE u.message_id END
+    WHERE u.tenant_id = $3::text AND u.id = $4::text AND u.sending
+    RETURNING u.tenant_id, u.id, u.message_id, u.contact_id, u.template_id, u.template_version, u.sequence_id, u.step_id, u.scheduled_send_id, u.from_address, u.to_address, u.subject, u.delivery_status, u.bounce_type, u.sent_at, u.delivered_at, u.opened_at, u.clicked_at, u.bounced_at, u.complained_at, u.rejected_at, u.open_count, u.click_count, u.sending, u.in_doubt
+), counted AS (
+    INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, sent, updated_at)
+    SELECT s.tenant_id, k.scope, k.scope_id,
+        CASE WHEN k.scope = 'tenant' THEN (s.sent_at AT TIME ZONE 'UTC')::date
+             ELSE date_trunc('month', s.sent_at AT TIME ZONE 'UTC')::date END,
+        (pg_current_xact_id()::text::bigint % 16)::smallint, 1, now()
+    FROM s CROSS JOIN LATERAL (VALUES (1, 'tenant', ''), (2, 'sequence', s.sequence_id), (3, 'template', s.template_id))
+        AS k(ord, scope, scope_id)
+    WHERE $5::boolean AND k.scope_id IS NOT NULL
+    ORDER BY k.ord
+    ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
+        sent = m.sent + 1, updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
+)
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM s
+`
+
+type SendSettleParams struct {
+	InDoubt   bool
+	MessageID string
+	TenantID  string
+	ID        string
+	Count     bool
+}
+
+type SendSettleRow struct {
+	TenantID        string
+	ID              string
+	MessageID       string
+	ContactID       string
+	TemplateID      string
+	TemplateVersion int32
+	SequenceID      *string
+	StepID          *string
+	ScheduledSendID *string
+	FromAddress     string
+	ToAddress       string
+	Subject         string
+	DeliveryStatus  string
+	BounceType      *string
+	SentAt          time.Time
+	DeliveredAt     *time.Time
+	OpenedAt        *time.Time
+	ClickedAt       *time.Time
+	BouncedAt       *time.Time
+	ComplainedAt    *time.Time
+	RejectedAt      *time.Time
+	OpenCount       int32
+	ClickCount      int32
+	Sending         bool
+	InDoubt         bool
+}
+
+// The provider answered (accepted: in_doubt false, with its message id) or
+// did not (in_doubt stays true): the record stops `sending`, and when count
+// is true the send's `sent` is counted in the metrics (schema 0011) in the
+// same statement: the tenant's UTC day and the template's (and sequence's)
+// UTC month of sent_at, on the transaction's shard, in metrics.Count's row
+// order (tenant, sequence, template). A record already settled (the ledger
+// sweep, or a concurrent attempt) matches nothing: no row, nothing counted.
+// An event may have settled the doubt meanwhile; in_doubt only ever goes
+// from true to false.
+func (q *Queries) SendSettle(ctx context.Context, arg SendSettleParams) (SendSettleRow, error) {
+	row := q.db.QueryRow(ctx, sendSettle,
+		arg.InDoubt,
+		arg.MessageID,
+		arg.TenantID,
+		arg.ID,
+		arg.Count,
+	)
+	var i SendSettleRow
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.MessageID,
+		&i.ContactID,
+		&i.TemplateID,
+		&i.TemplateVersion,
+		&i.SequenceID,
+		&i.StepID,
+		&i.ScheduledSendID,
+		&i.FromAddress,
+		&i.ToAddress,
+		&i.Subject,
+		&i.DeliveryStatus,
+		&i.BounceType,
+		&i.SentAt,
+		&i.DeliveredAt,
+		&i.OpenedAt,
+		&i.ClickedAt,
+		&i.BouncedAt,
+		&i.ComplainedAt,
+		&i.RejectedAt,
+		&i.OpenCount,
+		&i.ClickCount,
+		&i.Sending,
+		&i.InDoubt,
+	)
+	return i, err
 }
 
 const sendUpdateOutcome = `-- name: SendUpdateOutcome :exec
@@ -674,13 +895,13 @@ func (q *Queries) SendUpdateOutcome(ctx context.Context, arg SendUpdateOutcomePa
 }
 
 const sendUpdateOutcomes = `-- name: SendUpdateOutcomes :exec
-UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type,
+UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type, in_doubt = r.in_doubt,
     delivered_at = r.delivered_at, opened_at = r.opened_at, clicked_at = r.clicked_at,
     bounced_at = r.bounced_at, complained_at = r.complained_at, rejected_at = r.rejected_at,
     open_count = r.open_count, click_count = r.click_count
 FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, delivery_status text, bounce_type text,
     delivered_at timestamptz, opened_at timestamptz, clicked_at timestamptz, bounced_at timestamptz,
-    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer)
+    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer, in_doubt boolean)
 WHERE s.tenant_id = r.tenant_id AND s.id = r.id
 `
 

@@ -32,3 +32,24 @@ RETURNING event_id;
 
 -- name: ProviderEventPrune :execrows
 DELETE FROM provider_events WHERE received_at < @before::timestamptz;
+
+-- name: ProviderEventPark :exec
+-- Keeps provider events whose send record is not visible (yet); rows is a
+-- JSON array of objects with the columns below.
+INSERT INTO provider_events_parked (provider, tenant_id, send_id, email, outcome, occurred_at, url, reason, parked_until)
+SELECT @provider, r.tenant_id, r.send_id, r.email, r.outcome, r.occurred_at, r.url, r.reason, @parked_until::timestamptz
+FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, send_id text, email text, outcome text,
+    occurred_at timestamptz, url text, reason text);
+
+-- name: ProviderEventParkedTake :many
+-- The parked events the sweep looks at, oldest first, taken out of the
+-- table (the sweep's transaction parks again what still has no record):
+-- those whose send record now exists, and those past parked_until.
+DELETE FROM provider_events_parked p
+WHERE p.id IN (
+    SELECT x.id FROM provider_events_parked x
+    WHERE x.parked_until <= @now::timestamptz
+       OR EXISTS (SELECT 1 FROM sends s WHERE s.tenant_id = x.tenant_id AND s.id = x.send_id)
+    ORDER BY x.id LIMIT @lim
+    FOR UPDATE SKIP LOCKED)
+RETURNING p.*;

@@ -7,6 +7,7 @@ package queries
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -38,6 +39,77 @@ func (q *Queries) ProviderEventClaim(ctx context.Context, arg ProviderEventClaim
 			return nil, err
 		}
 		items = append(items, event_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const providerEventPark = `-- name: ProviderEventPark :exec
+INSERT INTO provider_events_parked (provider, tenant_id, send_id, email, outcome, occurred_at, url, reason, parked_until)
+SELECT $1, r.tenant_id, r.send_id, r.email, r.outcome, r.occurred_at, r.url, r.reason, $2::timestamptz
+FROM jsonb_to_recordset($3::jsonb) AS r(tenant_id text, send_id text, email text, outcome text,
+    occurred_at timestamptz, url text, reason text)
+`
+
+type ProviderEventParkParams struct {
+	Provider    string
+	ParkedUntil time.Time
+	Rows        json.RawMessage
+}
+
+// Keeps provider events whose send record is not visible (yet); rows is a
+// JSON array of objects with the columns below.
+func (q *Queries) ProviderEventPark(ctx context.Context, arg ProviderEventParkParams) error {
+	_, err := q.db.Exec(ctx, providerEventPark, arg.Provider, arg.ParkedUntil, arg.Rows)
+	return err
+}
+
+const providerEventParkedTake = `-- name: ProviderEventParkedTake :many
+DELETE FROM provider_events_parked p
+WHERE p.id IN (
+    SELECT x.id FROM provider_events_parked x
+    WHERE x.parked_until <= $1::timestamptz
+       OR EXISTS (SELECT 1 FROM sends s WHERE s.tenant_id = x.tenant_id AND s.id = x.send_id)
+    ORDER BY x.id LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+RETURNING p.id, p.provider, p.tenant_id, p.send_id, p.email, p.outcome, p.occurred_at, p.url, p.reason, p.parked_at, p.parked_until
+`
+
+type ProviderEventParkedTakeParams struct {
+	Now time.Time
+	Lim int32
+}
+
+// The parked events the sweep looks at, oldest first, taken out of the
+// table (the sweep's transaction parks again what still has no record):
+// those whose send record now exists, and those past parked_until.
+func (q *Queries) ProviderEventParkedTake(ctx context.Context, arg ProviderEventParkedTakeParams) ([]ProviderEventsParked, error) {
+	rows, err := q.db.Query(ctx, providerEventParkedTake, arg.Now, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ProviderEventsParked{}
+	for rows.Next() {
+		var i ProviderEventsParked
+		if err := rows.Scan(
+			&i.ID,
+			&i.Provider,
+			&i.TenantID,
+			&i.SendID,
+			&i.Email,
+			&i.Outcome,
+			&i.OccurredAt,
+			&i.Url,
+			&i.Reason,
+			&i.ParkedAt,
+			&i.ParkedUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -48,6 +48,7 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeScheduledSend, HandleScheduledSend(d))
 	mux.Handle(tasks.TypeScheduledSweep, handleScheduledSweep(d))
 	mux.Handle(tasks.TypeScheduledPrune, handleScheduledPrune(d))
+	mux.Handle(tasks.TypeSendingSweep, handleSendingSweep(d))
 	return mux
 }
 
@@ -55,5 +56,5 @@ func NewMux(d Deps) *asynq.ServeMux {
 // theirs here.
 func PeriodicTasks() []Periodic {
 	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic(),
-		scheduledSweepPeriodic(), scheduledPrunePeriodic()}
+		scheduledSweepPeriodic(), scheduledPrunePeriodic(), sendingSweepPeriodic()}
 }

@@ -165,6 +165,11 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 		if e.changed {
 			dirty[s] = true
 		}
+		// Any outcome of a send is the provider's word that it has the
+		// message: a send in doubt is settled (ADDENDUM section 12).
+		if s.InDoubt {
+			s.InDoubt, dirty[s] = false, true
+		}
 		if e.counts != (metrics.Counts{}) {
 			facts = append(facts, metrics.Fact{TenantID: s.TenantID, TemplateID: s.TemplateID,
 				SequenceID: deref(s.SequenceID), At: o.At, Counts: e.counts})
@@ -375,10 +380,12 @@ type outcomeRow struct {
 	RejectedAt     *time.Time `json:"rejected_at"`
 	OpenCount      int32      `json:"open_count"`
 	ClickCount     int32      `json:"click_count"`
+	InDoubt        bool       `json:"in_doubt"`
 }
 
 func outcomeRowOf(s *queries.Send) outcomeRow {
 	return outcomeRow{TenantID: s.TenantID, ID: s.ID, DeliveryStatus: s.DeliveryStatus, BounceType: s.BounceType,
 		DeliveredAt: s.DeliveredAt, OpenedAt: s.OpenedAt, ClickedAt: s.ClickedAt, BouncedAt: s.BouncedAt,
-		ComplainedAt: s.ComplainedAt, RejectedAt: s.RejectedAt, OpenCount: s.OpenCount, ClickCount: s.ClickCount}
+		ComplainedAt: s.ComplainedAt, RejectedAt: s.RejectedAt, OpenCount: s.OpenCount, ClickCount: s.ClickCount,
+		InDoubt: s.InDoubt}
 }

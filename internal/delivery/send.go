@@ -37,6 +37,10 @@ type Request struct {
 	From              string
 	Variables         map[string]any
 	IgnoreUnsubscribe bool
+	// OnRecord, when set, runs in the transaction that writes the send's
+	// record, before the provider is called (the Idempotency-Key names
+	// its send there).
+	OnRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
 
 // Result is what the caller learns of an accepted send.
@@ -46,6 +50,8 @@ type Result struct {
 	// InRecordDone says Step.InRecord ran and committed with the send
 	// record.
 	InRecordDone bool
+	// InDoubt: the provider gave no answer; the record stays in doubt.
+	InDoubt bool
 }
 
 // Sender sends one message to one contact: the transactional send here,
@@ -86,7 +92,9 @@ func (s *Sender) now() time.Time {
 //  5. the from address: its domain added (DOMAIN_NOT_FOUND), verified
 //     (DOMAIN_NOT_VERIFIED) and enabled for sending (FORBIDDEN);
 //  6. the template renders within its budgets (VALIDATION_ERROR);
-//  7. the provider accepts it (502 PROVIDER_ERROR, and no send record).
+//  7. the provider accepts it: a refusal is 502 PROVIDER_ERROR and no send
+//     record; no answer is 502 PROVIDER_ERROR naming the send, whose record
+//     stays in doubt (deliver, ADDENDUM section 12).
 func (s *Sender) Send(ctx context.Context, tenantID string, req Request) (Result, error) {
 	tenant, err := s.DB.TenantGet(ctx, tenantID)
 	if err != nil {
@@ -116,7 +124,7 @@ func (s *Sender) Send(ctx context.Context, tenantID string, req Request) (Result
 		return Result{}, err
 	}
 	return s.deliver(ctx, outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from,
-		variables: req.Variables})
+		variables: req.Variables, onRecord: req.OnRecord})
 }
 
 // Step is one email step of a sequence to send (the sequence engine calls
@@ -133,12 +141,12 @@ type Step struct {
 	// gates a moment before; SendStep uses them instead of reading again.
 	Tenant  *queries.Tenant
 	Contact *queries.Contact
-	// InRecord, when set, runs in the transaction that records the send:
-	// the engine marks its scheduled send sent and moves the enrolment on
-	// there, one commit instead of two and no window between the record
-	// and the mark. If the transaction fails with it, the send is recorded
-	// without it (the message has left; its record comes first) and
-	// Result.InRecordDone is false.
+	// InRecord, when set, runs in the transaction that settles the send
+	// after the provider's answer (accepted or in doubt): the engine marks
+	// its scheduled send sent and moves the enrolment on there, one commit
+	// and no window between the settled record and the mark. If that
+	// transaction keeps failing with it, the send is settled without it
+	// and Result.InRecordDone is false.
 	InRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
 
@@ -226,12 +234,24 @@ type outgoing struct {
 	// sequenceID, stepID and scheduledSendID are set for sequence sends,
 	// which also carry List-Unsubscribe.
 	sequenceID, stepID, scheduledSendID string
-	// inRecord is Step.InRecord.
-	inRecord func(ctx context.Context, q *store.Tx, sendID string) error
+	// inRecord is Step.InRecord; onRecord is Request.OnRecord.
+	inRecord, onRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
 
-// deliver renders, hands the message to the provider, and records the send
-// with its email.sent event.
+// deliver renders the message, writes its record, hands it to the
+// provider and settles the record by the answer: the send ledger
+// (docs/decisions.md "Delivery").
+//
+//  1. The record is committed before the provider is called (SendInsert,
+//     with o.onRecord in the same transaction): the message never leaves
+//     without it, and its id travels as custom_arg send_id.
+//  2. The provider call is bounded by PROVIDER_TIMEOUT (the provider's).
+//  3. Accepted: the record is settled (SendSettle: no longer in doubt, the
+//     provider's message id, `sent` counted) with email.sent, and o.inRecord
+//     in the same transaction. Refused, or nothing reached the provider:
+//     the record is deleted and the error returned (502 for a
+//     transactional send). No answer: the record is settled in doubt, as
+//     sent, and never sent again; the error says so (ErrInDoubt).
 func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	sendID := ids.New(ids.Send)
 	tids := tracking.IDs{TenantID: o.tenant.ID, SendID: sendID, ContactID: o.contact.ID}
@@ -264,63 +284,200 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 			out.Headers = append(out.Headers, provider.Header{Name: name, Value: v})
 		}
 	}
-	messageID, err := s.Provider.Send(ctx, out)
-	telemetry.Send(s.Provider.Name(), o.sequenceID != "", err, provider.IsTemporary(err))
-	if err != nil {
-		return Result{}, providerError(err)
-	}
-	sentAt := s.now()
-	rec := queries.SendInsertParams{TenantID: o.tenant.ID, ID: sendID, MessageID: messageID,
+	rec := queries.SendInsertParams{TenantID: o.tenant.ID, ID: sendID,
 		ContactID: o.contact.ID, TemplateID: o.tmpl.ID, TemplateVersion: o.tmpl.CurrentVersion,
 		SequenceID: opt(o.sequenceID), StepID: opt(o.stepID), ScheduledSendID: opt(o.scheduledSendID),
-		FromAddress: (&mail.Address{Name: o.from.Name, Address: o.from.Address}).String(), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: sentAt}
-	// The message is gone: record it even if the request has been
-	// abandoned meanwhile, or a retry would send it twice.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now()}
+	if err := s.recordFirst(ctx, rec, o.onRecord); err != nil {
+		return Result{}, err
+	}
+
+	messageID, perr := s.Provider.Send(ctx, out)
+	telemetry.Send(s.Provider.Name(), o.sequenceID != "", perr, provider.IsTemporary(perr))
+	// From here the answer is decided: it is written even if the request or
+	// task has been abandoned meanwhile.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	res := Result{SendID: sendID, MessageID: messageID}
-	err = s.record(rctx, rec, o.inRecord)
-	if err == nil {
-		res.InRecordDone = o.inRecord != nil
-		return res, nil
+	if perr != nil && !provider.IsInDoubt(perr) {
+		if _, err := s.DB.SendDelete(sctx, queries.SendDeleteParams{TenantID: rec.TenantID, ID: sendID}); err != nil {
+			// The record stays `sending`; the ledger sweep settles it in
+			// doubt, which overstates but never resends.
+			s.Log.Error("refused send's record not deleted", "err", err, "tenant_id", rec.TenantID, "send_id", sendID)
+		}
+		return Result{}, providerError(perr)
 	}
-	if o.inRecord != nil {
-		s.Log.Warn("recording a send with its step failed; recording the send alone", "err", err,
-			"tenant_id", o.tenant.ID, "send_id", sendID)
-		err = s.record(rctx, rec, nil)
-	}
+	inDoubt := perr != nil
+	res := Result{SendID: sendID, MessageID: messageID, InDoubt: inDoubt}
+	res.InRecordDone, err = s.settle(sctx, rec.TenantID, sendID, messageID, inDoubt, o.inRecord)
 	if err != nil {
-		// The provider accepted the message; answering an error would make
-		// the client send it again. Say so loudly instead.
-		s.Log.Error("send accepted by the provider but not recorded", "err", err,
-			"tenant_id", o.tenant.ID, "send_id", sendID, "message_id", messageID)
+		// The provider has the message and its record exists: answering an
+		// error would make a client send it again. The record stays
+		// `sending` until the ledger sweep (or the step's next claim)
+		// settles it in doubt.
+		s.Log.Error("send handed to the provider but not settled", "err", err,
+			"tenant_id", rec.TenantID, "send_id", sendID, "message_id", messageID)
+	}
+	if inDoubt {
+		s.Log.Warn("provider gave no answer: send in doubt, not retried", "tenant_id", rec.TenantID,
+			"send_id", sendID, "err", perr)
+		return res, inDoubtError(sendID, perr)
 	}
 	return res, nil
 }
 
-// record stores the send and its email.sent event in one transaction, and
-// runs then (Step.InRecord) in it when set.
-func (s *Sender) record(ctx context.Context, rec queries.SendInsertParams, then func(context.Context, *store.Tx, string) error) error {
+// settleTimeout bounds the writes after the provider's answer.
+const settleTimeout = 15 * time.Second
+
+// fromHeader is the from address as stored: "Name <addr>" with a display
+// name, the bare address without one.
+func fromHeader(a provider.Address) string {
+	if a.Name == "" {
+		return a.Address
+	}
+	return (&mail.Address{Name: a.Name, Address: a.Address}).String()
+}
+
+// recordFirst commits the send's record before the provider is called,
+// with then (an Idempotency-Key's link to the send) in its transaction.
+func (s *Sender) recordFirst(ctx context.Context, rec queries.SendInsertParams, then func(context.Context, *store.Tx, string) error) error {
+	if then == nil {
+		_, err := s.DB.SendInsert(ctx, rec)
+		return err
+	}
 	return s.DB.InTx(ctx, func(q *store.Tx) error {
-		// The insert also counts the send in the metrics (queries/sends.sql).
-		rec.Count = metrics.Enabled()
 		if _, err := q.SendInsert(ctx, rec); err != nil {
 			return err
 		}
-		props := map[string]any{"sendId": rec.ID, "templateId": rec.TemplateID}
-		if rec.SequenceID != nil {
-			props["sequenceId"] = *rec.SequenceID
-			props["stepId"] = *rec.StepID
+		return then(ctx, q, rec.ID)
+	})
+}
+
+// settle ends the record's `sending` (accepted, or in doubt) with its
+// email.sent event and the contact's totalSends, in one transaction that
+// also runs then (Step.InRecord). A Postgres blip is retried a few times:
+// settling twice is harmless (SendSettle matches only a record still
+// `sending`). It reports whether then ran and committed; if the
+// transaction keeps failing with then, the record is settled without it.
+func (s *Sender) settle(ctx context.Context, tenantID, sendID, messageID string, inDoubt bool,
+	then func(context.Context, *store.Tx, string) error) (bool, error) {
+	var err error
+	for attempt, wait := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return false, errors.Join(err, ctx.Err())
+			case <-time.After(wait):
+			}
 		}
-		if _, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
-			Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1}); err != nil {
+		withThen := then
+		if attempt == 3 {
+			withThen = nil // the last try settles the record alone
+		}
+		if err = s.settleOnce(ctx, tenantID, sendID, messageID, inDoubt, withThen); err == nil {
+			return withThen != nil, nil
+		}
+		s.Log.Warn("settling a send failed; retrying", "err", err, "tenant_id", tenantID, "send_id", sendID,
+			"attempt", attempt+1)
+	}
+	return false, err
+}
+
+func (s *Sender) settleOnce(ctx context.Context, tenantID, sendID, messageID string, inDoubt bool,
+	then func(context.Context, *store.Tx, string) error) error {
+	return s.DB.InTx(ctx, func(q *store.Tx) error {
+		rec, err := q.SendSettle(ctx, queries.SendSettleParams{TenantID: tenantID, ID: sendID,
+			MessageID: messageID, InDoubt: inDoubt, Count: metrics.Enabled()})
+		switch {
+		case apperr.IsKind(err, apperr.KindNotFound):
+			// Settled already (the ledger sweep, or an earlier attempt of
+			// this one whose commit was lost on the wire).
+		case err != nil:
 			return err
+		default:
+			props := map[string]any{"sendId": rec.ID, "templateId": rec.TemplateID}
+			if rec.SequenceID != nil {
+				props["sequenceId"] = *rec.SequenceID
+				props["stepId"] = *rec.StepID
+			}
+			if rec.InDoubt {
+				props["inDoubt"] = true
+			}
+			if _, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
+				Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1}); err != nil {
+				return err
+			}
 		}
 		if then == nil {
 			return nil
 		}
-		return then(ctx, q, rec.ID)
+		return then(ctx, q, sendID)
 	})
+}
+
+// SettleInDoubt settles a record still `sending` whose attempt ended
+// without the provider's answer being written (its process died): it
+// stays, in doubt, as sent, and then runs in the settling transaction (the
+// engine marks the step sent). A record settled already is left as it is,
+// and then still runs.
+func (s *Sender) SettleInDoubt(ctx context.Context, tenantID, sendID string, then func(context.Context, *store.Tx, string) error) error {
+	done, err := s.settle(ctx, tenantID, sendID, "", true, then)
+	if err == nil && then != nil && !done {
+		err = fmt.Errorf("send %s settled, but what follows it did not commit", sendID)
+	}
+	return err
+}
+
+// SweepSending settles in doubt the transactional records still `sending`
+// that were written before before (their process died waiting for the
+// provider's answer); it returns how many it settled.
+func (s *Sender) SweepSending(ctx context.Context, before time.Time) (int, error) {
+	rows, err := s.DB.SendListSending(ctx, queries.SendListSendingParams{Before: before, Lim: sweepSendingPage})
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range rows {
+		if err := s.SettleInDoubt(ctx, r.TenantID, r.ID, nil); err != nil {
+			return i, err
+		}
+		s.Log.Warn("send settled in doubt: its process stopped before the provider answered",
+			"tenant_id", r.TenantID, "send_id", r.ID)
+	}
+	return len(rows), nil
+}
+
+const sweepSendingPage = 1000
+
+// Answer is what POST /api/send answers for a send already recorded (the
+// repeat of a request that died after recording it): the result when the
+// provider accepted it, the in-doubt error while it is (or stays) in doubt,
+// and NotFound when the record is gone (the provider refused it: nothing
+// was sent).
+func (s *Sender) Answer(ctx context.Context, tenantID, sendID string) (Result, error) {
+	r, err := s.DB.SendGet(ctx, queries.SendGetParams{TenantID: tenantID, ID: sendID})
+	if err != nil {
+		return Result{}, err
+	}
+	if r.InDoubt {
+		return Result{SendID: r.ID, InDoubt: true}, inDoubtError(r.ID, ErrInDoubt)
+	}
+	return Result{SendID: r.ID, MessageID: r.MessageID}, nil
+}
+
+// ErrInDoubt marks a send the provider may or may not have taken: the
+// request was written but no answer came. Its record stays, in doubt, and
+// it is never sent again automatically.
+var ErrInDoubt = errors.New("the email provider gave no answer: the message may have been sent")
+
+// IsInDoubt reports whether err is a send in doubt (ErrInDoubt).
+func IsInDoubt(err error) bool { return errors.Is(err, ErrInDoubt) }
+
+// inDoubtError is the 502 PROVIDER_ERROR of a transactional send in doubt,
+// naming the send (ADDENDUM section 12).
+func inDoubtError(sendID string, cause error) error {
+	e := apperr.Upstream("PROVIDER_ERROR", "the email provider gave no answer in time: the message may have "+
+		"been sent; its record "+sendID+" stays in doubt and it is not sent again", errors.Join(ErrInDoubt, cause))
+	e.Details = map[string]any{"sendId": sendID, "inDoubt": true}
+	return e
 }
 
 // providerError turns a provider failure into the 502 of ADDENDUM section 8.

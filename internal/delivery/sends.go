@@ -37,7 +37,15 @@ type Filter struct {
 	Status, ContactID, TemplateID, SequenceID string
 	// From and To bound sentAt, inclusive; zero means unbounded.
 	From, To time.Time
+	// InDoubt keeps only the sends still in doubt (InDoubt).
+	InDoubt bool
 }
+
+// InDoubt reports whether a send is in doubt (ADDENDUM section 12): its
+// record was written and the provider's answer is missing, or has not come
+// yet (a record is born in doubt), and no provider event has settled it
+// since.
+func InDoubt(r queries.Send) bool { return r.InDoubt }
 
 // Sends reads the send history.
 type Sends struct {
@@ -66,16 +74,21 @@ func (s *Sends) List(ctx context.Context, tenantID string, f Filter, p page.Para
 		case f.ContactID != "":
 			return s.DB.SendListByContact(ctx, queries.SendListByContactParams{TenantID: tenantID, ContactID: f.ContactID,
 				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from,
-				SequenceID: opt(f.SequenceID), TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: q.Limit})
+				SequenceID: opt(f.SequenceID), TemplateID: opt(f.TemplateID), Status: opt(f.Status), InDoubtOnly: f.InDoubt,
+				Lim: q.Limit})
 		case f.SequenceID != "":
 			return s.DB.SendListBySequence(ctx, queries.SendListBySequenceParams{TenantID: tenantID, SequenceID: &f.SequenceID,
 				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from,
-				TemplateID: opt(f.TemplateID), Status: opt(f.Status), Lim: q.Limit})
+				TemplateID: opt(f.TemplateID), Status: opt(f.Status), InDoubtOnly: f.InDoubt, Lim: q.Limit})
 		case f.TemplateID != "":
 			return s.DB.SendListByTemplate(ctx, queries.SendListByTemplateParams{TenantID: tenantID, TemplateID: f.TemplateID,
-				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from, Status: opt(f.Status), Lim: q.Limit})
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from, Status: opt(f.Status),
+				InDoubtOnly: f.InDoubt, Lim: q.Limit})
 		case f.Status != "":
 			return s.DB.SendListByStatus(ctx, queries.SendListByStatusParams{TenantID: tenantID, Status: f.Status,
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from, InDoubtOnly: f.InDoubt, Lim: q.Limit})
+		case f.InDoubt:
+			return s.DB.SendListInDoubt(ctx, queries.SendListInDoubtParams{TenantID: tenantID,
 				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from, Lim: q.Limit})
 		default:
 			return s.DB.SendList(ctx, queries.SendListParams{TenantID: tenantID,

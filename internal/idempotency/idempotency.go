@@ -47,6 +47,9 @@ func ValidKey(k string) bool {
 type Response struct {
 	Status int
 	Body   []byte
+	// SendID, with no Status, is the send a first request recorded before
+	// it died without storing its answer: the answer is that send's record.
+	SendID string
 }
 
 // Claim is an owned key: the request holding it runs, then calls exactly one
@@ -103,6 +106,12 @@ func (s *Store) Begin(ctx context.Context, tenantID, scope, key string, body []b
 			"this Idempotency-Key was used with a different request body")
 	}
 	if row.ResponseStatus == nil {
+		// A first request that recorded its send and then went silent (its
+		// process died before storing the answer): the answer is the send's
+		// record, and nothing is sent again.
+		if row.SendID != nil && !row.CreatedAt.After(now.Add(-StaleAfter)) {
+			return nil, &Response{SendID: *row.SendID}, nil
+		}
 		return nil, nil, apperr.Conflict("IDEMPOTENCY_KEY_IN_USE",
 			"a request with this Idempotency-Key is still being processed; retry later")
 	}
@@ -119,6 +128,25 @@ func (c *Claim) Complete(ctx context.Context, status int, body []byte) error {
 	_, err := c.s.DB.IdempotencyComplete(ctx, queries.IdempotencyCompleteParams{
 		TenantID: c.tenant, Scope: c.scope, Key: c.key, RequestHash: c.hash,
 		ResponseStatus: &st, ResponseBody: body})
+	return err
+}
+
+// LinkSend names the send this request is about to hand to the provider,
+// in the transaction that writes the send's record (delivery.Request.OnRecord):
+// a repeat after this request died answers from that record.
+func (c *Claim) LinkSend(ctx context.Context, q *store.Tx, sendID string) error {
+	_, err := q.IdempotencyLinkSend(ctx, queries.IdempotencyLinkSendParams{
+		TenantID: c.tenant, Scope: c.scope, Key: c.key, RequestHash: c.hash, SendID: &sendID})
+	return err
+}
+
+// Abandon forgets a key whose first request linked a send that no longer
+// exists (the provider refused it, so nothing was sent): the client's
+// repeat runs afresh.
+func (s *Store) Abandon(ctx context.Context, tenantID, scope, key string, body []byte) error {
+	sum := sha256.Sum256(body)
+	_, err := s.DB.IdempotencyRelease(ctx, queries.IdempotencyReleaseParams{
+		TenantID: tenantID, Scope: scope, Key: key, RequestHash: sum[:]})
 	return err
 }
 

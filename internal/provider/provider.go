@@ -109,6 +109,9 @@ type Error struct {
 	Message string
 	// Err is the underlying error, if any (network error, context error).
 	Err error
+	// InDoubt: the message was (or may have been) written to the provider
+	// but no answer came; it may have been sent and must not be retried.
+	InDoubt bool
 }
 
 // Error implements error.
@@ -142,6 +145,13 @@ func (e *Error) Temporary() bool { return e.Transient }
 func IsTemporary(err error) bool {
 	var pe *Error
 	return errors.As(err, &pe) && pe.Temporary()
+}
+
+// IsInDoubt reports whether err is a provider *Error after which the
+// message may have been sent (InDoubt).
+func IsInDoubt(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.InDoubt
 }
 
 // Option adjusts New; tests use them to trust their own servers.

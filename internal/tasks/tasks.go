@@ -32,6 +32,9 @@ const (
 	TypeWebhookBatch   = "webhook:batch"
 	TypeWebhookSweep   = "webhooks:sweep"
 	TypeDomainSweep    = "domains:sweep"
+	// TypeSendingSweep settles in doubt the transactional send records
+	// whose process died waiting for the provider.
+	TypeSendingSweep = "sends:sweep-sending"
 	// TypeIdempotencySweep deletes Idempotency-Key records past their 24
 	// hours.
 	TypeIdempotencySweep = "maintenance:idempotency-keys"

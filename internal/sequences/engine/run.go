@@ -118,7 +118,9 @@ func (r *Runner) Run(ctx context.Context, tenantID, id string) (Result, error) {
 		return markSent(ctx, q, row, sendID, seq)
 	}
 	res, sendErr := r.Sender.SendStep(ctx, *st)
-	if sendErr != nil {
+	// A send in doubt (no answer from the provider) counts as sent: it is
+	// never sent again (ADDENDUM section 12).
+	if sendErr != nil && !delivery.IsInDoubt(sendErr) {
 		return r.failed(ctx, row, sendErr)
 	}
 	if res.InRecordDone {
@@ -438,11 +440,13 @@ func (r *Runner) finish(ctx context.Context, q *store.Tx, row queries.ScheduledS
 // sent marks the row sent and moves the enrolment on, scheduling its next
 // email step from now.
 func (r *Runner) sent(ctx context.Context, row queries.ScheduledSend, sendID string) (Result, error) {
-	// The message has left: record it even if the task's context is done.
+	// The message has (or may have) left: record it even if the task's
+	// context is done. A record still `sending` (its attempt's process
+	// died waiting for the provider) is settled in doubt with the mark.
 	ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err := r.DB.InTx(ctx2, func(q *store.Tx) error {
-		return markSent(ctx2, q, row, sendID, nil)
+	err := r.Sender.SettleInDoubt(ctx2, row.TenantID, sendID, func(ctx context.Context, q *store.Tx, sendID string) error {
+		return markSent(ctx, q, row, sendID, nil)
 	})
 	if err != nil {
 		r.Log.Error("scheduled send went out but was not marked sent; the sweep will find its send record",
@@ -508,6 +512,13 @@ func (r *Runner) failed(ctx context.Context, row queries.ScheduledSend, cause er
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := r.DB.InTx(ctx, func(q *store.Tx) error {
+		// The enrolment first, then its send: the lock order of every
+		// writer (docs/decisions.md "Lock order"); an unsubscribe locking
+		// them the same way waits instead of deadlocking.
+		if _, err := q.EnrolmentGetForUpdate(ctx, queries.EnrolmentGetForUpdateParams{TenantID: row.TenantID,
+			ID: row.EnrolmentID}); err != nil && !apperr.IsKind(err, apperr.KindNotFound) {
+			return err
+		}
 		if err := r.finish(ctx, q, row, status, "", msg); err != nil {
 			return err
 		}

@@ -72,6 +72,10 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	// The reclaim and what a dead send does to its enrolment commit
 	// together: a failure between them would strand the enrolment active.
 	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		// Enrolments first, then their sends (the lock order).
+		if err := q.ScheduledSendStaleLock(ctx, now.Add(-timeout)); err != nil {
+			return err
+		}
 		var err error
 		reclaimed, err = q.ScheduledSendReclaim(ctx, queries.ScheduledSendReclaimParams{
 			MaxAttempts: int32(s.MaxAttempts), StaleBefore: now.Add(-timeout)})

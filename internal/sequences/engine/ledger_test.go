@@ -1,0 +1,232 @@
+package engine_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
+	"tidings/internal/events"
+	"tidings/internal/provider"
+	"tidings/internal/provider/providertest"
+	"tidings/internal/sequences"
+	"tidings/internal/templates"
+	"tidings/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// ledgerFixture is one tenant that may send (enabled, a verified domain),
+// one contact, one template, and a sequence "s" whose first step sends it,
+// on services whose provider runs onSend after the fake SendGrid answered.
+type ledgerFixture struct {
+	t   *testing.T
+	svc *app.Services
+	sg  *providertest.SendGrid
+	// onSend runs after each message the provider accepted.
+	onSend atomic.Pointer[func()]
+}
+
+const ledgerTenant = "ten_ledger"
+
+// hookedProvider is the real sendgrid provider against the fake, with a
+// hook after the answer: a fault that strikes once the message has left.
+type hookedProvider struct {
+	provider.Provider
+	f *ledgerFixture
+}
+
+func (p hookedProvider) Send(ctx context.Context, m provider.Message) (string, error) {
+	id, err := p.Provider.Send(ctx, m)
+	if fn := p.f.onSend.Load(); fn != nil {
+		(*fn)()
+	}
+	return id, err
+}
+
+func newLedgerFixture(t *testing.T) *ledgerFixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &ledgerFixture{t: t, sg: providertest.NewSendGrid(t)}
+	cfg := apptest.Config(t)
+	f.sg.Configure(cfg)
+	prov, err := provider.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc = apptest.Services(t, app.Infra{Config: cfg, Provider: hookedProvider{prov, f}, MJML: testenv.MJML(t)})
+	f.exec(`INSERT INTO tenants (id, name, sending_status, default_from_address) VALUES ($1, 'L', 'enabled', 'L <l@ledger.example>')`, ledgerTenant)
+	f.exec(`INSERT INTO domains (tenant_id, domain, status, sending_enabled, verification_token, dkim_tokens)
+		VALUES ($1, 'ledger.example', 'verified', true, 't', '{a,b,c}')`, ledgerTenant)
+	f.exec(`INSERT INTO contacts (tenant_id, id, email) VALUES ($1, 'cnt_1', 'ann@example.com')`, ledgerTenant)
+	name, subject, content := "W", "Welcome", `<mjml><mj-body><mj-section><mj-column><mj-text>Hi</mj-text></mj-column></mj-section></mj-body></mjml>`
+	if _, _, err := f.svc.Templates.Put(ctx, ledgerTenant, "welcome", templates.Put{Name: &name, Subject: &subject, Content: &content}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Sequences.Put(ctx, ledgerTenant, "s", sequences.Put{
+		Content: []byte("name: S\ntrigger: {event: go}\nsteps: [{send: welcome}, {delay: 1d}, {send: welcome}]\n")}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *ledgerFixture) exec(sql string, args ...any) {
+	f.t.Helper()
+	if _, err := f.svc.DB.Pool.Exec(context.Background(), sql, args...); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *ledgerFixture) scalar(sql string, args ...any) any {
+	f.t.Helper()
+	var v any
+	if err := f.svc.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+// enrol sends the trigger event and returns the leading step's scheduled
+// send (due now).
+func (f *ledgerFixture) enrol() string {
+	f.t.Helper()
+	if _, err := f.svc.Events.RecordCustom(context.Background(), events.Custom{TenantID: ledgerTenant,
+		Email: "ann@example.com", Name: "go", Properties: []byte(`{}`), Timestamp: time.Now()}); err != nil {
+		f.t.Fatal(err)
+	}
+	return f.scalar(`SELECT id FROM scheduled_sends WHERE tenant_id = $1 AND status = 'pending' ORDER BY scheduled_for LIMIT 1`,
+		ledgerTenant).(string)
+}
+
+// A database that fails every write to sends right after the provider
+// accepted a step (issue 20, defect 2): the attempt fails, the claim goes
+// stale, the sweep takes it back, and the next claim finds the step's
+// record: it is marked sent (in doubt) and never goes out again.
+func TestLedgerStepNotSentTwiceAfterADatabaseFailure(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	f.exec(`CREATE TABLE fault (on_ boolean)`)
+	f.exec(`CREATE FUNCTION fault_sends() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`)
+	f.exec(`CREATE TRIGGER fault_sends BEFORE INSERT OR UPDATE ON sends FOR EACH ROW EXECUTE FUNCTION fault_sends()`)
+	arm := func() { f.exec(`INSERT INTO fault VALUES (true)`) }
+	f.onSend.Store(&arm)
+
+	if res, err := f.svc.Runner.Run(ctx, ledgerTenant, id); err == nil && res.Outcome == "sent" {
+		t.Fatalf("the attempt succeeded through the fault: %+v", res)
+	}
+	f.onSend.Store(nil)
+	f.exec(`DELETE FROM fault`)
+	if n := f.sg.Count(); n != 1 {
+		t.Fatalf("provider took %d messages, want 1", n)
+	}
+	// The worker is gone; its claim goes stale and the sweep takes it back.
+	f.exec(`UPDATE scheduled_sends SET claimed_at = now() - interval '1 hour' WHERE tenant_id = $1 AND id = $2 AND status = 'claimed'`,
+		ledgerTenant, id)
+	if _, err := f.svc.Sweeper.Sweep(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.svc.Runner.Run(ctx, ledgerTenant, id)
+	if err != nil || res.Outcome != "sent" {
+		t.Fatalf("after the fault: %+v, %v; want sent", res, err)
+	}
+	if n := f.sg.Count(); n != 1 {
+		t.Fatalf("the step went out %d times", n)
+	}
+	if st := f.scalar(`SELECT status FROM scheduled_sends WHERE tenant_id = $1 AND id = $2`, ledgerTenant, id); st != "sent" {
+		t.Fatalf("scheduled send %v", st)
+	}
+	// Its record is settled: one email.sent, counted once; the next step is
+	// scheduled.
+	if n := f.scalar(`SELECT count(*) FROM sends WHERE tenant_id = $1 AND NOT sending`, ledgerTenant); n != int64(1) {
+		t.Fatalf("%v settled records", n)
+	}
+	if n := f.scalar(`SELECT count(*) FROM events WHERE tenant_id = $1 AND name = 'email.sent'`, ledgerTenant); n != int64(1) {
+		t.Fatalf("%v email.sent events", n)
+	}
+	if n := f.scalar(`SELECT count(*) FROM scheduled_sends WHERE tenant_id = $1 AND status = 'pending'`, ledgerTenant); n != int64(1) {
+		t.Fatalf("next step: %v pending", n)
+	}
+}
+
+// A reclaimed claim on its last attempt whose message has its record is
+// not dead (issue 20, defect 6): the record says the message may have
+// left, so the step is marked sent and the enrolment moves on.
+func TestLedgerReclaimOnLastAttemptWithARecordIsNotDead(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	// An attempt whose worker died after writing the record, on the last
+	// attempt.
+	f.exec(`UPDATE scheduled_sends SET status = 'claimed', claimed_at = now() - interval '1 hour', attempts = $3
+		WHERE tenant_id = $1 AND id = $2`, ledgerTenant, id, f.svc.Config.SendMaxAttempts)
+	f.exec(`INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id,
+		scheduled_send_id, from_address, to_address, subject, sent_at, sending, in_doubt)
+		VALUES ($1, 'snd_died', '', 'cnt_1', 'welcome', 1, 's', 'step-1', $2, 'l@ledger.example', 'ann@example.com', 'Welcome', now(), true, true)`,
+		ledgerTenant, id)
+	res, err := f.svc.Sweeper.Sweep(ctx, time.Now())
+	if err != nil || res.Dead != 0 {
+		t.Fatalf("sweep %+v, %v: a claim with a record must not be dead", res, err)
+	}
+	run, err := f.svc.Runner.Run(ctx, ledgerTenant, id)
+	if err != nil || run.Outcome != "sent" {
+		t.Fatalf("%+v, %v", run, err)
+	}
+	if f.sg.Count() != 0 {
+		t.Fatal("the step was sent again")
+	}
+	if d := f.scalar(`SELECT in_doubt AND NOT sending FROM sends WHERE tenant_id = $1 AND id = 'snd_died'`, ledgerTenant); d != true {
+		t.Fatal("the record was not settled in doubt")
+	}
+	if st := f.scalar(`SELECT status FROM enrolments WHERE tenant_id = $1`, ledgerTenant); st != "active" {
+		t.Fatalf("enrolment %v", st)
+	}
+}
+
+// A send going dead while an unsubscribe cancels the contact's sends
+// (issue 20, defect 7): both take the enrolment before its scheduled send,
+// so one waits for the other instead of deadlocking.
+func TestFailedAttemptAndUnsubscribeDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	f.sg.FailNext(1, 400, 0) // refused for good: the send goes dead and its enrolment exits
+
+	// The unsubscribe's transaction, as contacts.cancelPending orders it:
+	// the enrolments first...
+	tx, err := f.svc.DB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE enrolments SET updated_at = now() WHERE tenant_id = $1`, ledgerTenant); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Runner.Run(ctx, ledgerTenant, id)
+		done <- err
+	}()
+	// ...then, once the failing attempt is recording its failure, the sends.
+	deadline := time.Now().Add(10 * time.Second)
+	for f.sg.Requests() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := tx.Exec(ctx, `UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = 'unsubscribed',
+		finished_at = now() WHERE tenant_id = $1 AND status IN ('pending', 'claimed', 'failed')`, ledgerTenant); err != nil {
+		t.Fatalf("the unsubscribe's cancel: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("the unsubscribe's commit: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the failing attempt: %v", err)
+	}
+}
