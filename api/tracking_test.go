@@ -234,9 +234,6 @@ func TestTrackingUnsubscribe(t *testing.T) {
 	}
 	b.expectError("GET", "/t/u/"+tamper(tok), "", nil, 404, "NOT_FOUND")
 	b.expectError("POST", "/t/u/"+tamper(tok), "", nil, 404, "NOT_FOUND")
-	gone := b.token(tracking.KindUnsubscribe, "ten_a", "snd_gone", "")
-	b.expectError("GET", "/t/u/"+gone, "", nil, 404, "NOT_FOUND")
-	b.expectError("POST", "/t/u/"+gone, "", nil, 404, "NOT_FOUND")
 	b.sql(`DELETE FROM tenants WHERE id = 'ten_b'`)
 	b.expectError("POST", "/t/u/"+b.token(tracking.KindUnsubscribe, "ten_b", "snd_1", ""), "", nil, 404, "NOT_FOUND")
 }
@@ -311,7 +308,8 @@ func TestSendgridWebhook(t *testing.T) {
 	if err := h.ProcessTask(context.Background(), asynq.NewTask(info.Type, info.Payload)); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.scalar(`SELECT applied::text || ' ' || duplicates::text || ' ' || dropped::text FROM webhook_batches WHERE id = $1`, id); got != "2 0 1" {
+	// The event of a send without a record is parked, not dropped (ADDENDUM 12).
+	if got := b.scalar(`SELECT applied::text || ' ' || duplicates::text || ' ' || dropped::text FROM webhook_batches WHERE id = $1`, id); got != "2 0 0" {
 		t.Fatalf("batch counts (applied duplicates dropped) %s", got)
 	}
 	if got := b.scalar(`SELECT string_agg(tenant_id || ':' || delivery_status, ',' ORDER BY tenant_id) FROM sends`); got != "ten_a:delivered,ten_b:bounced" {
@@ -389,4 +387,36 @@ func (b *outcomeBundle) expectTooLarge(path string) {
 	if res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(data), "PAYLOAD_TOO_LARGE") {
 		b.t.Fatalf("too large: %d %s", res.StatusCode, data)
 	}
+}
+
+// ADDENDUM 12: opt-outs never depend on a record's timing. A one-click
+// unsubscribe whose send has no record (refused, never committed, or the
+// event raced it) unsubscribes the token's contact, once; a token naming a
+// contact the tenant does not have stays 404.
+func TestOneClickUnsubscribeWithoutARecord(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomeAPI(t, true)
+	gone := b.token(tracking.KindUnsubscribe, "ten_a", "snd_gone", "")
+	if page := b.raw("GET", "/t/u/"+gone, "", nil); page.status != 200 || !strings.Contains(string(page.raw), "<form") {
+		t.Fatalf("page without a record: %d\n%s", page.status, page.raw)
+	}
+	oneClick := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	for range 2 {
+		if r := b.raw("POST", "/t/u/"+gone, "List-Unsubscribe=One-Click", oneClick); r.status != 200 {
+			t.Fatalf("one-click without a record: %d\n%s", r.status, r.raw)
+		}
+	}
+	if got := b.scalar(`SELECT subscribed FROM contacts WHERE tenant_id = 'ten_a'`); got != "false" {
+		t.Fatal("the contact is still subscribed")
+	}
+	if got := b.scalar(`SELECT count(*)::text || ' ' || min(properties->>'sendId') FROM events
+		WHERE tenant_id = 'ten_a' AND name = 'email.unsubscribed'`); got != "1 snd_gone" {
+		t.Fatalf("email.unsubscribed events: %s", got)
+	}
+	if got := b.scalar(`SELECT subscribed FROM contacts WHERE tenant_id = 'ten_b'`); got != "true" {
+		t.Fatal("another tenant's contact changed")
+	}
+	b.sql(`DELETE FROM contacts WHERE tenant_id = 'ten_a'`)
+	b.expectError("POST", "/t/u/"+gone, "", nil, 404, "NOT_FOUND")
+	b.expectError("GET", "/t/u/"+gone, "", nil, 404, "NOT_FOUND")
 }

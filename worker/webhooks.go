@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"tidings/internal/apperr"
+	"tidings/internal/delivery"
 	"tidings/internal/tasks"
 	"tidings/internal/telemetry"
 )
@@ -49,7 +50,7 @@ func HandleWebhookBatch(d Deps) asynq.HandlerFunc {
 		default:
 			telemetry.WebhookEvents(res.Applied, res.Duplicates, res.Dropped, res.Ignored)
 			d.Log.Info("webhook batch applied", "batch_id", p.BatchID, "events", res.Events, "applied", res.Applied,
-				"duplicates", res.Duplicates, "dropped", res.Dropped, "ignored", res.Ignored)
+				"duplicates", res.Duplicates, "dropped", res.Dropped, "ignored", res.Ignored, "parked", res.Parked)
 		}
 		return nil
 	}
@@ -66,6 +67,15 @@ func handleWebhookSweep(d Deps) asynq.HandlerFunc {
 		n, err := d.Webhooks.Requeue(ctx, webhookStaleAfter, webhookSweepBatch)
 		if n > 0 {
 			d.Log.Warn("webhook batches re-enqueued", "count", n)
+		}
+		if err != nil {
+			return err
+		}
+		// Events that came before their send's record (ADDENDUM 12).
+		u, err := d.Webhooks.Unpark(ctx, time.Now(), webhookSweepBatch)
+		if u != (delivery.UnparkResult{}) {
+			d.Log.Info("parked webhook events", "applied", u.Applied, "fell_back_to_contact", u.FellBack,
+				"dropped", u.Dropped, "still_parked", u.Parked)
 		}
 		if err != nil {
 			return err

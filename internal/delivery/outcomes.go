@@ -32,6 +32,10 @@ type Outcome struct {
 	// ContactID, when set, must be the send's contact (an unsubscribe
 	// token names both): a mismatch is treated as an unknown send.
 	ContactID string
+	// Email is the recipient as the provider reported it: the contact a
+	// bounce, complaint or unsubscribe falls back to when the send's
+	// record is gone (Webhooks.Unpark).
+	Email string
 }
 
 // Counts says what applying a set of outcomes did.
@@ -40,6 +44,9 @@ type Counts struct {
 	Applied int
 	// Dropped outcomes named a tenant or send that does not exist.
 	Dropped int
+	// Missing are the dropped outcomes themselves, for a caller that parks
+	// them until the record appears.
+	Missing []Outcome
 }
 
 // Outcomes applies outcomes to sends: one set of rules for the webhook and
@@ -69,14 +76,17 @@ func (a *Outcomes) Record(ctx context.Context, o Outcome) error {
 }
 
 // Subscribed says whether the contact of an unsubscribe token is still
-// subscribed; UnknownSend when the send (or tenant) is gone or the contact
-// is not the send's.
+// subscribed; UnknownSend when the contact (or tenant) is gone, or the
+// send's record exists and is another contact's. A token whose send has no
+// record (ADDENDUM 12: opt-outs never depend on a record's timing) still
+// names its contact, and the signed token is the capability.
 func (a *Outcomes) Subscribed(ctx context.Context, tenantID, sendID, contactID string) (bool, error) {
 	s, err := a.DB.SendGet(ctx, queries.SendGetParams{TenantID: tenantID, ID: sendID})
-	if err != nil {
-		return false, apperr.Specific(err, apperr.KindNotFound, UnknownSend())
-	}
-	if s.ContactID != contactID {
+	switch {
+	case apperr.IsKind(err, apperr.KindNotFound):
+	case err != nil:
+		return false, err
+	case s.ContactID != contactID:
 		return false, UnknownSend()
 	}
 	c, err := a.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: contactID})
@@ -87,13 +97,63 @@ func (a *Outcomes) Subscribed(ctx context.Context, tenantID, sendID, contactID s
 }
 
 // ApplyOutcome applies one outcome inside the caller's transaction; an
-// unknown send is UnknownSend.
+// unknown send is UnknownSend. An unsubscribe naming its contact (the
+// signed one-click token) unsubscribes that contact even when the send has
+// no record (ADDENDUM section 12).
 func (a *Outcomes) ApplyOutcome(ctx context.Context, q *store.Tx, o Outcome) error {
 	n, err := a.Apply(ctx, q, []Outcome{o})
-	if err == nil && n.Dropped > 0 {
-		return UnknownSend()
+	if err != nil || n.Dropped == 0 {
+		return err
 	}
-	return err
+	if o.Kind == sendgridevents.Unsubscribed && o.ContactID != "" {
+		if _, err := a.DB.SendGet(ctx, queries.SendGetParams{TenantID: o.TenantID, ID: o.SendID}); !apperr.IsKind(err, apperr.KindNotFound) {
+			return UnknownSend() // the record exists: another contact's
+		}
+		_, err := contacts.ApplyOptOut(ctx, q, a.optOut(o, o.ContactID))
+		return apperr.Specific(err, apperr.KindNotFound, UnknownSend())
+	}
+	return UnknownSend()
+}
+
+// fallBack applies an outcome whose send has no record to the contact
+// with its address: a hard bounce or complaint suppresses it, an
+// unsubscribe unsubscribes it (ADDENDUM 12). It reports false for any
+// other outcome, and when the tenant has no such contact.
+func (a *Outcomes) fallBack(ctx context.Context, q *store.Tx, o Outcome) (bool, error) {
+	switch o.Kind {
+	case sendgridevents.BouncedHard, sendgridevents.Complained, sendgridevents.Unsubscribed:
+	default:
+		return false, nil
+	}
+	email, ok := contacts.NormalizeEmail(o.Email)
+	if !ok {
+		return false, nil
+	}
+	c, err := q.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: o.TenantID, Email: email})
+	if apperr.IsKind(err, apperr.KindNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := contacts.ApplyOptOut(ctx, q, a.optOut(o, c.ID)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// optOut is what an unsubscribe, hard bounce or complaint does to the
+// contact it reached, whose send has no record.
+func (a *Outcomes) optOut(o Outcome, contactID string) contacts.OptOut {
+	oo := contacts.OptOut{TenantID: o.TenantID, ContactID: contactID}
+	switch o.Kind {
+	case sendgridevents.Unsubscribed:
+		oo.Unsubscribe, oo.Record, oo.At = true, a.Events, o.At
+		oo.Properties = map[string]any{"sendId": o.SendID}
+	case sendgridevents.BouncedHard, sendgridevents.Complained:
+		oo.Suppress = true
+	}
+	return oo
 }
 
 // Apply applies outcomes inside the caller's transaction in a fixed number
@@ -158,6 +218,7 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 		s := sends[[2]string{o.TenantID, o.SendID}]
 		if s == nil || (o.ContactID != "" && o.ContactID != s.ContactID) {
 			n.Dropped++
+			n.Missing = append(n.Missing, o)
 			continue
 		}
 		n.Applied++

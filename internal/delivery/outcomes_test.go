@@ -312,8 +312,9 @@ func (b *outcomesBundle) applyBatch(body []byte) BatchResult {
 
 // A batch applies each event once: duplicates by sg_event_id, within the
 // batch or across batches, change nothing; applying a batch again is a
-// no-op; unknown sends and tenants are counted as dropped; the counts are
-// stored on the batch.
+// no-op; events of sends without a visible record (or unknown tenants) are
+// parked for Unpark; a processed event applies (it settles a send in
+// doubt); the counts are stored on the batch.
 func TestWebhookBatchDedupAndDrops(t *testing.T) {
 	t.Parallel()
 	b := setupOutcomes(t)
@@ -331,11 +332,11 @@ func TestWebhookBatchDedupAndDrops(t *testing.T) {
 		sgEvent("e6", "processed", "ten_a", "snd_1", at(0)),
 	)
 	res := b.applyBatch(body)
-	if res.Events != 7 || res.Applied != 3 || res.Duplicates != 1 || res.Dropped != 2 || res.Ignored != 1 {
+	if res.Events != 7 || res.Applied != 4 || res.Duplicates != 1 || res.Parked != 2 || res.Dropped != 0 || res.Ignored != 0 {
 		t.Fatalf("first apply: %+v", res)
 	}
 	again := b.applyBatch(body) // SendGrid delivered the same batch twice
-	if again.Applied != 0 || again.Duplicates != 6 {
+	if again.Applied != 0 || again.Duplicates != 7 {
 		t.Fatalf("second apply: %+v", again)
 	}
 	s := b.getSend("ten_a", "snd_1")
@@ -359,7 +360,7 @@ func TestWebhookBatchDedupAndDrops(t *testing.T) {
 		Scan(&appliedAt, &applied, &dups, &dropped); err != nil {
 		t.Fatal(err)
 	}
-	if appliedAt == nil || applied != 3 || dups != 1 || dropped != 3 {
+	if appliedAt == nil || applied != 4 || dups != 1 || dropped != 0 {
 		t.Fatalf("batch row: appliedAt %v applied %d duplicates %d dropped %d", appliedAt, applied, dups, dropped)
 	}
 	// The task applied twice (a retry racing the sweep) finds it applied.
@@ -437,5 +438,55 @@ func TestWebhookNULInText(t *testing.T) {
 	var reason string
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT properties->>'reason' FROM events WHERE name = $1`, events.Bounced).Scan(&reason); err != nil || reason != "550 \uFFFD" {
 		t.Fatalf("bounce reason %q %v", reason, err)
+	}
+}
+
+// ADDENDUM 12: outcomes never depend on a record's timing. An event that
+// comes before its send's record is parked and applied once the record
+// appears (and settles a send in doubt); past the parking time, a hard
+// bounce or complaint suppresses the contact with the event's address (a
+// message without a record must not keep mailing it), and anything else is
+// dropped.
+func TestParkedEventsApplyWhenTheRecordAppears(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	b.contact("ten_a", "cnt_1")
+	b.contact("ten_a", "cnt_2")
+	b.contact("ten_b", "cnt_2")
+	body := batch(t,
+		sgEvent("e1", "delivered", "ten_a", "snd_late", at(1)),
+		sgEvent("e2", "bounce", "ten_a", "snd_none", at(1), "type", "bounce", "email", "CNT_2@example.com"),
+		sgEvent("e3", "open", "ten_a", "snd_none", at(2), "email", "cnt_2@example.com"),
+	)
+	if res := b.applyBatch(body); res.Parked != 3 || res.Applied != 0 {
+		t.Fatalf("first apply: %+v", res)
+	}
+	// The record of snd_late commits, in doubt (no answer from the provider).
+	b.send("ten_a", "snd_late", "cnt_1", "")
+	b.exec(`UPDATE sends SET in_doubt = true WHERE id = 'snd_late'`)
+	now := time.Now()
+	res, err := b.webhooks.Unpark(b.ctx, now, 100)
+	// The other two wait untouched: their record has not appeared.
+	if err != nil || res.Applied != 1 || res.Parked+res.FellBack+res.Dropped != 0 {
+		t.Fatalf("unpark: %+v %v", res, err)
+	}
+	if s := b.getSend("ten_a", "snd_late"); s.DeliveryStatus != "delivered" || s.InDoubt {
+		t.Fatalf("snd_late: %s in doubt %v", s.DeliveryStatus, s.InDoubt)
+	}
+	if c := b.getContact("ten_a", "cnt_2"); c.Suppressed {
+		t.Fatal("suppressed before the parking time ran out")
+	}
+	res, err = b.webhooks.Unpark(b.ctx, now.Add(ParkFor+time.Minute), 100)
+	if err != nil || res.FellBack != 1 || res.Dropped != 1 || res.Parked != 0 {
+		t.Fatalf("unpark past time: %+v %v", res, err)
+	}
+	if c := b.getContact("ten_a", "cnt_2"); !c.Suppressed {
+		t.Fatal("a hard bounce of a send without a record did not suppress its address")
+	}
+	if c := b.getContact("ten_b", "cnt_2"); c.Suppressed {
+		t.Fatal("another tenant's contact with that address was suppressed")
+	}
+	if res, err := b.webhooks.Unpark(b.ctx, now.Add(time.Hour), 100); err != nil || res != (UnparkResult{}) {
+		t.Fatalf("third pass: %+v %v", res, err)
 	}
 }

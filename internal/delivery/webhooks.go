@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -54,7 +55,8 @@ type BatchResult struct {
 	Events     int // events in the batch
 	Applied    int // applied to a send
 	Duplicates int // sg_event_id seen before (in this batch or an earlier one)
-	Dropped    int // unknown tenant or send
+	Dropped    int // unknown tenant (and, in batches applied before parking, send)
+	Parked     int // send record not visible yet: parked (Unpark)
 	Ignored    int // types Tidings does not act on, or not attributable (no ids)
 	// AlreadyApplied: the batch had been applied before; nothing was done.
 	AlreadyApplied bool
@@ -123,11 +125,109 @@ func (w *Webhooks) apply(ctx context.Context, q *store.Tx, evs []sendgridevents.
 	for _, id := range fresh {
 		e := evs[first[id]]
 		outs = append(outs, Outcome{TenantID: e.TenantID, SendID: e.SendID, Kind: e.Outcome, At: e.Timestamp,
-			URL: e.URL, Reason: e.Reason})
+			URL: e.URL, Reason: e.Reason, Email: e.Email})
 	}
 	n, err := w.Outcomes.Apply(ctx, q, outs)
-	res.Applied, res.Dropped = n.Applied, n.Dropped
-	return err
+	if err != nil {
+		return err
+	}
+	res.Applied, res.Parked = n.Applied, len(n.Missing)
+	return w.park(ctx, q, n.Missing, time.Now().Add(ParkFor))
+}
+
+// ParkFor is how long an event for a send without a visible record waits
+// for it (ADDENDUM 12: "within minutes"). A record is committed before its
+// message leaves, so an event can only beat it by a moment (a replica, a
+// commit in flight); past this, a bounce, complaint or unsubscribe reaches
+// the contact by its address and anything else is dropped.
+const ParkFor = 10 * time.Minute
+
+// parkedRow is one row of ProviderEventPark's JSON.
+type parkedRow struct {
+	TenantID   string    `json:"tenant_id"`
+	SendID     string    `json:"send_id"`
+	Email      string    `json:"email"`
+	Outcome    string    `json:"outcome"`
+	OccurredAt time.Time `json:"occurred_at"`
+	URL        string    `json:"url"`
+	Reason     string    `json:"reason"`
+}
+
+func (w *Webhooks) park(ctx context.Context, q *store.Tx, outs []Outcome, until time.Time) error {
+	if len(outs) == 0 {
+		return nil
+	}
+	rows := make([]parkedRow, len(outs))
+	for i, o := range outs {
+		rows[i] = parkedRow{TenantID: o.TenantID, SendID: o.SendID, Email: o.Email, Outcome: o.Kind.String(),
+			OccurredAt: o.At, URL: o.URL, Reason: o.Reason}
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	return q.ProviderEventPark(ctx, queries.ProviderEventParkParams{Provider: ProviderSendGrid, Rows: b, ParkedUntil: until})
+}
+
+// UnparkResult says what one pass over the parked events did.
+type UnparkResult struct {
+	// Applied found their record; FellBack reached the contact by its
+	// address (no record); Dropped had neither; Parked wait on.
+	Applied, FellBack, Dropped, Parked int
+}
+
+// Unpark applies the parked events whose record has appeared, and those
+// past their time: a hard bounce or complaint suppresses, and an
+// unsubscribe unsubscribes, the tenant's contact with the event's address
+// (a message without a record must not keep mailing a bounced address);
+// anything else is dropped. One transaction, at most limit events.
+func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (UnparkResult, error) {
+	var res UnparkResult
+	err := w.DB.InTx(ctx, func(q *store.Tx) error {
+		res = UnparkResult{}
+		rows, err := q.ProviderEventParkedTake(ctx, queries.ProviderEventParkedTakeParams{Now: now, Lim: limit})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		outs := make([]Outcome, 0, len(rows))
+		until := map[[2]string]time.Time{}
+		for _, r := range rows {
+			kind, ok := sendgridevents.ParseOutcome(r.Outcome)
+			if !ok {
+				res.Dropped++
+				continue
+			}
+			outs = append(outs, Outcome{TenantID: r.TenantID, SendID: r.SendID, Kind: kind, At: r.OccurredAt,
+				URL: r.Url, Reason: r.Reason, Email: r.Email})
+			until[[2]string{r.TenantID, r.SendID}] = r.ParkedUntil
+		}
+		n, err := w.Outcomes.Apply(ctx, q, outs)
+		if err != nil {
+			return err
+		}
+		res.Applied = n.Applied
+		for _, o := range n.Missing {
+			u := until[[2]string{o.TenantID, o.SendID}]
+			if u.After(now) {
+				res.Parked++
+				if err := w.park(ctx, q, []Outcome{o}, u); err != nil {
+					return err
+				}
+				continue
+			}
+			fell, err := w.Outcomes.fallBack(ctx, q, o)
+			if err != nil {
+				return err
+			}
+			if fell {
+				res.FellBack++
+			} else {
+				res.Dropped++
+			}
+		}
+		return nil
+	})
+	return res, err
 }
 
 // StaleBatches lists batches still unapplied olderThan after they arrived

@@ -13,9 +13,11 @@ import (
 // Outcome is what an event means for Tidings.
 type Outcome int
 
-// Outcomes. Ignored covers event types Tidings does not act on (processed,
-// deferred, group_resubscribe, types SendGrid adds later) and events it
-// cannot attribute (see Event.IgnoreReason).
+// Outcomes. Ignored covers event types Tidings does not act on
+// (group_resubscribe, types SendGrid adds later) and events it cannot
+// attribute (see Event.IgnoreReason). Processed (processed, deferred)
+// changes nothing on the send but proves SendGrid has the message: it
+// settles a send in doubt (ADDENDUM section 12).
 const (
 	Ignored Outcome = iota
 	Delivered
@@ -26,9 +28,21 @@ const (
 	Opened
 	Clicked
 	Unsubscribed
+	Processed
 )
 
-var outcomeNames = [...]string{"ignored", "delivered", "bounced_hard", "bounced_soft", "rejected", "complained", "opened", "clicked", "unsubscribed"}
+var outcomeNames = [...]string{"ignored", "delivered", "bounced_hard", "bounced_soft", "rejected", "complained", "opened",
+	"clicked", "unsubscribed", "processed"}
+
+// ParseOutcome is String reversed (parked events store the name).
+func ParseOutcome(name string) (Outcome, bool) {
+	for i, n := range outcomeNames {
+		if n == name {
+			return Outcome(i), true
+		}
+	}
+	return Ignored, false
+}
 
 func (o Outcome) String() string {
 	if o >= 0 && int(o) < len(outcomeNames) {
@@ -186,6 +200,8 @@ func Classify(eventType, bounceType string) Outcome {
 		return Clicked
 	case "unsubscribe", "group_unsubscribe":
 		return Unsubscribed
+	case "processed", "deferred":
+		return Processed
 	}
 	return Ignored
 }

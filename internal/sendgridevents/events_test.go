@@ -44,8 +44,8 @@ func TestParseSampleBatch(t *testing.T) {
 		outcome Outcome
 		reason  string
 	}{
-		{"processed", Ignored, ""},
-		{"deferred", Ignored, ""},
+		{"processed", Processed, ""},
+		{"deferred", Processed, ""},
 		{"delivered", Delivered, ""},
 		{"open", Opened, ""},
 		{"open", Opened, ""},
@@ -157,8 +157,8 @@ func TestClassify(t *testing.T) {
 		{"unsubscribe", "", Unsubscribed},
 		{"group_unsubscribe", "", Unsubscribed},
 		{"group_resubscribe", "", Ignored},
-		{"processed", "", Ignored},
-		{"deferred", "", Ignored},
+		{"processed", "", Processed},
+		{"deferred", "", Processed},
 		{"Delivered", "", Ignored},
 		{"", "", Ignored},
 	}
