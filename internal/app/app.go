@@ -135,7 +135,8 @@ func New(in Infra) (*Services, error) {
 		Contacts: &contacts.Store{DB: db, FreeLimit: cfg.PlanFreeContacts},
 		// Every event, in either process, runs the sequence engine's hook:
 		// enrolments and exit conditions.
-		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook}},
+		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook},
+			SystemHooks: []events.SystemHook{engine.SystemHook}},
 		Feed:   &events.Feed{DB: db},
 		Segments: &segments.Store{DB: db, Throttle: &segments.Throttle{Redis: in.Redis, Prefix: in.RedisPrefix,
 			Every: cfg.SegmentComputeEvery, Log: in.Log}},

@@ -163,15 +163,27 @@ func contactNotFound(err error) error {
 	return apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("CONTACT_NOT_FOUND", "contact"))
 }
 
-// Hook reacts to an event inside the transaction that records it, e.g. to
-// enrol the contact in sequences; it reports the sequences it processed and
-// newly enrolled.
+// Hook reacts to a custom event inside the transaction that records it,
+// e.g. to enrol the contact in sequences; it reports the sequences it
+// processed and newly enrolled.
 type Hook func(ctx context.Context, q *store.Tx, ev *Recorded) (processed, triggered []string, err error)
+
+// SystemHook reacts to system events inside the transaction that records
+// them, all of a batch at once (a webhook batch, a batch of sends), so its
+// cost is per batch rather than per event.
+type SystemHook func(ctx context.Context, q *store.Tx, evs []SystemRecorded) error
+
+// SystemRecorded is a stored system event, as a SystemHook sees it.
+type SystemRecorded struct {
+	TenantID, ContactID, EventID, Name string
+}
 
 // Recorder records events.
 type Recorder struct {
 	DB    *store.DB
 	Hooks []Hook
+	// SystemHooks run after system events are stored.
+	SystemHooks []SystemHook
 }
 
 // RecordCustom stores a custom event against an existing contact found by
@@ -248,7 +260,17 @@ func (r *Recorder) RecordSystem(ctx context.Context, q *store.Tx, in System) (*R
 	}
 	rec := &Recorded{EventID: ev.ID, Name: ev.Name, Properties: ev.Properties, Timestamp: ev.OccurredAt,
 		ContactID: ev.ContactID, ProcessedSequences: []string{}, TriggeredSequences: []string{}, Contact: c}
-	return rec, r.runHooks(ctx, q, rec)
+	return rec, r.runSystemHooks(ctx, q, []SystemRecorded{{TenantID: in.TenantID, ContactID: in.ContactID,
+		EventID: ev.ID, Name: ev.Name}})
+}
+
+func (r *Recorder) runSystemHooks(ctx context.Context, q *store.Tx, evs []SystemRecorded) error {
+	for _, h := range r.SystemHooks {
+		if err := h(ctx, q, evs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *Recorder) runHooks(ctx context.Context, q *store.Tx, rec *Recorded) error {
@@ -270,24 +292,15 @@ func (r *Recorder) runHooks(ctx context.Context, q *store.Tx, rec *Recorded) err
 // RecordSystemMany stores many system events inside the caller's
 // transaction in two statements, one insert for the events and one update
 // for the contacts' derived fields (deltas summed per contact), where
-// RecordSystem takes two round trips per event. Outcome batches from the
-// provider's webhook go through here. When hooks are registered each event
-// goes through RecordSystem instead, since a hook sees one event and the
-// contact as it stands after it.
+// RecordSystem takes two round trips per event, then runs the system hooks
+// once for them all. Outcome batches from the provider's webhook and
+// batches of sends go through here.
 //
 // Callers that change several contacts lock them in key order first
 // (queries.ContactLockMany): the update below takes row locks in whatever
 // order the plan visits them.
 func (r *Recorder) RecordSystemMany(ctx context.Context, q *store.Tx, in []System) error {
 	if len(in) == 0 {
-		return nil
-	}
-	if len(r.Hooks) > 0 {
-		for _, s := range in {
-			if _, err := r.RecordSystem(ctx, q, s); err != nil {
-				return err
-			}
-		}
 		return nil
 	}
 	type eventRow struct {
@@ -352,5 +365,15 @@ func (r *Recorder) RecordSystemMany(ctx context.Context, q *store.Tx, in []Syste
 	if err := q.ContactTouchDerivedMany(ctx, touchJSON); err != nil {
 		return err
 	}
-	return q.EventInsertMany(ctx, evJSON)
+	if err := q.EventInsertMany(ctx, evJSON); err != nil {
+		return err
+	}
+	if len(r.SystemHooks) == 0 {
+		return nil
+	}
+	recs := make([]SystemRecorded, len(evs))
+	for i, e := range evs {
+		recs[i] = SystemRecorded{TenantID: e.TenantID, ContactID: e.ContactID, EventID: e.ID, Name: e.Name}
+	}
+	return r.runSystemHooks(ctx, q, recs)
 }

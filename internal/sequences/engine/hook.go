@@ -8,12 +8,12 @@ import (
 	"tidings/queries"
 )
 
-// Hook is the events.Hook of the sequence engine, run in the event's
-// transaction. A custom event enrols the contact in every enabled sequence
-// it triggers (processed: all of them; triggered: those it newly enrolled
-// the contact in). Any event, system events included, then evaluates the
-// exit conditions of the contact's active enrolments: true exits the
-// enrolment (exit_condition) and cancels its pending sends. The event that
+// Hook is the events.Hook of the sequence engine, run in a custom event's
+// transaction. The event enrols the contact in every enabled sequence it
+// triggers (processed: all of them; triggered: those it newly enrolled the
+// contact in), then evaluates the exit conditions of the contact's active
+// enrolments: true exits the enrolment (exit_condition) and cancels its
+// pending sends. System events go through SystemHook. The event that
 // enrolled a contact does not count toward that enrolment's exit (see
 // evaluator). The tasks of the sends it schedules are enqueued once the
 // event's transaction commits (store.Tx.Schedule).
@@ -53,28 +53,30 @@ func exitOnEvent(ctx context.Context, q *store.Tx, ev *events.Recorded) error {
 		if e.Status != Active || (e.TriggerEventID != nil && *e.TriggerEventID == ev.EventID) {
 			continue
 		}
-		seq, err := LoadSequence(ctx, q.Queries, tenantID, e.SequenceID)
-		if err != nil {
-			continue // deleted meanwhile: CancelSequence ends it
-		}
-		if seq.Def.Exit == nil {
-			continue
-		}
-		evr, err := newEvaluator(ctx, q.Queries, ev.Contact, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
-		if err != nil {
+		if err := exitIfDone(ctx, q, ev.Contact, e); err != nil {
 			return err
-		}
-		out, err := evr.holds(seq.Def.Exit, false)
-		if err != nil {
-			return err
-		}
-		if out {
-			if _, err := exit(ctx, q, tenantID, e.ID, ReasonExitCondition); err != nil {
-				return ignoreNoRows(err)
-			}
 		}
 	}
 	return nil
+}
+
+// exitIfDone exits the active enrolment e (exit_condition) when its
+// sequence's exit condition holds for contact c.
+func exitIfDone(ctx context.Context, q *store.Tx, c queries.Contact, e queries.Enrolment) error {
+	seq, err := LoadSequence(ctx, q.Queries, e.TenantID, e.SequenceID)
+	if err != nil || seq.Def.Exit == nil {
+		return nil // deleted meanwhile (CancelSequence ends it), or no exit condition
+	}
+	evr, err := newEvaluator(ctx, q.Queries, c, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
+	if err != nil {
+		return err
+	}
+	out, err := evr.holds(seq.Def.Exit, false)
+	if err != nil || !out {
+		return err
+	}
+	_, err = exit(ctx, q, e.TenantID, e.ID, ReasonExitCondition)
+	return ignoreNoRows(err)
 }
 
 func deref(s *string) string {
@@ -82,4 +84,36 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// SystemHook is the events.SystemHook of the sequence engine: system events
+// (a send, its outcomes, an unsubscribe) may end active enrolments whose
+// exit condition they make true. One read finds, for a whole batch, the
+// active enrolments of its contacts whose sequence has an exit condition;
+// most contacts have none, and only those are evaluated.
+func SystemHook(ctx context.Context, q *store.Tx, evs []events.SystemRecorded) error {
+	seen := map[[2]string]bool{}
+	var p queries.DispatchOpenWithExitParams
+	for _, ev := range evs {
+		k := [2]string{ev.TenantID, ev.ContactID}
+		if !seen[k] {
+			seen[k] = true
+			p.TenantIds = append(p.TenantIds, ev.TenantID)
+			p.ContactIds = append(p.ContactIds, ev.ContactID)
+		}
+	}
+	open, err := q.DispatchOpenWithExit(ctx, p)
+	if err != nil || len(open) == 0 {
+		return err
+	}
+	for _, e := range open {
+		c, err := q.ContactGet(ctx, queries.ContactGetParams{TenantID: e.TenantID, ID: e.ContactID})
+		if err != nil {
+			return ignoreNoRows(err)
+		}
+		if err := exitIfDone(ctx, q, c, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
