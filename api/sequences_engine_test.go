@@ -657,9 +657,10 @@ func TestScheduledEarlyTaskWaitsForItsRow(t *testing.T) {
 	}
 }
 
-// A worker killed mid-send leaves its claim and an asynq task that asynq
-// archives when the lease runs out, keeping the row's task id. The sweep
-// takes the claim back and frees the id, so the row's new task is queued.
+// A worker killed mid-dispatch leaves its claim and a dispatch task that
+// asynq archives when the lease runs out, keeping its task id. The sweep
+// takes the claim back and frees the id, so the fan-out is queued again
+// and sends the row once.
 func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
 	t.Parallel()
 	f := newSeqFixture(t, "org_seq_archived")
@@ -672,28 +673,29 @@ func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close(); _ = inspector.Close() })
 	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
 	f.event("go", nil)
-	id := f.scheduled("status=pending")[0]["scheduledSendId"].(string)
 	tc := tasks.NewClient(client, inspector, testLog())
-	tc.ScheduledSends(context.Background(), []tasks.Timer{{TenantID: f.org, ID: id, At: time.Now()}})
-	if err := inspector.ArchiveTask(tasks.QueueCritical, id); err != nil {
+	if n, err := tc.FanOut(context.Background(), 1); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	if err := inspector.ArchiveTask(tasks.QueueCritical, "dispatch:fan:0"); err != nil {
 		t.Fatal(err)
 	}
 	f.exec(`UPDATE scheduled_sends SET status = 'claimed', claimed_at = now() - interval '10 minutes', attempts = 1
 		WHERE tenant_id = $1`, f.org)
 
-	sweeper := &engine.Sweeper{DB: f.b.db, Tasks: tc, MaxAttempts: f.b.cfg.SendMaxAttempts, Log: testLog()}
-	if res, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || res.Enqueued != 1 || res.Requeued != 1 {
+	sweeper := &engine.Sweeper{DB: f.b.db, Tasks: tc, MaxAttempts: f.b.cfg.SendMaxAttempts, FanOut: 1, Log: testLog()}
+	if res, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || res.Reclaimed != 1 || !res.Due || res.Queued != 1 {
 		t.Fatal(res, err)
 	}
-	info, err := inspector.GetTaskInfo(tasks.QueueCritical, id)
+	info, err := inspector.GetTaskInfo(tasks.QueueCritical, "dispatch:fan:0")
 	if err != nil || info.State == asynq.TaskStateArchived {
 		t.Fatalf("task %v, %v: want queued again", info, err)
 	}
 	// A sweep while the new task waits leaves it alone.
-	if _, err := sweeper.Sweep(context.Background(), time.Now()); err != nil {
-		t.Fatal(err)
+	if res, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || res.Queued != 0 {
+		t.Fatal(res, err)
 	}
-	if info2, err := inspector.GetTaskInfo(tasks.QueueCritical, id); err != nil || info2.State != info.State {
+	if info2, err := inspector.GetTaskInfo(tasks.QueueCritical, "dispatch:fan:0"); err != nil || info2.State != info.State {
 		t.Fatalf("task %v, %v", info2, err)
 	}
 	wantOutcomes(t, f.runDue(), engine.OutcomeSent)
@@ -737,8 +739,9 @@ func TestScheduledCancelledInFlightEndsSentAndUncounted(t *testing.T) {
 	}
 }
 
-// After Redis loses a backlog, one sweep feeds it all back, page after
-// page; while the tasks wait in the queue, a sweep stops after one page.
+// After Redis loses a backlog, one sweep queues the dispatch fan-out, and
+// the fan-out drains the whole backlog in batches; a sweep while the
+// fan-out waits in the queue queues nothing more.
 func TestScheduledSweepFeedsALostBacklogInOneSweep(t *testing.T) {
 	t.Parallel()
 	f := newSeqFixture(t, "org_seq_backlog")
@@ -750,22 +753,37 @@ func TestScheduledSweepFeedsALostBacklogInOneSweep(t *testing.T) {
 	client, inspector := asynq.NewClient(opt), asynq.NewInspector(opt)
 	t.Cleanup(func() { _ = client.Close(); _ = inspector.Close() })
 	f.putSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
-	const n = 2500
+	const n = 250
+	f.exec(`INSERT INTO contacts (tenant_id, id, email) SELECT $1, 'cnt_' || g, 'c' || g || '@example.com'
+		FROM generate_series(1, $2::int) g`, f.org, n)
+	f.domain("acme.example", "verified", true)
+	f.exec(`UPDATE tenants SET sending_status = 'enabled', default_from_address = 'a@acme.example' WHERE id = $1`, f.org)
+	f.exec(`INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index)
+		SELECT $1, 'enr_' || g, 's', 'cnt_' || g, 'step-1', 1 FROM generate_series(1, $2::int) g`, f.org, n)
 	f.exec(`INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
 		template_id, scheduled_for)
-		SELECT $1, 'sch_' || g, $2, 'enr_' || g, 's', 1, 'step-1', 'welcome', now() - interval '1 minute' + g * interval '1 millisecond'
-		FROM generate_series(1, $3::int) g`, f.org, f.contactID, n)
-	sweeper := &engine.Sweeper{DB: f.b.db, Tasks: tasks.NewClient(client, inspector, testLog()),
-		MaxAttempts: f.b.cfg.SendMaxAttempts, Log: testLog()}
-	if got, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || got.Enqueued != n || got.Requeued != n {
-		t.Fatalf("first sweep: %+v, %v; want %d", got, err, n)
+		SELECT $1, 'sch_' || g, 'cnt_' || g, 'enr_' || g, 's', 1, 'step-1', 'welcome', now() - interval '1 minute' + g * interval '1 millisecond'
+		FROM generate_series(1, $2::int) g`, f.org, n)
+	tc := tasks.NewClient(client, inspector, testLog())
+	sweeper := &engine.Sweeper{DB: f.b.db, Tasks: tc, MaxAttempts: f.b.cfg.SendMaxAttempts, FanOut: 4, Log: testLog()}
+	if got, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || !got.Due || got.Queued != 4 {
+		t.Fatalf("first sweep: %+v, %v; want the fan-out of 4 queued", got, err)
 	}
-	q, err := inspector.GetQueueInfo(tasks.QueueCritical)
-	if err != nil || q.Pending+q.Scheduled != n {
+	if q, err := inspector.GetQueueInfo(tasks.QueueCritical); err != nil || q.Pending+q.Scheduled != 4 {
 		t.Fatalf("queue %+v, %v", q, err)
 	}
-	if got, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || got.Enqueued != 100 || got.Moved() {
-		t.Fatalf("second sweep: %+v, %v; want its first page of 100, nothing requeued", got, err)
+	if got, err := sweeper.Sweep(context.Background(), time.Now()); err != nil || got.Queued != 0 {
+		t.Fatalf("second sweep: %+v, %v; want nothing more queued", got, err)
+	}
+	// One dispatch task drains it all, batch after batch.
+	if err := worker.HandleDispatch(f.b.svc).ProcessTask(context.Background(), asynq.NewTask(tasks.TypeDispatch, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.scheduled("status=pending"); len(left) != 0 {
+		t.Fatalf("%d left pending", len(left))
+	}
+	if f.b.sg.Count() != n {
+		t.Fatalf("sent %d of %d", f.b.sg.Count(), n)
 	}
 }
 

@@ -63,17 +63,17 @@ WHERE s.tenant_id = k.tenant_id AND s.id = k.id AND s.sending;
 -- settler and a webhook batch, which locks sends the same way) wait for
 -- each other instead of deadlocking. Only records still sending settle
 -- and count (sent) in the metrics, as SendSettle.
-WITH r AS (
-    SELECT * FROM jsonb_to_recordset(@batch::jsonb) AS x(tenant_id text, id text, message_id text, in_doubt boolean)
-), locked AS (
-    SELECT s.tenant_id, s.id FROM sends s JOIN r ON s.tenant_id = r.tenant_id AND s.id = r.id
+WITH locked AS (
+    SELECT s.tenant_id, s.id FROM sends s
+    JOIN jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, message_id text, in_doubt boolean)
+      ON s.tenant_id = r.tenant_id AND s.id = r.id
     WHERE s.sending
     ORDER BY s.tenant_id, s.id
     FOR UPDATE OF s
 ), u AS (
     UPDATE sends s SET sending = false, in_doubt = s.in_doubt AND r.in_doubt,
         message_id = CASE WHEN r.message_id <> '' THEN r.message_id ELSE s.message_id END
-    FROM r, locked
+    FROM jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, message_id text, in_doubt boolean), locked
     WHERE s.tenant_id = r.tenant_id AND s.id = r.id AND locked.tenant_id = s.tenant_id AND locked.id = s.id
     RETURNING s.*
 ), counted AS (
@@ -108,18 +108,17 @@ FOR UPDATE OF e;
 -- ScheduledSendMarkSent for a batch: batch holds {tenant_id, id, send_id}.
 -- Returns, for each row that was not sent yet, the status and finish time
 -- it had, so a cancellation counted in the metrics can be taken back.
-WITH r AS (
-    SELECT * FROM jsonb_to_recordset(@batch::jsonb) AS x(tenant_id text, id text, send_id text)
-), was AS (
+WITH was AS (
     SELECT s0.tenant_id, s0.id, s0.status, s0.finished_at, s0.sequence_id, s0.template_id FROM scheduled_sends s0
-    JOIN r ON s0.tenant_id = r.tenant_id AND s0.id = r.id
+    JOIN jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, send_id text)
+      ON s0.tenant_id = r.tenant_id AND s0.id = r.id
     WHERE s0.status <> 'sent'
     ORDER BY s0.tenant_id, s0.id
     FOR UPDATE OF s0
 )
 UPDATE scheduled_sends ss SET status = 'sent', send_id = r.send_id, cancel_reason = NULL, last_error = NULL,
     finished_at = now(), updated_at = now()
-FROM was, r
+FROM was, jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, send_id text)
 WHERE ss.tenant_id = was.tenant_id AND ss.id = was.id AND r.tenant_id = ss.tenant_id AND r.id = ss.id
 RETURNING ss.tenant_id, ss.id, was.status AS was_status, was.finished_at AS was_finished_at,
     was.sequence_id, was.template_id;
@@ -151,15 +150,13 @@ ON CONFLICT DO NOTHING;
 -- name: DispatchSchedule :many
 -- ScheduledSendInsertMany for the next steps of a batch (many contacts),
 -- each with its scheduled timeline entry; batch holds one object per send.
-WITH u AS (
-    SELECT * FROM jsonb_to_recordset(@batch::jsonb) AS x(tenant_id text, id text, contact_id text, enrolment_id text,
-        sequence_id text, sequence_version integer, step_id text, template_id text, delay_seconds float8)
-), ss AS (
+WITH ss AS (
     INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
         template_id, scheduled_for)
     SELECT u.tenant_id, u.id, u.contact_id, u.enrolment_id, u.sequence_id, u.sequence_version, u.step_id, u.template_id,
         date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds))
-    FROM u
+    FROM jsonb_to_recordset(@batch::jsonb) AS u(tenant_id text, id text, contact_id text, enrolment_id text,
+        sequence_id text, sequence_version integer, step_id text, template_id text, delay_seconds float8)
     RETURNING *
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)

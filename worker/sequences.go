@@ -14,21 +14,67 @@ import (
 )
 
 // Sequence sends (ADDENDUM sections 6-7). Each scheduled_sends row is the
-// truth; a TypeScheduledSend task with the row's id as task id, processed
-// at the row's scheduledFor, is its timer. Whoever writes rows has them
-// enqueued after the commit (store.Tx.Schedule); an enqueue that fails, a
-// task id still taken, a Redis that lost its data, a retry time that came:
-// the sweep (engine.Sweeper, every engine.SweepEvery, fixed periodic task
-// ids) enqueues every due pending or failed row again, and gives claims
-// older than SEND_CLAIM_TIMEOUT (their worker died) back as failed.
+// truth; a TypeDispatch task at the second it is due is its timer (one task
+// for every row due that second). Whoever writes rows has the timers set
+// after the commit (store.Tx.Schedule). A dispatch claims due rows in
+// batches (engine.Runner.Dispatch) until none is left; a full batch queues
+// the fan-out (WORKER_CONCURRENCY dispatch tasks), so a backlog is drained
+// by every worker slot of every process. An enqueue that fails, a Redis
+// that lost its data, a retry time that came: the sweep (engine.Sweeper,
+// every engine.SweepEvery, fixed periodic task ids) queues the fan-out
+// whenever a row is due, and gives claims older than SEND_CLAIM_TIMEOUT
+// (their worker died) back as failed.
 const (
 	sweepTimeout      = 30 * time.Second
 	scheduledPruneDue = time.Hour
+	// dispatchBudget bounds one dispatch task's loop over batches; a
+	// backlog left is the fan-out's (queued before the task ends).
+	dispatchBudget = 20 * time.Second
 )
 
-// HandleScheduledSend runs one scheduled send (engine.Runner.Run); the next
-// step it schedules is enqueued by its transaction. It is exported for
-// tests.
+// HandleDispatch runs due scheduled sends in batches of engine.DefaultBatch
+// until none is due or its budget is spent. It is exported for tests and
+// the drain benchmark.
+func HandleDispatch(d Deps) asynq.HandlerFunc {
+	return func(ctx context.Context, _ *asynq.Task) error {
+		deadline := time.Now().Add(dispatchBudget)
+		fanned := false
+		for {
+			res, err := d.Runner.Dispatch(ctx, engine.DefaultBatch)
+			if err != nil {
+				// The rows stay due; the sweep queues the fan-out again.
+				d.Log.Error("dispatch failed; the sweep retries", "err", err)
+				return nil
+			}
+			for _, r := range res {
+				telemetry.ScheduledRun(string(r.Outcome))
+				if r.Outcome == engine.OutcomeFailed || r.Outcome == engine.OutcomeDead {
+					d.Log.Warn("scheduled send failed", "outcome", r.Outcome, "err", r.Err)
+				}
+			}
+			if len(res) > 0 {
+				d.Log.Debug("scheduled sends dispatched", "count", len(res))
+			}
+			if len(res) < engine.DefaultBatch || ctx.Err() != nil {
+				return nil
+			}
+			// A full batch: more may be due. Let every slot help, once.
+			if !fanned || time.Now().After(deadline) {
+				if _, err := d.Tasks.FanOut(ctx, max(d.Config.WorkerConcurrency, 1)); err != nil {
+					d.Log.Warn("dispatch fan-out not queued; the sweep will", "err", err)
+				}
+				fanned = true
+			}
+			if time.Now().After(deadline) {
+				return nil
+			}
+		}
+	}
+}
+
+// HandleScheduledSend runs one scheduled send (engine.Runner.Run): the
+// per-row timer of earlier versions, served for the tasks they queued. It
+// is exported for tests.
 func HandleScheduledSend(d Deps) asynq.HandlerFunc {
 	return func(ctx context.Context, t *asynq.Task) error {
 		var p tasks.ScheduledPayload
@@ -75,7 +121,8 @@ func handleScheduledSweep(d Deps) asynq.HandlerFunc {
 	return func(ctx context.Context, _ *asynq.Task) error {
 		res, err := d.Sweeper.Sweep(ctx, time.Now())
 		if res.Moved() {
-			d.Log.Info("scheduled sends swept", "reclaimed", res.Reclaimed, "dead", res.Dead, "requeued", res.Requeued)
+			d.Log.Info("scheduled sends swept", "reclaimed", res.Reclaimed, "dead", res.Dead,
+				"dispatch_tasks_queued", res.Queued)
 		}
 		return err
 	}

@@ -45,6 +45,7 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeIdempotencySweep, handleIdempotencySweep(d))
 	mux.Handle(tasks.TypeWebhookBatch, HandleWebhookBatch(d))
 	mux.Handle(tasks.TypeWebhookSweep, handleWebhookSweep(d))
+	mux.Handle(tasks.TypeDispatch, HandleDispatch(d))
 	mux.Handle(tasks.TypeScheduledSend, HandleScheduledSend(d))
 	mux.Handle(tasks.TypeScheduledSweep, handleScheduledSweep(d))
 	mux.Handle(tasks.TypeScheduledPrune, handleScheduledPrune(d))

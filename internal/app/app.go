@@ -163,6 +163,6 @@ func New(in Infra) (*Services, error) {
 	s.Enrolments = &engine.Store{DB: db, Templates: s.TemplateRenderer, BaseURL: cfg.PublicBaseURL}
 	s.Runner = &engine.Runner{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts, Log: in.Log}
 	s.Sweeper = &engine.Sweeper{DB: db, Tasks: in.Tasks, MaxAttempts: cfg.SendMaxAttempts,
-		ClaimTimeout: cfg.SendClaimTimeout, Log: in.Log}
+		ClaimTimeout: cfg.SendClaimTimeout, FanOut: cfg.WorkerConcurrency, Log: in.Log}
 	return s, nil
 }

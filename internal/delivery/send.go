@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/mail"
 	"strings"
+	"sync"
 	"time"
 
 	"tidings/internal/apperr"
@@ -156,34 +157,103 @@ type Step struct {
 // exists and is enabled, and the from address. A failure it returns is
 // final unless provider.IsTemporary says the provider may take it later.
 func (s *Sender) SendStep(ctx context.Context, st Step) (Result, error) {
+	o, err := s.stepOutgoing(ctx, st, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	return s.deliver(ctx, o)
+}
+
+// stepCache keeps, within one batch of steps, the templates and senders
+// already read, so a batch reads each once.
+type stepCache struct {
+	mu        sync.Mutex
+	templates map[[2]string]queries.Template
+	froms     map[[2]string]provider.Address
+}
+
+func newStepCache() *stepCache {
+	return &stepCache{templates: map[[2]string]queries.Template{}, froms: map[[2]string]provider.Address{}}
+}
+
+// stepOutgoing checks what the engine does not (the template exists and is
+// enabled, the from address) and builds the message to send; c may be nil.
+func (s *Sender) stepOutgoing(ctx context.Context, st Step, c *stepCache) (outgoing, error) {
 	if st.Tenant == nil {
 		t, err := s.DB.TenantGet(ctx, st.TenantID)
 		if err != nil {
-			return Result{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
+			return outgoing{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
 		}
 		st.Tenant = &t
 	}
 	if st.Contact == nil {
-		c, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: st.TenantID, ID: st.ContactID})
+		ct, err := s.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: st.TenantID, ID: st.ContactID})
 		if err != nil {
-			return Result{}, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
+			return outgoing{}, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
 		}
-		st.Contact = &c
+		st.Contact = &ct
 	}
 	tenant, contact := *st.Tenant, *st.Contact
-	tmpl, err := s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: st.TenantID, ID: st.TemplateID})
-	if err != nil {
-		return Result{}, apperr.Specific(err, apperr.KindNotFound, templates.NotFound())
+	tk := [2]string{st.TenantID, st.TemplateID}
+	tmpl, ok := c.template(tk)
+	if !ok {
+		var err error
+		tmpl, err = s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: st.TenantID, ID: st.TemplateID})
+		if err != nil {
+			return outgoing{}, apperr.Specific(err, apperr.KindNotFound, templates.NotFound())
+		}
+		c.putTemplate(tk, tmpl)
 	}
 	if !tmpl.Enabled {
-		return Result{}, apperr.Invalid("template", "is disabled")
+		return outgoing{}, apperr.Invalid("template", "is disabled")
 	}
-	from, err := s.fromAddress(ctx, tenant, st.From)
-	if err != nil {
-		return Result{}, err
+	fk := [2]string{st.TenantID, st.From}
+	from, ok := c.from(fk)
+	if !ok {
+		var err error
+		if from, err = s.fromAddress(ctx, tenant, st.From); err != nil {
+			return outgoing{}, err
+		}
+		c.putFrom(fk, from)
 	}
-	return s.deliver(ctx, outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from, event: st.Event,
-		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, inRecord: st.InRecord})
+	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from, event: st.Event,
+		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, inRecord: st.InRecord}, nil
+}
+
+func (c *stepCache) template(k [2]string) (queries.Template, bool) {
+	if c == nil {
+		return queries.Template{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.templates[k]
+	return t, ok
+}
+
+func (c *stepCache) putTemplate(k [2]string, t queries.Template) {
+	if c != nil {
+		c.mu.Lock()
+		c.templates[k] = t
+		c.mu.Unlock()
+	}
+}
+
+func (c *stepCache) from(k [2]string) (provider.Address, bool) {
+	if c == nil {
+		return provider.Address{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.froms[k]
+	return a, ok
+}
+
+func (c *stepCache) putFrom(k [2]string, a provider.Address) {
+	if c != nil {
+		c.mu.Lock()
+		c.froms[k] = a
+		c.mu.Unlock()
+	}
 }
 
 // MayMail is the contact's own gate: it is subscribed and not suppressed.
@@ -253,41 +323,11 @@ type outgoing struct {
 //     transactional send). No answer: the record is settled in doubt, as
 //     sent, and never sent again; the error says so (ErrInDoubt).
 func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
-	sendID := ids.New(ids.Send)
-	tids := tracking.IDs{TenantID: o.tenant.ID, SendID: sendID, ContactID: o.contact.ID}
-	unsubToken, err := s.Tracking.UnsubscribeToken(tids)
+	p, err := s.prepare(ctx, o)
 	if err != nil {
 		return Result{}, err
 	}
-	unsubURL := tracking.UnsubscribeURL(s.BaseURL, unsubToken)
-	recipient, err := RecipientOf(o.contact)
-	if err != nil {
-		return Result{}, err
-	}
-	msg, err := s.Templates.RenderCurrent(ctx, o.tenant.ID, o.tmpl, render.Context{
-		Variables: o.variables, Event: o.event, UnsubscribeURL: unsubURL, Contact: recipient,
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	if strings.TrimSpace(msg.Subject) == "" {
-		return Result{}, apperr.Invalid("subject", "the template's subject renders empty with these variables")
-	}
-	html, err := tracking.Rewrite(msg.HTML, s.BaseURL, s.Tracking, tids)
-	if err != nil {
-		return Result{}, fmt.Errorf("tracking links: %w", err)
-	}
-	out := provider.Message{SendID: sendID, TenantID: o.tenant.ID, From: o.from, To: o.contact.Email,
-		Subject: msg.Subject, HTML: html, Text: msg.Text}
-	if o.sequenceID != "" {
-		for name, v := range tracking.ListUnsubscribeHeaders(unsubURL) {
-			out.Headers = append(out.Headers, provider.Header{Name: name, Value: v})
-		}
-	}
-	rec := queries.SendInsertParams{TenantID: o.tenant.ID, ID: sendID,
-		ContactID: o.contact.ID, TemplateID: o.tmpl.ID, TemplateVersion: o.tmpl.CurrentVersion,
-		SequenceID: opt(o.sequenceID), StepID: opt(o.stepID), ScheduledSendID: opt(o.scheduledSendID),
-		FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now()}
+	out, rec, sendID := p.msg, p.rec, p.rec.ID
 	if err := s.recordFirst(ctx, rec, o.onRecord); err != nil {
 		return Result{}, err
 	}
@@ -323,6 +363,53 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		return res, inDoubtError(sendID, perr)
 	}
 	return res, nil
+}
+
+// prepared is a message ready to leave and its record.
+type prepared struct {
+	msg provider.Message
+	rec queries.SendInsertParams
+}
+
+// prepare renders o for its recipient (tracking links, List-Unsubscribe on
+// sequence mail) under a new send id, and builds the record it will have.
+func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
+	sendID := ids.New(ids.Send)
+	tids := tracking.IDs{TenantID: o.tenant.ID, SendID: sendID, ContactID: o.contact.ID}
+	unsubToken, err := s.Tracking.UnsubscribeToken(tids)
+	if err != nil {
+		return prepared{}, err
+	}
+	unsubURL := tracking.UnsubscribeURL(s.BaseURL, unsubToken)
+	recipient, err := RecipientOf(o.contact)
+	if err != nil {
+		return prepared{}, err
+	}
+	msg, err := s.Templates.RenderCurrent(ctx, o.tenant.ID, o.tmpl, render.Context{
+		Variables: o.variables, Event: o.event, UnsubscribeURL: unsubURL, Contact: recipient,
+	})
+	if err != nil {
+		return prepared{}, err
+	}
+	if strings.TrimSpace(msg.Subject) == "" {
+		return prepared{}, apperr.Invalid("subject", "the template's subject renders empty with these variables")
+	}
+	html, err := tracking.Rewrite(msg.HTML, s.BaseURL, s.Tracking, tids)
+	if err != nil {
+		return prepared{}, fmt.Errorf("tracking links: %w", err)
+	}
+	out := provider.Message{SendID: sendID, TenantID: o.tenant.ID, From: o.from, To: o.contact.Email,
+		Subject: msg.Subject, HTML: html, Text: msg.Text}
+	if o.sequenceID != "" {
+		for name, v := range tracking.ListUnsubscribeHeaders(unsubURL) {
+			out.Headers = append(out.Headers, provider.Header{Name: name, Value: v})
+		}
+	}
+	rec := queries.SendInsertParams{TenantID: o.tenant.ID, ID: sendID,
+		ContactID: o.contact.ID, TemplateID: o.tmpl.ID, TemplateVersion: o.tmpl.CurrentVersion,
+		SequenceID: opt(o.sequenceID), StepID: opt(o.stepID), ScheduledSendID: opt(o.scheduledSendID),
+		FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now()}
+	return prepared{msg: out, rec: rec}, nil
 }
 
 // settleTimeout bounds the writes after the provider's answer.

@@ -26,6 +26,10 @@ const (
 
 // Task types.
 const (
+	// TypeDispatch runs due scheduled sends in batches (engine.Runner.Dispatch).
+	TypeDispatch = "sequences:dispatch"
+	// TypeScheduledSend runs one scheduled send: the timer of earlier
+	// versions, still served for tasks they queued.
 	TypeScheduledSend  = "sequence:send"
 	TypeScheduledSweep = "sequences:sweep"
 	TypeScheduledPrune = "sequences:prune"
@@ -42,6 +46,10 @@ const (
 
 // SendTimeout bounds one scheduled-send task.
 const SendTimeout = time.Minute
+
+// DispatchTimeout bounds one dispatch task: a few batches, each bounded
+// by PROVIDER_TIMEOUT and its writes.
+const DispatchTimeout = 2 * time.Minute
 
 // Webhook batch tasks are retried by asynq (the batch is applied
 // idempotently); the sweep frees the id of one that ran out of retries.
@@ -87,19 +95,60 @@ func NewClient(c *asynq.Client, ins *asynq.Inspector, log *slog.Logger) *Client 
 	return &Client{c: c, ins: ins, log: log}
 }
 
-// ScheduledSends hands scheduled sends to the queue, each as a task whose
-// id is the row's id, processed at its time. A task already queued for a
-// row is success; other failures are logged and left to the sweep: the
-// rows are written, which is what matters.
+// ScheduledSends sets the timers of scheduled sends: a dispatch task at
+// each distinct second they are due (task id dispatch:<unix second>, so
+// however many sends fall due in one second, one task wakes for them), or
+// at once for sends due now. A dispatch claims whatever is due, not only
+// these rows. A task already queued for that second is success; other
+// failures are logged and left to the sweep: the rows are written, which
+// is what matters.
 func (c *Client) ScheduledSends(ctx context.Context, timers []Timer) {
-	if c == nil {
+	if c == nil || len(timers) == 0 {
 		return
 	}
+	now := time.Now()
+	seen := map[int64]bool{}
 	for _, t := range timers {
-		if err := ignoreConflict(c.enqueue(ctx, scheduledTask(t))); err != nil {
-			c.log.Warn("scheduled send not enqueued; the sweep will", "scheduled_send_id", t.ID, "err", err)
+		// asynq keeps process times in whole seconds and releases a task
+		// once its second has begun: wake at the second after the due time.
+		sec := t.At.Truncate(time.Second)
+		if sec.Before(t.At) {
+			sec = sec.Add(time.Second)
+		}
+		if seen[sec.Unix()] {
+			continue
+		}
+		seen[sec.Unix()] = true
+		var err error
+		if !sec.After(now) {
+			// Due now: no id, so a dispatch already running (past its last
+			// claim) cannot swallow this wake-up.
+			err = c.enqueue(ctx, dispatchTask(now, ""))
+		} else {
+			err = ignoreConflict(c.enqueue(ctx, dispatchTask(sec, fmt.Sprintf("dispatch:%d", sec.Unix()))))
+		}
+		if err != nil {
+			c.log.Warn("scheduled send timer not set; the sweep will", "scheduled_send_id", t.ID, "err", err)
 		}
 	}
+}
+
+// FanOut makes sure n dispatch tasks (ids dispatch:fan:0..n-1) are queued
+// or running, so a backlog is drained by every worker slot of every
+// process; an id still held by a dead task is freed. It returns how many
+// it queued.
+func (c *Client) FanOut(ctx context.Context, n int) (int, error) {
+	queued := 0
+	for i := range n {
+		ok, err := c.requeue(ctx, dispatchTask(time.Now(), fmt.Sprintf("dispatch:fan:%d", i)))
+		if err != nil {
+			return queued, err
+		}
+		if ok {
+			queued++
+		}
+	}
+	return queued, nil
 }
 
 // WebhookBatch enqueues the task that applies a stored webhook batch; a
@@ -111,12 +160,6 @@ func (c *Client) WebhookBatch(ctx context.Context, batchID int64) {
 	if err := ignoreConflict(c.enqueue(ctx, webhookTask(batchID))); err != nil {
 		c.log.Warn("webhook batch stored but not enqueued; the sweep will", "batch_id", batchID, "err", err)
 	}
-}
-
-// RequeueScheduled is the sweep's enqueue of a scheduled send; it reports
-// whether it queued a task (false: one was waiting or running).
-func (c *Client) RequeueScheduled(ctx context.Context, t Timer) (bool, error) {
-	return c.requeue(ctx, scheduledTask(t))
 }
 
 // RequeueWebhookBatch is the sweep's enqueue of a stored batch; it reports
@@ -141,12 +184,9 @@ type task struct {
 	queue string
 }
 
-func scheduledTask(t Timer) task {
-	payload, _ := json.Marshal(ScheduledPayload{TenantID: t.TenantID, ID: t.ID}) // strings only: cannot fail
-	// Retries are the rows' (failed, with a retry time), not asynq's: a
-	// task is not retried by asynq (MaxRetry 0), the sweep re-feeds the row.
-	return task{t: asynq.NewTask(TypeScheduledSend, payload, asynq.ProcessAt(t.At), asynq.MaxRetry(0),
-		asynq.Timeout(SendTimeout)), id: t.ID, queue: QueueCritical}
+func dispatchTask(at time.Time, id string) task {
+	return task{t: asynq.NewTask(TypeDispatch, nil, asynq.ProcessAt(at), asynq.MaxRetry(0),
+		asynq.Timeout(DispatchTimeout)), id: id, queue: QueueCritical}
 }
 
 func webhookTask(batchID int64) task {
@@ -156,7 +196,11 @@ func webhookTask(batchID int64) task {
 }
 
 func (c *Client) enqueue(ctx context.Context, t task) error {
-	_, err := c.c.EnqueueContext(ctx, t.t, asynq.TaskID(t.id), asynq.Queue(t.queue))
+	opts := []asynq.Option{asynq.Queue(t.queue)}
+	if t.id != "" {
+		opts = append(opts, asynq.TaskID(t.id))
+	}
+	_, err := c.c.EnqueueContext(ctx, t.t, opts...)
 	return err
 }
 

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,5 +229,57 @@ func TestFailedAttemptAndUnsubscribeDoNotDeadlock(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("the failing attempt: %v", err)
+	}
+}
+
+// A batch of due steps leaves through one claim, one context read, one
+// insert of records, concurrent provider calls and one settling
+// transaction: every record settled as accepted (not in doubt: no step
+// fell back to being settled on its own), one email.sent each, counted
+// once, and each enrolment moved on to its next step.
+func TestDispatchRunsABatch(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	const n = 30
+	f.exec(`INSERT INTO contacts (tenant_id, id, email) SELECT $1, 'cnt_b' || g, 'b' || g || '@example.com'
+		FROM generate_series(1, $2::int) g`, ledgerTenant, n)
+	for i := 1; i <= n; i++ {
+		if _, err := f.svc.Events.RecordCustom(ctx, events.Custom{TenantID: ledgerTenant,
+			Email: "b" + strconv.Itoa(i) + "@example.com", Name: "go", Properties: []byte(`{}`), Timestamp: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := f.svc.Runner.Dispatch(ctx, 100)
+	if err != nil || len(res) != n {
+		t.Fatalf("dispatch: %d results, %v", len(res), err)
+	}
+	for _, r := range res {
+		if r.Outcome != "sent" {
+			t.Fatalf("outcome %+v", r)
+		}
+	}
+	if f.sg.Count() != n {
+		t.Fatalf("provider took %d", f.sg.Count())
+	}
+	if got := f.scalar(`SELECT count(*) FILTER (WHERE NOT sending AND NOT in_doubt AND message_id <> '')::text || ' ' || count(*)::text
+		FROM sends WHERE tenant_id = $1`, ledgerTenant); got != "30 30" {
+		t.Fatalf("records settled as accepted / all: %v", got)
+	}
+	if got := f.scalar(`SELECT count(*) FROM events WHERE tenant_id = $1 AND name = 'email.sent'`, ledgerTenant); got != int64(n) {
+		t.Fatalf("email.sent events %v", got)
+	}
+	if got := f.scalar(`SELECT count(*) FROM scheduled_sends WHERE tenant_id = $1 AND status = 'pending' AND step_id = 'step-3'`,
+		ledgerTenant); got != int64(n) {
+		t.Fatalf("next steps scheduled %v", got)
+	}
+	if got := f.scalar(`SELECT sum(total_sends)::int8 FROM contacts WHERE tenant_id = $1`, ledgerTenant); got != int64(n) {
+		t.Fatalf("totalSends %v", got)
+	}
+	if got := f.scalar(`SELECT sum(sent)::int8 FROM metric_counts WHERE tenant_id = $1 AND scope = 'tenant'`, ledgerTenant); got != int64(n) {
+		t.Fatalf("sent counted %v", got)
+	}
+	if res, err := f.svc.Runner.Dispatch(ctx, 100); err != nil || len(res) != 0 {
+		t.Fatalf("second dispatch: %v %v", res, err)
 	}
 }

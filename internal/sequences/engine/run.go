@@ -56,7 +56,10 @@ type Runner struct {
 	Sender *delivery.Sender
 	// MaxAttempts is SEND_MAX_ATTEMPTS: a send failing that often is dead.
 	MaxAttempts int
-	Log         *slog.Logger
+	// Parallel bounds a batch's concurrent provider calls (0: the
+	// delivery default).
+	Parallel int
+	Log      *slog.Logger
 }
 
 // Result is what Run did.
@@ -65,22 +68,10 @@ type Result struct {
 	Err     error // the send failure of OutcomeFailed and OutcomeDead
 }
 
-// Run processes one scheduled send. It claims the row atomically (a
-// duplicate task, or a row handled meanwhile, claims nothing), then checks,
-// in ADDENDUM 6 order, the sequence (deleted: cancelled; disabled: back to
-// pending, held; step removed: cancelled step_removed), the built-in gates
-// (contact subscribed, not suppressed, tenant not paused, whitelisted in
-// sandbox) and the YAML gates (failing: exited gate_blocked), the exit
-// condition (exited exit_condition) and the step conditions (false:
-// skipped, the enrolment moves on). A step that passes is sent outside any
-// transaction, then recorded, marked sent and the enrolment advanced in
-// one transaction. See doc.go for failures and the crash windows.
-//
-// The checks read everything in one statement without locks (quick); only
-// a decision other than "send" (rare) is taken again in a transaction
-// holding the enrolment (check), which writes it. The send path costs the
-// claim, that read, SendStep's template and domain reads and one
-// transaction: the drain benchmark's round trips.
+// Run processes one scheduled send: it claims the row atomically (a
+// duplicate task, or a row handled meanwhile, claims nothing) and runs it
+// as a batch of one (runClaimed, the pipeline Dispatch runs batches
+// through).
 func (r *Runner) Run(ctx context.Context, tenantID, id string) (Result, error) {
 	claimed, err := r.claim(ctx, tenantID, id)
 	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
@@ -89,44 +80,8 @@ func (r *Runner) Run(ctx context.Context, tenantID, id string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	row := claimed.ScheduledSend
-	// An earlier attempt whose message left but whose worker stopped before
-	// marking the row: the send record (unique per scheduled send) says so.
-	if claimed.SentID != "" {
-		return r.sent(ctx, row, claimed.SentID)
-	}
-
-	st, seq, err := r.quick(ctx, row)
-	if err != nil {
-		return Result{}, r.giveBack(ctx, row, err)
-	}
-	if st == nil {
-		var out Outcome
-		err = r.DB.InTx(ctx, func(q *store.Tx) error {
-			var err error
-			out, st, err = r.check(ctx, q, row)
-			return err
-		})
-		if err != nil {
-			return Result{}, r.giveBack(ctx, row, err)
-		}
-		if st == nil {
-			return Result{Outcome: out}, nil
-		}
-	}
-	st.InRecord = func(ctx context.Context, q *store.Tx, sendID string) error {
-		return markSent(ctx, q, row, sendID, seq)
-	}
-	res, sendErr := r.Sender.SendStep(ctx, *st)
-	// A send in doubt (no answer from the provider) counts as sent: it is
-	// never sent again (ADDENDUM section 12).
-	if sendErr != nil && !delivery.IsInDoubt(sendErr) {
-		return r.failed(ctx, row, sendErr)
-	}
-	if res.InRecordDone {
-		return Result{Outcome: OutcomeSent}, nil
-	}
-	return r.sent(ctx, row, res.SendID)
+	out := r.runClaimed(ctx, []queries.DispatchClaimRow{queries.DispatchClaimRow(claimed)})
+	return out[0].res, out[0].err
 }
 
 // EarlyWait is the most a task that arrives before its row is due waits
@@ -160,14 +115,11 @@ func (r *Runner) claim(ctx context.Context, tenantID, id string) (queries.Schedu
 // quick reads what the checks need in one statement, unlocked, and returns
 // the step to send when every check passes, with the sequence read. Any
 // other case (nil step) goes to check, which decides under locks.
-func (r *Runner) quick(ctx context.Context, row queries.ScheduledSend) (*delivery.Step, *Sequence, error) {
-	x, err := r.DB.ScheduledSendStepContext(ctx, queries.ScheduledSendStepContextParams{TenantID: row.TenantID,
-		EnrolmentID: row.EnrolmentID})
-	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+// x is what DispatchContext read for the row's enrolment (nil: nothing,
+// the enrolment is gone).
+func (r *Runner) quick(ctx context.Context, row queries.ScheduledSend, x *queries.DispatchContextRow) (*delivery.Step, *Sequence, error) {
+	if x == nil {
 		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
 	}
 	e := x.Enrolment
 	if x.SeqVersion == nil || e.Status != Active || !*x.SeqEnabled {

@@ -1,0 +1,270 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"sync"
+	"time"
+
+	"tidings/internal/events"
+	"tidings/internal/metrics"
+	"tidings/internal/provider"
+	"tidings/internal/store"
+	"tidings/internal/telemetry"
+	"tidings/queries"
+)
+
+// Settled is one message of a batch whose record was settled (accepted, or
+// in doubt): what the engine marks sent in the same transaction.
+type Settled struct {
+	// Index is the step's position in the batch.
+	Index   int
+	SendID  string
+	InDoubt bool
+}
+
+// StepResult is what became of one step of a batch: Err is nil when the
+// provider accepted it, an error wrapping ErrInDoubt (IsInDoubt) when it
+// gave no answer (the message counts as sent), any other error when nothing
+// was sent.
+type StepResult struct {
+	Result
+	Err error
+}
+
+// DefaultParallel is how many provider calls a batch makes at once.
+const DefaultParallel = 32
+
+// SendSteps sends a batch of sequence steps through the ledger with a fixed
+// number of statements however many there are: the checks and renders of
+// each (a template and a sender read once per batch), every record in one
+// statement before the provider is called, the provider calls concurrently
+// (at most parallel; 0: DefaultParallel), the refused records deleted in
+// one statement, and the others settled in one transaction (SendSettleMany,
+// their email.sent events through RecordSystemMany) that also runs then
+// for them: the engine marks the steps sent there. Step.InRecord is not
+// used. Result.InRecordDone says whether then committed for a step; when
+// the transaction keeps failing with then, the records are settled without
+// it.
+func (s *Sender) SendSteps(ctx context.Context, steps []Step, parallel int,
+	then func(ctx context.Context, q *store.Tx, settled []Settled) error) []StepResult {
+	res := make([]StepResult, len(steps))
+	preps := s.prepareSteps(ctx, steps, res)
+	var idx []int
+	for i, p := range preps {
+		if p != nil {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return res
+	}
+	if err := s.insertMany(ctx, preps, idx); err != nil {
+		for _, i := range idx {
+			res[i].Err = err
+		}
+		return res
+	}
+
+	answers := s.callMany(ctx, preps, idx, parallel)
+	// From here the answers are decided: they are written even if the task
+	// has been abandoned meanwhile.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	var refused queries.SendDeleteManyParams
+	var settled []Settled
+	var rows []settleRow
+	for _, i := range idx {
+		a, rec := answers[i], preps[i].rec
+		res[i].SendID = rec.ID
+		switch {
+		case a.err == nil:
+			res[i].MessageID = a.id
+		case provider.IsInDoubt(a.err):
+			res[i].InDoubt = true
+			res[i].Err = errors.Join(ErrInDoubt, a.err)
+			s.Log.Warn("provider gave no answer: send in doubt, not retried", "tenant_id", rec.TenantID,
+				"send_id", rec.ID, "err", a.err)
+		default:
+			res[i].Err = providerError(a.err)
+			refused.TenantIds = append(refused.TenantIds, rec.TenantID)
+			refused.Ids = append(refused.Ids, rec.ID)
+			continue
+		}
+		settled = append(settled, Settled{Index: i, SendID: rec.ID, InDoubt: res[i].InDoubt})
+		rows = append(rows, settleRow{TenantID: rec.TenantID, ID: rec.ID, MessageID: a.id, InDoubt: res[i].InDoubt})
+	}
+	if len(refused.Ids) > 0 {
+		if err := s.DB.SendDeleteMany(sctx, refused); err != nil {
+			// The records stay sending; the steps' next claims settle them
+			// in doubt, which overstates but never resends.
+			s.Log.Error("refused sends' records not deleted", "err", err, "count", len(refused.Ids))
+		}
+	}
+	if len(settled) == 0 {
+		return res
+	}
+	done, err := s.settleMany(sctx, rows, settled, then)
+	if err != nil {
+		// The provider has the messages and their records exist, sending:
+		// the steps' next claims settle them in doubt with their marks.
+		s.Log.Error("sends handed to the provider but not settled", "err", err, "count", len(settled))
+	}
+	for _, st := range settled {
+		res[st.Index].InRecordDone = done
+	}
+	return res
+}
+
+// prepareSteps checks and renders each step, a few at a time (rendering is
+// CPU work); a step that fails gets its error in res and a nil entry.
+func (s *Sender) prepareSteps(ctx context.Context, steps []Step, res []StepResult) []*prepared {
+	preps := make([]*prepared, len(steps))
+	cache := newStepCache()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(steps)) {
+		wg.Go(func() {
+			for i := range work {
+				o, err := s.stepOutgoing(ctx, steps[i], cache)
+				if err == nil {
+					var p prepared
+					if p, err = s.prepare(ctx, o); err == nil {
+						preps[i] = &p
+					}
+				}
+				res[i].Err = err
+			}
+		})
+	}
+	for i := range steps {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return preps
+}
+
+// insertRow is one row of SendInsertMany's JSON.
+type insertRow struct {
+	TenantID        string    `json:"tenant_id"`
+	ID              string    `json:"id"`
+	ContactID       string    `json:"contact_id"`
+	TemplateID      string    `json:"template_id"`
+	TemplateVersion int32     `json:"template_version"`
+	SequenceID      *string   `json:"sequence_id"`
+	StepID          *string   `json:"step_id"`
+	ScheduledSendID *string   `json:"scheduled_send_id"`
+	FromAddress     string    `json:"from_address"`
+	ToAddress       string    `json:"to_address"`
+	Subject         string    `json:"subject"`
+	SentAt          time.Time `json:"sent_at"`
+}
+
+// insertMany commits the records of the prepared steps, before any of
+// their messages leaves.
+func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) error {
+	rows := make([]insertRow, len(idx))
+	for k, i := range idx {
+		r := preps[i].rec
+		rows[k] = insertRow{TenantID: r.TenantID, ID: r.ID, ContactID: r.ContactID, TemplateID: r.TemplateID,
+			TemplateVersion: r.TemplateVersion, SequenceID: r.SequenceID, StepID: r.StepID,
+			ScheduledSendID: r.ScheduledSendID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
+			Subject: r.Subject, SentAt: r.SentAt}
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	return s.DB.SendInsertMany(ctx, b)
+}
+
+type answer struct {
+	id  string
+	err error
+}
+
+// callMany hands the prepared messages to the provider, at most parallel at
+// once; each call is bounded by the provider's own timeout.
+func (s *Sender) callMany(ctx context.Context, preps []*prepared, idx []int, parallel int) []answer {
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	answers := make([]answer, len(preps))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			id, err := s.Provider.Send(ctx, preps[i].msg)
+			telemetry.Send(s.Provider.Name(), true, err, provider.IsTemporary(err))
+			answers[i] = answer{id: id, err: err}
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
+// settleRow is one row of SendSettleMany's JSON.
+type settleRow struct {
+	TenantID  string `json:"tenant_id"`
+	ID        string `json:"id"`
+	MessageID string `json:"message_id"`
+	InDoubt   bool   `json:"in_doubt"`
+}
+
+// settleMany is settle for a batch: a Postgres blip is retried, and the
+// last try settles the records without then.
+func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Settled,
+	then func(context.Context, *store.Tx, []Settled) error) (bool, error) {
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return false, err
+	}
+	for attempt, wait := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return false, errors.Join(err, ctx.Err())
+			case <-time.After(wait):
+			}
+		}
+		withThen := then
+		if attempt == 3 {
+			withThen = nil
+		}
+		err = s.DB.InTx(ctx, func(q *store.Tx) error {
+			recs, err := q.SendSettleMany(ctx, queries.SendSettleManyParams{Batch: b, Count: metrics.Enabled()})
+			if err != nil {
+				return err
+			}
+			sys := make([]events.System, len(recs))
+			for i, r := range recs {
+				props := map[string]any{"sendId": r.ID, "templateId": r.TemplateID}
+				if r.SequenceID != nil {
+					props["sequenceId"], props["stepId"] = *r.SequenceID, deref(r.StepID)
+				}
+				if r.InDoubt {
+					props["inDoubt"] = true
+				}
+				sys[i] = events.System{TenantID: r.TenantID, ContactID: r.ContactID, Name: events.Sent,
+					Properties: props, Timestamp: r.SentAt, Sends: 1}
+			}
+			if err := s.Events.RecordSystemMany(ctx, q, sys); err != nil {
+				return err
+			}
+			if withThen == nil {
+				return nil
+			}
+			return withThen(ctx, q, settled)
+		})
+		if err == nil {
+			return withThen != nil, nil
+		}
+		s.Log.Warn("settling a batch of sends failed; retrying", "err", err, "count", len(rows), "attempt", attempt+1)
+	}
+	return false, err
+}
