@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"tidings/internal/apperr"
+	"tidings/internal/delivery"
 	"tidings/internal/store"
 )
 
@@ -74,7 +75,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// (a segment compute's 429 leaves the budget as it is).
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(f.retryAfter))
 	}
-	if f.details == nil || f.status >= 500 {
+	// API.md: a 5xx carries no details, save the one ADDENDUM 12 pins: a
+	// send in doubt names its record ({sendId, inDoubt}).
+	if f.details == nil || (f.status >= 500 && !delivery.IsInDoubt(err)) {
 		f.details = map[string]any{}
 	}
 	c.Locals(errorCodeKey, f.code)

@@ -3,12 +3,19 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"tidings/internal/config"
+	"tidings/internal/delivery"
+	"tidings/internal/provider/providertest"
+	"tidings/internal/sendgridevents"
+	"tidings/internal/store"
 	"tidings/internal/tenants"
 )
 
@@ -20,9 +27,9 @@ type sendFixture struct {
 	contactID string
 }
 
-func newSendFixture(t *testing.T, org string) sendFixture {
+func newSendFixture(t *testing.T, org string, opts ...option) sendFixture {
 	t.Helper()
-	b := setup(t)
+	b := setup(t, opts...)
 	key := b.apiKey(b.tenant(org))
 	c := b.expect("POST", "/api/contacts", key, map[string]any{"email": "ann@example.com",
 		"properties": map[string]any{"firstName": "Ann"}}, 201)
@@ -250,7 +257,8 @@ func (f sendFixture) idempotent(key string, body any) resp {
 	defer res.Body.Close()
 	var r resp
 	r.status, r.header = res.StatusCode, res.Header
-	_ = json.NewDecoder(res.Body).Decode(&r.body)
+	r.raw, _ = io.ReadAll(res.Body)
+	_ = json.Unmarshal(r.raw, &r.body)
 	return r
 }
 
@@ -351,4 +359,76 @@ func TestSendsListFiltersAndIsolation(t *testing.T) {
 	b.expectError("GET", "/api/contacts/"+f.contactID+"/sends", other, nil, 404, "CONTACT_NOT_FOUND")
 	b.expectError("GET", "/api/sends?contactId="+f.contactID, other, nil, 404, "CONTACT_NOT_FOUND")
 	b.expectError("POST", "/api/send", other, map[string]any{"to": "ann@example.com", "template": "welcome"}, 404, "CONTACT_NOT_FOUND")
+}
+
+// ADDENDUM 12: a provider that takes the request and never answers leaves
+// the send in doubt: 502 PROVIDER_ERROR naming the send, whose record stays
+// (inDoubt, listed by ?inDoubt=true); the answer is kept for the
+// Idempotency-Key, so the client's retry replays it and sends nothing. A
+// provider event naming the send settles it.
+func TestSendInDoubtIsRecordedKeptAndNeverResent(t *testing.T) {
+	t.Parallel()
+	f := newSendFixture(t, "org_send_doubt", func(c *config.Config) { c.ProviderTimeout = 300 * time.Millisecond })
+	f.b.sg.FailNextWith(providertest.Failure{Hang: true, Accept: true})
+	body := map[string]any{"to": "ann@example.com", "template": "welcome"}
+	r := f.idempotent("doubt-1", body)
+	if r.status != 502 || r.code() != "PROVIDER_ERROR" {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	details, _ := r.body["error"].(map[string]any)["details"].(map[string]any)
+	sendID, _ := details["sendId"].(string)
+	if sendID == "" || details["inDoubt"] != true {
+		t.Fatalf("details %v", details)
+	}
+	again := f.idempotent("doubt-1", body)
+	if again.status != 502 || string(again.raw) != string(r.raw) || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat: %d %s", again.status, again.raw)
+	}
+	if n := f.b.sg.Requests(); n != 1 {
+		t.Fatalf("the provider got %d requests", n)
+	}
+	rec := f.b.expect("GET", "/api/sends/"+sendID, f.key, nil, 200)
+	if rec.body["inDoubt"] != true || rec.body["deliveryStatus"] != "sent" {
+		t.Fatalf("record %s", rec.raw)
+	}
+	if items := f.b.expect("GET", "/api/sends?inDoubt=true", f.key, nil, 200).items(); len(items) != 1 {
+		t.Fatalf("in doubt list: %v", items)
+	}
+	f.b.expectError("GET", "/api/sends?inDoubt=maybe", f.key, nil, 400, "VALIDATION_ERROR")
+	// A webhook event for the send settles it.
+	err := f.b.svc.DB.InTx(context.Background(), func(q *store.Tx) error {
+		_, err := f.b.svc.Outcomes.Apply(context.Background(), q, []delivery.Outcome{{TenantID: f.org, SendID: sendID,
+			Kind: sendgridevents.Processed}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.b.expect("GET", "/api/sends/"+sendID, f.key, nil, 200); rec.body["inDoubt"] != false {
+		t.Fatalf("after the event: %s", rec.raw)
+	}
+	if items := f.b.expect("GET", "/api/sends?inDoubt=true", f.key, nil, 200).items(); len(items) != 0 {
+		t.Fatalf("in doubt list after the event: %v", items)
+	}
+}
+
+// A refusal (or nothing reaching the provider) leaves no record: 502 and
+// the key released, so the retry sends (ADDENDUM 8 and 12).
+func TestSendRefusedLeavesNoRecord(t *testing.T) {
+	t.Parallel()
+	f := newSendFixture(t, "org_send_refused")
+	f.b.sg.FailNext(1, 500, 0)
+	body := map[string]any{"to": "ann@example.com", "template": "welcome"}
+	if r := f.idempotent("refused-1", body); r.status != 502 {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	if items := f.b.expect("GET", "/api/sends", f.key, nil, 200).items(); len(items) != 0 {
+		t.Fatalf("a refused send left records: %v", items)
+	}
+	if r := f.idempotent("refused-1", body); r.status != 200 {
+		t.Fatalf("retry: %d %s", r.status, r.raw)
+	}
+	if items := f.b.expect("GET", "/api/sends", f.key, nil, 200).items(); len(items) != 1 || items[0].(map[string]any)["inDoubt"] != false {
+		t.Fatalf("records after the retry: %v", items)
+	}
 }

@@ -62,7 +62,10 @@ type Config struct {
 	// SendClaimTimeout is how old a scheduled send's claim must be before
 	// the sweep takes it back (its worker died): well above a send's own
 	// one-minute timeout, so a slow attempt is never doubled.
-	SendClaimTimeout    time.Duration
+	SendClaimTimeout time.Duration
+	// ProviderTimeout is PROVIDER_TIMEOUT: the longest wait for the
+	// provider's answer to one message; no answer leaves it in doubt.
+	ProviderTimeout     time.Duration
 	DomainCheckInterval time.Duration
 
 	PlanFreeContacts  int
@@ -144,6 +147,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		SegmentComputeEvery:      r.duration("SEGMENT_COMPUTE_INTERVAL", 60*time.Second),
 		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
 		SendClaimTimeout:         r.duration("SEND_CLAIM_TIMEOUT", 5*time.Minute),
+		ProviderTimeout:          r.duration("PROVIDER_TIMEOUT", 30*time.Second),
 		DomainCheckInterval:      r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
 		PlanFreeContacts:         r.positiveInt("PLAN_FREE_CONTACTS", 1000),
 		PlanFreeTemplates:        r.positiveInt("PLAN_FREE_TEMPLATES", 100),
@@ -180,6 +184,15 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		} else if u, _ := url.Parse(c.RedisURL); u.Path != "" && u.Path != "/" && u.Path != "/0" {
 			r.fail("REDIS_URL", "names database "+strings.TrimPrefix(u.Path, "/")+": a Redis Cluster has only database 0")
 		}
+	}
+	// A claim is taken back as its worker's only after the slowest attempt
+	// it could still be running has ended: the provider's whole wait, and as
+	// long again for the writes around it. A shorter timeout would let the
+	// sweep hand a step to a second worker while the first still talks to
+	// the provider.
+	if c.SendClaimTimeout > 0 && c.ProviderTimeout > 0 && c.SendClaimTimeout < 2*c.ProviderTimeout {
+		r.fail("SEND_CLAIM_TIMEOUT", fmt.Sprintf("must be at least twice PROVIDER_TIMEOUT (%v), got %v",
+			c.ProviderTimeout, c.SendClaimTimeout))
 	}
 	if c.SMTPURL != "" {
 		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Host == "" {

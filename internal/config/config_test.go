@@ -55,6 +55,24 @@ func TestTrackingSecretRequiredWithARealProvider(t *testing.T) {
 	}
 }
 
+// SEND_CLAIM_TIMEOUT has a floor (issue 20): a claim must outlive the
+// slowest attempt, twice PROVIDER_TIMEOUT, or a slow attempt still running
+// would be handed to a second worker.
+func TestClaimTimeoutFloor(t *testing.T) {
+	t.Parallel()
+	c, err := FromLookup(env(nil))
+	if err != nil || c.ProviderTimeout != 30*time.Second || c.SendClaimTimeout != 5*time.Minute {
+		t.Fatalf("defaults: %v %v %v", c.ProviderTimeout, c.SendClaimTimeout, err)
+	}
+	_, err = FromLookup(env(map[string]string{"PROVIDER_TIMEOUT": "30s", "SEND_CLAIM_TIMEOUT": "59s"}))
+	if err == nil || !strings.Contains(err.Error(), "SEND_CLAIM_TIMEOUT") {
+		t.Fatalf("claim timeout under twice the provider's: %v", err)
+	}
+	if _, err := FromLookup(env(map[string]string{"PROVIDER_TIMEOUT": "5s", "SEND_CLAIM_TIMEOUT": "10s"})); err != nil {
+		t.Fatalf("exactly twice: %v", err)
+	}
+}
+
 func TestInvalidValuesNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for name, val := range map[string]string{
@@ -64,7 +82,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		"SENDGRID_WEBHOOK_PUBLIC_KEY": "%%%", "DOMAIN_CHECK_INTERVAL": "-1m", "PUBLIC_BASE_URL": "ftp://x",
 		"API_KEY_CACHE_TTL": "2h", "RENDER_MAX_LOOP_ITERATIONS": "0", "RENDER_MAX_STRING_BYTES": "10MiB",
 		"RENDER_MAX_OUTPUT_BYTES": "-1", "RENDER_MAX_TIME": "0s", "CURSOR_SECRET": "too short",
-		"WORKER_CONCURRENCY": "0", "ASYNQMON_READONLY": "maybe",
+		"WORKER_CONCURRENCY": "0", "ASYNQMON_READONLY": "maybe", "PROVIDER_TIMEOUT": "soon",
 	} {
 		_, err := FromLookup(env(map[string]string{name: val}))
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -109,8 +109,9 @@ type Error struct {
 	Message string
 	// Err is the underlying error, if any (network error, context error).
 	Err error
-	// InDoubt: the message was (or may have been) written to the provider
-	// but no answer came; it may have been sent and must not be retried.
+	// InDoubt: the message was written to the provider but no answer came
+	// (PROVIDER_TIMEOUT passed, or the connection broke after the request
+	// was written). It may have been sent and must not be retried.
 	InDoubt bool
 }
 
@@ -161,7 +162,12 @@ type options struct {
 	httpClient *http.Client
 	tlsConfig  *tls.Config
 	now        func() time.Time
+	// timeout is PROVIDER_TIMEOUT: the longest wait for one answer.
+	timeout time.Duration
 }
+
+// defaultTimeout bounds a call when the configuration names none.
+const defaultTimeout = 30 * time.Second
 
 // WithHTTPClient replaces the HTTP client of the sendgrid provider (the
 // default has a 10 s timeout and keeps enough idle connections for
@@ -180,7 +186,10 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // be checked without sending (the outbox directory is created, SMTP_URL
 // parses, a SendGrid key is present), so a misconfiguration stops start-up.
 func New(cfg *config.Config, opts ...Option) (Provider, error) {
-	o := options{now: time.Now}
+	o := options{now: time.Now, timeout: cfg.ProviderTimeout}
+	if o.timeout <= 0 {
+		o.timeout = defaultTimeout
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sendgrid/rest"
@@ -25,10 +27,6 @@ type sendgridProvider struct {
 	client *rest.Client
 	now    func() time.Time
 }
-
-// sendgridTimeout bounds one Mail Send call: the request path answers 502
-// rather than hold a client for longer.
-const sendgridTimeout = 10 * time.Second
 
 // sendgridMailSend is the v3 Mail Send endpoint, appended to SENDGRID_API_URL.
 const sendgridMailSend = "/v3/mail/send"
@@ -49,7 +47,7 @@ func newSendGrid(apiKey, apiURL string, o options) (*sendgridProvider, error) {
 		t.MaxIdleConns = 256
 		t.MaxIdleConnsPerHost = 256
 		hc = &http.Client{
-			Timeout:   sendgridTimeout,
+			Timeout:   o.timeout,
 			Transport: t,
 			// SendGrid does not redirect Mail Send; following one would
 			// re-post the message somewhere else.
@@ -82,12 +80,16 @@ func (p *sendgridProvider) Send(ctx context.Context, msg Message) (string, error
 	req.Method = rest.Post
 	req.Body = sgmail.GetRequestBody(sendgridMail(msg))
 
+	// Whether the request reached SendGrid decides what a failure means:
+	// before it was written (refused, DNS, TLS) nothing was sent; after,
+	// no answer leaves the message in doubt (ADDENDUM section 12).
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	})
 	resp, err := p.client.SendWithContext(ctx, req)
 	if err != nil {
-		// No answer: refused, reset, timed out or cancelled. SendGrid may
-		// or may not have accepted the message; retrying risks a duplicate,
-		// not retrying risks a loss, and the caller knows which is worse.
-		return "", &Error{Provider: NameSendGrid, Transient: true, Err: err}
+		return "", &Error{Provider: NameSendGrid, Transient: true, Err: err, InDoubt: wrote.Load()}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return firstHeader(resp.Headers, "X-Message-Id"), nil

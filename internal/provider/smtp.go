@@ -25,12 +25,6 @@ type smtpProvider struct {
 	now    func() time.Time
 }
 
-// smtpTimeout is go-mail's connection deadline, set when it dials. go-mail
-// only hands the context to the dial; once connected, this deadline (not
-// the caller's context) bounds the exchange, so it matches the sendgrid
-// provider's request timeout.
-const smtpTimeout = 10 * time.Second
-
 // newSMTP reads SMTP_URL: smtp://user:pass@host:port (STARTTLS required,
 // default port 587) or smtps://... (implicit TLS, default port 465). The
 // query parameter tls=opportunistic or tls=none loosens STARTTLS for local
@@ -45,7 +39,10 @@ func newSMTP(rawURL string, o options) (*smtpProvider, error) {
 		return nil, fmt.Errorf("SMTP_URL must look like smtp://user:pass@host:port")
 	}
 	host := u.Hostname()
-	opts := []gomail.Option{gomail.WithTimeout(smtpTimeout)}
+	// go-mail only hands the context to the dial; once connected, its
+	// deadline (PROVIDER_TIMEOUT, not the caller's context) bounds the
+	// exchange.
+	opts := []gomail.Option{gomail.WithTimeout(o.timeout)}
 
 	port := 587
 	switch u.Scheme {
@@ -108,17 +105,25 @@ func (p *smtpProvider) Send(ctx context.Context, msg Message) (string, error) {
 	}
 	id := messageIDFor(msg)
 	m := buildMIME(msg, id, p.now())
-	if err := p.client.DialAndSendWithContext(ctx, m); err != nil {
-		return "", classifySMTP(err)
+	err = p.client.DialAndSendWithContext(ctx, m)
+	// A server that answered 250 to the end of DATA has the message, even
+	// if what follows (RSET, QUIT) fails: go-mail marks it delivered, and
+	// the error of the goodbye is no reason to send it again.
+	if err == nil || m.IsDelivered() {
+		return id, nil
 	}
-	return id, nil
+	return "", classifySMTP(err)
 }
 
 // classifySMTP maps an SMTP failure to *Error by its reply code: 4yz is
 // temporary, 5yz permanent (RFC 5321 section 4.2.1). Failures without a
 // reply (refused connection, TLS handshake, timeout) count as temporary:
 // the relay may be back in a minute, and a retry of a misconfiguration only
-// costs the attempts.
+// costs the attempts. One failure is in doubt: the whole message, ending
+// dot included, was written and no reply to it came (ErrSMTPDataClose
+// without a code); the server may have taken it. A connection that broke
+// while the body was being written never carried the dot, so nothing was
+// accepted.
 func classifySMTP(err error) *Error {
 	e := &Error{Provider: NameSMTP, Transient: true, Err: err}
 	var se *gomail.SendError
@@ -129,6 +134,7 @@ func classifySMTP(err error) *Error {
 		// dropped during DATA, say): temporary like any network failure.
 		e.Status = se.ErrorCode()
 		e.Transient = e.Status < 500
+		e.InDoubt = se.Reason == gomail.ErrSMTPDataClose && e.Status == 0
 	case errors.As(err, &te):
 		e.Status = te.Code
 		e.Transient = te.Code < 500

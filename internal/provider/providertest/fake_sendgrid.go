@@ -69,6 +69,12 @@ type Failure struct {
 	// Message goes into SendGrid's error JSON; a default per status when
 	// empty.
 	Message string
+	// Hang gives no answer at all: the request is held until the client
+	// gives up (its timeout). Drop reads the request and cuts the
+	// connection. Either leaves the client without an answer: a send in
+	// doubt. With Accept, the message is taken first (counted, recorded),
+	// as when SendGrid accepted it and its answer was lost.
+	Hang, Drop, Accept bool
 }
 
 // NewSendGrid starts a fake SendGrid server, closed when the test ends. It
@@ -170,7 +176,23 @@ func (f *SendGrid) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "The provided authorization grant is invalid, expired, or revoked", "")
 		return
 	}
-	if fl, ok := f.nextFailure(); ok {
+	if fl, ok := f.nextFailure(); ok && (fl.Hang || fl.Drop) {
+		if fl.Accept {
+			var m sgmail.SGMailV3
+			_ = json.Unmarshal(raw, &m)
+			f.accept(m, raw, auth)
+		}
+		if fl.Drop {
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					_ = c.Close()
+				}
+			}
+			return
+		}
+		<-r.Context().Done()
+		return
+	} else if ok {
 		if fl.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int((fl.RetryAfter+time.Second-1)/time.Second)))
 		}
@@ -192,6 +214,12 @@ func (f *SendGrid) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	w.Header().Set("X-Message-Id", f.accept(m, raw, auth))
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// accept records and counts a message and returns its X-Message-Id.
+func (f *SendGrid) accept(m sgmail.SGMailV3, raw []byte, auth string) string {
 	id := f.prefix + strconv.FormatUint(f.seq.Add(1), 36)
 	if f.keep.Load() {
 		a := Accepted{MessageID: id, Mail: m, Raw: raw, Authorization: auth, ReceivedAt: time.Now()}
@@ -200,8 +228,7 @@ func (f *SendGrid) serve(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 	}
 	f.accepted.Add(1)
-	w.Header().Set("X-Message-Id", id)
-	w.WriteHeader(http.StatusAccepted)
+	return id
 }
 
 func (f *SendGrid) nextFailure() (Failure, bool) {
