@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -16,13 +17,19 @@ import (
 // answering 202 with an X-Message-Id after a few milliseconds (so a killed
 // worker is often caught mid-send), counting every send_id custom arg it
 // accepts. It lives in this process, which no fault touches, so its count
-// is the provider's truth at the end.
+// is the provider's truth at the end. Some requests (provider faults, 6%)
+// get no answer: held past PROVIDER_TIMEOUT, or the connection cut after
+// the body was read, half of them after the message was taken (its answer
+// lost), half before: the ledger must leave each in doubt, never sent
+// twice.
 type fakeSendGrid struct {
 	srv   *http.Server
 	mu    sync.Mutex
 	seen  map[string]int
 	total atomic.Int64
 	seq   atomic.Int64
+	// faults counts the requests left unanswered.
+	faults atomic.Int64
 }
 
 func newFake() *fakeSendGrid { return &fakeSendGrid{seen: map[string]int{}} }
@@ -68,12 +75,34 @@ func (f *fakeSendGrid) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	time.Sleep(20 * time.Millisecond)
+	roll := rand.IntN(100)
+	if roll >= 6 || roll%2 == 0 {
+		f.take(id)
+	}
+	switch {
+	case roll < 3:
+		f.faults.Add(1)
+		<-r.Context().Done() // no answer: the client gives up at PROVIDER_TIMEOUT
+		return
+	case roll < 6:
+		f.faults.Add(1)
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				_ = c.Close()
+			}
+		}
+		return
+	}
+	w.Header().Set("X-Message-Id", fmt.Sprintf("chaos-%d", f.seq.Add(1)))
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// take counts a message the provider accepted.
+func (f *fakeSendGrid) take(id string) {
 	f.mu.Lock()
 	f.seen[id]++
 	f.mu.Unlock()
 	f.total.Add(1)
-	w.Header().Set("X-Message-Id", fmt.Sprintf("chaos-%d", f.seq.Add(1)))
-	w.WriteHeader(http.StatusAccepted)
 }
 
 // snapshot is how many times each send_id was accepted.
