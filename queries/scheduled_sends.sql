@@ -125,15 +125,17 @@ WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pend
   AND scheduled_for <= now();
 
 -- name: ScheduledSendDue :many
--- The sweep: due rows to (re-)enqueue, oldest first, a page after the
--- row (after_for, after_tenant, after_id) of the page before. Rows of a
--- disabled sequence wait (SetEnabled enqueues them); a deleted sequence's
--- rows are cancelled with it, and any left over go through the handler.
+-- The sweep: due rows, oldest first, a page after the row (after_for,
+-- after_tenant, after_id) of the page before. Rows of a disabled sequence
+-- or of a paused tenant wait (enabling or resuming releases them); a
+-- deleted sequence's rows are cancelled with it, and any left over go
+-- through the handler.
 SELECT ss.tenant_id, ss.id, ss.scheduled_for FROM scheduled_sends ss
+JOIN tenants t ON t.id = ss.tenant_id
 LEFT JOIN sequences sq ON sq.tenant_id = ss.tenant_id AND sq.id = ss.sequence_id
 WHERE ss.status IN ('pending', 'failed') AND ss.scheduled_for <= @now::timestamptz
   AND (ss.scheduled_for, ss.tenant_id, ss.id) > (@after_for::timestamptz, @after_tenant::text, @after_id::text)
-  AND sq.enabled IS NOT FALSE
+  AND sq.enabled IS NOT FALSE AND t.sending_status <> 'paused'
 ORDER BY ss.scheduled_for, ss.tenant_id, ss.id
 LIMIT @lim;
 

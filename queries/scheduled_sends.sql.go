@@ -177,10 +177,11 @@ func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaim
 
 const scheduledSendDue = `-- name: ScheduledSendDue :many
 SELECT ss.tenant_id, ss.id, ss.scheduled_for FROM scheduled_sends ss
+JOIN tenants t ON t.id = ss.tenant_id
 LEFT JOIN sequences sq ON sq.tenant_id = ss.tenant_id AND sq.id = ss.sequence_id
 WHERE ss.status IN ('pending', 'failed') AND ss.scheduled_for <= $1::timestamptz
   AND (ss.scheduled_for, ss.tenant_id, ss.id) > ($2::timestamptz, $3::text, $4::text)
-  AND sq.enabled IS NOT FALSE
+  AND sq.enabled IS NOT FALSE AND t.sending_status <> 'paused'
 ORDER BY ss.scheduled_for, ss.tenant_id, ss.id
 LIMIT $5
 `
@@ -199,10 +200,11 @@ type ScheduledSendDueRow struct {
 	ScheduledFor time.Time
 }
 
-// The sweep: due rows to (re-)enqueue, oldest first, a page after the
-// row (after_for, after_tenant, after_id) of the page before. Rows of a
-// disabled sequence wait (SetEnabled enqueues them); a deleted sequence's
-// rows are cancelled with it, and any left over go through the handler.
+// The sweep: due rows, oldest first, a page after the row (after_for,
+// after_tenant, after_id) of the page before. Rows of a disabled sequence
+// or of a paused tenant wait (enabling or resuming releases them); a
+// deleted sequence's rows are cancelled with it, and any left over go
+// through the handler.
 func (q *Queries) ScheduledSendDue(ctx context.Context, arg ScheduledSendDueParams) ([]ScheduledSendDueRow, error) {
 	rows, err := q.db.Query(ctx, scheduledSendDue,
 		arg.Now,

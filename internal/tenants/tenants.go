@@ -179,13 +179,19 @@ func (s *Store) canEnableSending(ctx context.Context, id string) error {
 // and 6): nothing goes out while sending is paused, and in sandbox only to
 // whitelisted addresses. email is in its stored (normalised) form.
 func MayReceive(t queries.Tenant, email string) error {
-	switch t.SendingStatus {
-	case Paused:
+	if t.SendingStatus == Paused {
 		return apperr.Forbidden("sending is paused for this tenant")
-	case Sandbox:
-		if !slices.Contains(t.SandboxWhitelist, email) {
-			return apperr.Forbidden("the tenant is in sandbox mode and " + email + " is not on the sandbox whitelist")
-		}
+	}
+	return Whitelisted(t, email)
+}
+
+// Whitelisted is the sandbox's rule alone: in sandbox only whitelisted
+// addresses receive mail. A sequence step checks it as a gate; a paused
+// tenant is not a gate for steps (ADDENDUM 6): they wait, held, until
+// sending resumes.
+func Whitelisted(t queries.Tenant, email string) error {
+	if t.SendingStatus == Sandbox && !slices.Contains(t.SandboxWhitelist, email) {
+		return apperr.Forbidden("the tenant is in sandbox mode and " + email + " is not on the sandbox whitelist")
 	}
 	return nil
 }

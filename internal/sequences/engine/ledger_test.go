@@ -283,3 +283,35 @@ func TestDispatchRunsABatch(t *testing.T) {
 		t.Fatalf("second dispatch: %v %v", res, err)
 	}
 }
+
+// ADDENDUM 6 (changed): a paused tenant is not a gate. Its due sequence
+// sends wait, untried and uncancelled, with their enrolments active, and go
+// out once sending resumes.
+func TestPausedTenantHoldsSequenceSends(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	f.exec(`UPDATE tenants SET sending_status = 'paused' WHERE id = $1`, ledgerTenant)
+	if res, err := f.svc.Runner.Run(ctx, ledgerTenant, id); err != nil || res.Outcome != "held" {
+		t.Fatalf("run while paused: %+v, %v; want held", res, err)
+	}
+	if res, err := f.svc.Runner.Dispatch(ctx, 100); err != nil || len(res) != 0 {
+		t.Fatalf("dispatch while paused claimed %v, %v", res, err)
+	}
+	if sw, err := f.svc.Sweeper.Sweep(ctx, time.Now()); err != nil || sw.Due {
+		t.Fatalf("sweep while paused: %+v, %v; the held row must not count as due", sw, err)
+	}
+	if got := f.scalar(`SELECT ss.status || ' ' || ss.attempts || ' ' || e.status FROM scheduled_sends ss
+		JOIN enrolments e ON e.tenant_id = ss.tenant_id AND e.id = ss.enrolment_id WHERE ss.tenant_id = $1 AND ss.id = $2`,
+		ledgerTenant, id); got != "pending 0 active" {
+		t.Fatalf("held send: %v", got)
+	}
+	if f.sg.Requests() != 0 {
+		t.Fatal("a paused tenant's step was sent")
+	}
+	f.exec(`UPDATE tenants SET sending_status = 'enabled' WHERE id = $1`, ledgerTenant)
+	if res, err := f.svc.Runner.Dispatch(ctx, 100); err != nil || len(res) != 1 || res[0].Outcome != "sent" {
+		t.Fatalf("after resuming: %+v, %v", res, err)
+	}
+}

@@ -122,7 +122,7 @@ func (r *Runner) quick(ctx context.Context, row queries.ScheduledSend, x *querie
 		return nil, nil, nil
 	}
 	e := x.Enrolment
-	if x.SeqVersion == nil || e.Status != Active || !*x.SeqEnabled {
+	if x.SeqVersion == nil || e.Status != Active || !*x.SeqEnabled || x.Tenant.SendingStatus == tenants.Paused {
 		return nil, nil, nil
 	}
 	seq, err := sequenceOf(row.SequenceID, deref(x.SeqName), true, *x.SeqVersion, x.SeqDefinition)
@@ -189,9 +189,15 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 		}
 		return OutcomeCancelled, nil, r.finish(ctx, q, row, "cancelled", reason, "")
 	}
-	// Built-in gate 1: the sequence is enabled. A disabled sequence holds
-	// its sends rather than ending its enrolments (ADDENDUM 6).
-	if !seq.Enabled || e.Status == Paused {
+	// A disabled sequence, or a tenant whose sending is paused (by hand or
+	// by the deliverability guard), holds its sends rather than ending its
+	// enrolments (ADDENDUM 6): back to pending untried; they go out once
+	// sending resumes (the sweep finds them due).
+	t, err := q.TenantGet(ctx, row.TenantID)
+	if err != nil {
+		return "", nil, err
+	}
+	if !seq.Enabled || e.Status == Paused || t.SendingStatus == tenants.Paused {
 		_, err := q.ScheduledSendRelease(ctx, queries.ScheduledSendReleaseParams{TenantID: row.TenantID, ID: row.ID,
 			ClaimedAt: row.ClaimedAt})
 		return OutcomeHeld, nil, err
@@ -206,10 +212,6 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 	}
 	step := seq.Def.Steps[idx]
 	c, err := q.ContactGet(ctx, queries.ContactGetParams{TenantID: row.TenantID, ID: row.ContactID})
-	if err != nil {
-		return "", nil, err
-	}
-	t, err := q.TenantGet(ctx, row.TenantID)
 	if err != nil {
 		return "", nil, err
 	}
@@ -283,7 +285,7 @@ func decide(evr *evaluator, c queries.Contact, t queries.Tenant, seq Sequence, s
 		{"sequence_enabled", boolErr(seq.Enabled, "the sequence is disabled")},
 		{"contact_subscribed", boolErr(c.Subscribed, "the contact is unsubscribed")},
 		{"contact_not_suppressed", boolErr(!c.Suppressed, "the contact is suppressed (bounced or complained)")},
-		{"tenant_may_send", tenants.MayReceive(t, c.Email)},
+		{"recipient_whitelisted", tenants.Whitelisted(t, c.Email)},
 	}
 	checks := []map[string]any{}
 	for _, b := range builtin {
