@@ -36,14 +36,19 @@ func noStore(c *fiber.Ctx) {
 	c.Set(fiber.HeaderExpires, "0")
 }
 
-// trackOpen always answers the pixel, so an email never shows a broken
-// image; only a valid token records an open.
+// trackOpen answers the pixel and records an open for a valid token. A
+// token that does not verify is 404 (ADDENDUM 8) and records nothing; the
+// 404 still carries the pixel, so an email never shows a broken image.
 func (s *Server) trackOpen(c *fiber.Ctx) error {
-	if cl, err := s.tracking.Parse(tracking.KindOpen, c.Params("token")); err == nil {
+	cl, err := s.tracking.Parse(tracking.KindOpen, c.Params("token"))
+	if err == nil {
 		s.recordHit(c, delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID, Kind: sendgridevents.Opened})
 	}
 	noStore(c)
 	c.Set(fiber.HeaderContentType, "image/gif")
+	if err != nil {
+		c.Status(fiber.StatusNotFound)
+	}
 	return c.Send(pixelGIF)
 }
 

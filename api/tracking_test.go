@@ -150,16 +150,21 @@ func TestTrackingOpenPixel(t *testing.T) {
 	t.Parallel()
 	b := setupOutcomeAPI(t, true)
 	tok := b.token(tracking.KindOpen, "ten_a", "snd_1", "")
-	for _, path := range []string{
-		"/t/o/" + tok, "/t/o/" + tok, // counted twice on the send, once on the contact
-		"/t/o/" + tamper(tok), "/t/o/garbage", // still a pixel, nothing recorded
-		"/t/o/" + b.token(tracking.KindOpen, "ten_a", "snd_gone", ""),
-		"/t/o/" + b.token(tracking.KindClick, "ten_a", "snd_1", "https://acme.test/"), // another kind
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/t/o/" + tok, 200}, {"/t/o/" + tok, 200}, // counted twice on the send, once on the contact
+		// A token that does not verify is 404 (ADDENDUM 8), still with the
+		// pixel so no email shows a broken image; nothing is recorded.
+		{"/t/o/" + tamper(tok), 404}, {"/t/o/garbage", 404},
+		{"/t/o/" + b.token(tracking.KindClick, "ten_a", "snd_1", "https://acme.test/"), 404}, // another kind
+		{"/t/o/" + b.token(tracking.KindOpen, "ten_a", "snd_gone", ""), 200},                  // valid, its send gone
 	} {
-		r := b.raw("GET", path, "", nil)
-		if r.status != 200 || r.header.Get("Content-Type") != "image/gif" || len(r.raw) != len(pixelGIF) ||
+		r := b.raw("GET", tc.path, "", nil)
+		if r.status != tc.status || r.header.Get("Content-Type") != "image/gif" || len(r.raw) != len(pixelGIF) ||
 			!strings.Contains(r.header.Get("Cache-Control"), "no-store") {
-			t.Fatalf("GET %s: %d %v %d bytes", path, r.status, r.header, len(r.raw))
+			t.Fatalf("GET %s: %d %v %d bytes; want %d", tc.path, r.status, r.header, len(r.raw), tc.status)
 		}
 	}
 	if got := b.scalar(`SELECT open_count FROM sends WHERE tenant_id = 'ten_a'`); got != "2" {
