@@ -5,9 +5,12 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -16,9 +19,11 @@ import (
 )
 
 // decodeJSON decodes a request body into dst, which must be a pointer to a
-// struct. It is strict about syntax and types (wrong types name the field in
-// details.fields) and tolerant of fields it does not know, so clients may
-// send more than a handler reads.
+// struct. It is strict about syntax (malformed JSON names its line and
+// column), types (wrong types name the field in details.fields) and names:
+// a field the request type does not have is VALIDATION_ERROR naming the
+// closest known one (ADDENDUM 3). Free-form objects (properties,
+// variables, rule trees) are maps or raw JSON and take any key.
 func decodeJSON(c *fiber.Ctx, dst any) error {
 	body := c.Body()
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -33,8 +38,9 @@ func decodeJSON(c *fiber.Ctx, dst any) error {
 
 func decodeBytes(body []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
+		return jsonError(err, body, dst)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.Invalid("body", "must contain a single JSON object")
@@ -48,7 +54,7 @@ func decodeBytes(body []byte, dst any) error {
 	return nil
 }
 
-func jsonError(err error) error {
+func jsonError(err error, body []byte, dst any) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field == "" {
@@ -56,7 +62,33 @@ func jsonError(err error) error {
 		}
 		return apperr.Invalid(te.Field, "must be "+jsonTypeName(te.Type.Kind().String()))
 	}
-	return apperr.Invalid("body", "is not valid JSON")
+	// encoding/json says `json: unknown field "name"` and has no type for it.
+	if name, ok := strings.CutPrefix(err.Error(), `json: unknown field "`); ok {
+		name = strings.TrimSuffix(name, `"`)
+		return unknownName("field", name, jsonFields(reflect.TypeOf(dst)))
+	}
+	offset := int64(len(body))
+	var se *json.SyntaxError
+	msg := "the body ends before the JSON does"
+	if errors.As(err, &se) {
+		offset, msg = se.Offset, strings.TrimPrefix(se.Error(), "json: ")
+		// The offset is past the byte that broke the syntax.
+		offset = max(offset-1, 0)
+	}
+	line, col := position(body, offset)
+	return apperr.Invalid("body", fmt.Sprintf("is not valid JSON: %s (line %d, column %d)", msg, line, col))
+}
+
+// position is the 1-based line and column (in characters) of byte offset
+// off of body.
+func position(body []byte, off int64) (line, col int) {
+	if off > int64(len(body)) {
+		off = int64(len(body))
+	}
+	before := body[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	lineStart := bytes.LastIndexByte(before, '\n') + 1
+	return line, utf8.RuneCount(before[lineStart:]) + 1
 }
 
 func jsonTypeName(kind string) string {
@@ -146,6 +178,9 @@ func checkQuery(c *fiber.Ctx) error {
 		}
 	})
 	if err != nil {
+		return err
+	}
+	if err := unknownQuery(c); err != nil {
 		return err
 	}
 	return c.Next()

@@ -229,7 +229,7 @@ func TestSequencePatchGetListDelete(t *testing.T) {
 		field string
 	}{
 		{map[string]any{}, "body"},
-		{map[string]any{"unknown": 1}, "body"},
+		{map[string]any{"unknown": 1}, "unknown"}, // ADDENDUM 3: unknown fields are refused
 		{map[string]any{"triggerEvent": "email.opened"}, "triggerEvent"},
 		{map[string]any{"triggerEvent": ""}, "triggerEvent"},
 		{map[string]any{"triggerEvent": nil}, "triggerEvent"},
