@@ -180,9 +180,10 @@ func (s *Server) segmentMembers(c *fiber.Ctx) error {
 	if seg.ComputedVersion != nil {
 		version = segments.Version(*seg.ComputedVersion)
 	}
-	items := make([]fiber.Map, len(m.ContactIDs))
-	for i, id := range m.ContactIDs {
-		items[i] = fiber.Map{"contactId": id, "isMember": true, "computedAt": computedAt, "version": version}
+	items := make([]fiber.Map, len(m.Members))
+	for i, mb := range m.Members {
+		items[i] = fiber.Map{"contactId": mb.ContactID, "email": mb.Email, "isMember": true, "computedAt": computedAt,
+			"version": version}
 	}
 	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(m.Next)})
 }

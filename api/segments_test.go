@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,10 +177,13 @@ func TestSegmentCompute(t *testing.T) {
 		t.Fatalf("%s", members.raw)
 	}
 	m := members.items()[0].(map[string]any)
-	if m["isMember"] != true || m["computedAt"] == nil || m["version"] == nil {
+	if m["isMember"] != true || m["computedAt"] == nil || m["version"] == nil || !strings.Contains(fmt.Sprint(m["email"]), "@") {
 		t.Fatalf("member %v", m)
 	}
 	cid := m["contactId"].(string)
+	if c := b.expect("GET", "/api/contacts/"+cid, tok, nil, 200); c.body["email"] != m["email"] {
+		t.Fatalf("member email %v, contact %v", m["email"], c.body["email"])
+	}
 	cs := b.expect("GET", "/api/contacts/"+cid+"/segments", tok, nil, 200)
 	if len(cs.items()) != 2 || cs.items()[0].(map[string]any)["segmentId"] != big || cs.items()[0].(map[string]any)["memberCount"] != 2.0 ||
 		cs.items()[1].(map[string]any)["segmentId"] != pro {

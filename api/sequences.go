@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -59,6 +60,11 @@ func sequencePutBody(c *fiber.Ctx) (sequences.Put, error) {
 	}
 	var req sequencePutReq
 	if err := decodeJSON(c, &req); err != nil {
+		// YAML sent as JSON is the commonest slip: say what to send.
+		if body := bytes.TrimSpace(c.Body()); len(body) > 0 && body[0] != '{' {
+			return sequences.Put{}, apperr.Invalid("body", "is not valid JSON; to send the sequence as YAML, "+
+				"use Content-Type: text/yaml (or the JSON wrapper {\"content\": \"<yaml>\"})")
+		}
 		return sequences.Put{}, err
 	}
 	var f apperr.Fields

@@ -328,3 +328,25 @@ func TestSequenceTenantIsolation(t *testing.T) {
 		t.Errorf("another tenant touched it: %s", g.raw)
 	}
 }
+
+// A sequence naming a template that does not exist says which step
+// (details.fields by step path), and YAML sent as JSON says to send it as
+// YAML.
+func TestSequencePutSaysWhichStepAndHowToSendYAML(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.apiKey(b.tenant("org_seq_hint"))
+	r := b.putYAML("/api/sequences/s", tok, "text/yaml",
+		"name: S\ntrigger: {event: go}\nsteps:\n  - delay: 1d\n  - send: nope\n", 404)
+	if r.code() != "TEMPLATE_NOT_FOUND" {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	if msgs, ok := r.fields()["steps[1].template"].([]any); !ok || !strings.Contains(fmt.Sprint(msgs), "nope") {
+		t.Fatalf("fields %v", r.fields())
+	}
+	y := b.putYAML("/api/sequences/s", tok, "application/json", "name: S\ntrigger: {event: go}\nsteps: [{delay: 1d}]\n", 400)
+	msgs, _ := y.fields()["body"].([]any)
+	if len(msgs) == 0 || !strings.Contains(msgs[0].(string), "text/yaml") {
+		t.Fatalf("YAML as JSON: %d %s", y.status, y.raw)
+	}
+}

@@ -82,9 +82,11 @@ WHERE tenant_id = @tenant_id AND id = @id
 RETURNING *;
 
 -- name: SegmentMembers :many
-SELECT contact_id FROM segment_members
-WHERE tenant_id = @tenant_id AND segment_id = @segment_id AND contact_id > @after::text
-ORDER BY contact_id
+-- A page of members with their email, in contact id order.
+SELECT m.contact_id, c.email FROM segment_members m
+JOIN contacts c ON c.tenant_id = m.tenant_id AND c.id = m.contact_id
+WHERE m.tenant_id = @tenant_id AND m.segment_id = @segment_id AND m.contact_id > @after::text
+ORDER BY m.contact_id
 LIMIT @lim;
 
 -- name: SegmentsOfContact :many

@@ -346,9 +346,10 @@ func (q *Queries) SegmentLockGraph(ctx context.Context, tenantID string) error {
 }
 
 const segmentMembers = `-- name: SegmentMembers :many
-SELECT contact_id FROM segment_members
-WHERE tenant_id = $1 AND segment_id = $2 AND contact_id > $3::text
-ORDER BY contact_id
+SELECT m.contact_id, c.email FROM segment_members m
+JOIN contacts c ON c.tenant_id = m.tenant_id AND c.id = m.contact_id
+WHERE m.tenant_id = $1 AND m.segment_id = $2 AND m.contact_id > $3::text
+ORDER BY m.contact_id
 LIMIT $4
 `
 
@@ -359,7 +360,13 @@ type SegmentMembersParams struct {
 	Lim       int32
 }
 
-func (q *Queries) SegmentMembers(ctx context.Context, arg SegmentMembersParams) ([]string, error) {
+type SegmentMembersRow struct {
+	ContactID string
+	Email     string
+}
+
+// A page of members with their email, in contact id order.
+func (q *Queries) SegmentMembers(ctx context.Context, arg SegmentMembersParams) ([]SegmentMembersRow, error) {
 	rows, err := q.db.Query(ctx, segmentMembers,
 		arg.TenantID,
 		arg.SegmentID,
@@ -370,13 +377,13 @@ func (q *Queries) SegmentMembers(ctx context.Context, arg SegmentMembersParams) 
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []SegmentMembersRow{}
 	for rows.Next() {
-		var contact_id string
-		if err := rows.Scan(&contact_id); err != nil {
+		var i SegmentMembersRow
+		if err := rows.Scan(&i.ContactID, &i.Email); err != nil {
 			return nil, err
 		}
-		items = append(items, contact_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

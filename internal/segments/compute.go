@@ -96,9 +96,9 @@ const analyzeAfterChanged = 10_000
 
 // MemberPage is a page of a segment's members, ordered by contact id.
 type MemberPage struct {
-	Segment    queries.Segment
-	ContactIDs []string
-	Next       *page.Cursor // nil on the last page
+	Segment queries.Segment
+	Members []queries.SegmentMembersRow
+	Next    *page.Cursor // nil on the last page
 }
 
 // Members returns a page of the segment's current members.
@@ -107,10 +107,10 @@ func (s *Store) Members(ctx context.Context, tenantID, id string, p page.Params)
 	if err != nil {
 		return MemberPage{}, notFound(err)
 	}
-	rows, next, err := page.List(p, func(q page.Query) ([]string, error) {
+	rows, next, err := page.List(p, func(q page.Query) ([]queries.SegmentMembersRow, error) {
 		return s.DB.SegmentMembers(ctx, queries.SegmentMembersParams{TenantID: tenantID, SegmentID: id, After: q.AfterID, Lim: q.Limit})
-	}, func(m string) page.Cursor { return page.Cursor{ID: m} })
-	return MemberPage{Segment: seg, ContactIDs: rows, Next: next}, err
+	}, func(m queries.SegmentMembersRow) page.Cursor { return page.Cursor{ID: m.ContactID} })
+	return MemberPage{Segment: seg, Members: rows, Next: next}, err
 }
 
 // ComputeThrottled is Compute at most once per interval per segment: the
@@ -124,4 +124,13 @@ func (s *Store) ComputeThrottled(ctx context.Context, tenantID, id string) (Resu
 		return err
 	})
 	return res, err
+}
+
+// ContactIDs are the page's member ids, in order.
+func (m MemberPage) ContactIDs() []string {
+	out := make([]string, len(m.Members))
+	for i, r := range m.Members {
+		out[i] = r.ContactID
+	}
+	return out
 }

@@ -124,7 +124,7 @@ func (b *bundle) members(t *testing.T, tenant, id string) []string {
 	if err != nil {
 		t.Fatalf("members of %s: %v", id, err)
 	}
-	return m.ContactIDs
+	return m.ContactIDs()
 }
 
 // sorted returns a sorted copy, for comparing with member lists, which are

@@ -437,10 +437,10 @@ func TestMembersPagination(t *testing.T) {
 			if m.Segment.ID != s.ID || m.Segment.MemberCount != int64(len(want)) {
 				t.Fatalf("limit %d: Members returned segment %s", limit, snapshot(m.Segment, nil))
 			}
-			if len(m.ContactIDs) > limit {
-				t.Fatalf("limit %d: page of %d", limit, len(m.ContactIDs))
+			if len(m.ContactIDs()) > limit {
+				t.Fatalf("limit %d: page of %d", limit, len(m.ContactIDs()))
 			}
-			got = append(got, m.ContactIDs...)
+			got = append(got, m.ContactIDs()...)
 			if m.Next == nil {
 				break
 			}
@@ -456,8 +456,8 @@ func TestMembersPagination(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(m.ContactIDs, want[3:5]) {
-		t.Fatalf("after a non-member cursor: %v, want %v", m.ContactIDs, want[3:5])
+	if !slices.Equal(m.ContactIDs(), want[3:5]) {
+		t.Fatalf("after a non-member cursor: %v, want %v", m.ContactIDs(), want[3:5])
 	}
 }
 

@@ -239,9 +239,17 @@ func checkRefs(ctx context.Context, q *store.Tx, tenantID string, d *definition.
 			}
 		}
 		if len(missing) > 0 {
+			// Say which steps: details.fields by step path, as a validation
+			// error would, besides the ids.
+			fields := map[string]any{}
+			for i, st := range d.Steps {
+				if st.Kind == definition.KindEmail && slices.Contains(missing, st.Template) {
+					fields["steps["+strconv.Itoa(i)+"].template"] = []string{"unknown template " + st.Template}
+				}
+			}
 			e := apperr.NotFound("TEMPLATE_NOT_FOUND", "template")
 			e.Message = "template not found: " + strings.Join(missing, ", ")
-			e.Details = map[string]any{"templateIds": missing}
+			e.Details = map[string]any{"templateIds": missing, "fields": fields}
 			return e
 		}
 	}
