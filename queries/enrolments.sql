@@ -24,15 +24,19 @@ SELECT s.id, s.name, s.enabled, s.version, s.created_at, s.updated_at,
     count(e.id) FILTER (WHERE e.status = 'completed')::bigint AS completed,
     count(e.id) FILTER (WHERE e.status = 'exited')::bigint AS exited
 FROM sequences s
-LEFT JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
+LEFT JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id AND e.enrolled_at >= s.created_at
 WHERE s.tenant_id = @tenant_id AND s.id = @id
 GROUP BY s.tenant_id, s.id;
 
 -- name: EnrolmentLatest :one
--- The contact's newest enrolment in the sequence, open or ended.
-SELECT * FROM enrolments
-WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND contact_id = @contact_id
-ORDER BY enrolled_at DESC, id DESC
+-- The contact's newest enrolment in the sequence as it now exists, open or
+-- ended: enrolments of a deleted sequence that was created again under
+-- the same id (enrolled before its creation) do not count.
+SELECT e.* FROM enrolments e
+JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+WHERE e.tenant_id = @tenant_id AND e.sequence_id = @sequence_id AND e.contact_id = @contact_id
+  AND e.enrolled_at >= s.created_at
+ORDER BY e.enrolled_at DESC, e.id DESC
 LIMIT 1;
 
 -- name: EnrolmentInsert :one
@@ -169,9 +173,12 @@ ON CONFLICT DO NOTHING;
 -- name: EnrolmentLatestMany :many
 -- The contact's newest enrolment in each of the sequences, open or ended:
 -- EnrolmentLatest for all the sequences an event triggers, in one read.
-SELECT DISTINCT ON (sequence_id) * FROM enrolments
-WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND sequence_id = ANY (@sequence_ids::text[])
-ORDER BY sequence_id, enrolled_at DESC, id DESC;
+-- As there, a re-created sequence's earlier enrolments do not count.
+SELECT DISTINCT ON (e.sequence_id) e.* FROM enrolments e
+JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id AND e.sequence_id = ANY (@sequence_ids::text[])
+  AND e.enrolled_at >= s.created_at
+ORDER BY e.sequence_id, e.enrolled_at DESC, e.id DESC;
 
 -- name: EnrolmentStartMany :many
 -- Enrols the contact in several sequences at once (an event that triggers

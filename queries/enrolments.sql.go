@@ -323,9 +323,11 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 }
 
 const enrolmentLatest = `-- name: EnrolmentLatest :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
-WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3
-ORDER BY enrolled_at DESC, id DESC
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e
+JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.contact_id = $3
+  AND e.enrolled_at >= s.created_at
+ORDER BY e.enrolled_at DESC, e.id DESC
 LIMIT 1
 `
 
@@ -335,7 +337,9 @@ type EnrolmentLatestParams struct {
 	ContactID  string
 }
 
-// The contact's newest enrolment in the sequence, open or ended.
+// The contact's newest enrolment in the sequence as it now exists, open or
+// ended: enrolments of a deleted sequence that was created again under
+// the same id (enrolled before its creation) do not count.
 func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams) (Enrolment, error) {
 	row := q.db.QueryRow(ctx, enrolmentLatest, arg.TenantID, arg.SequenceID, arg.ContactID)
 	var i Enrolment
@@ -357,9 +361,11 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 }
 
 const enrolmentLatestMany = `-- name: EnrolmentLatestMany :many
-SELECT DISTINCT ON (sequence_id) tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
-WHERE tenant_id = $1 AND contact_id = $2 AND sequence_id = ANY ($3::text[])
-ORDER BY sequence_id, enrolled_at DESC, id DESC
+SELECT DISTINCT ON (e.sequence_id) e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e
+JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+WHERE e.tenant_id = $1 AND e.contact_id = $2 AND e.sequence_id = ANY ($3::text[])
+  AND e.enrolled_at >= s.created_at
+ORDER BY e.sequence_id, e.enrolled_at DESC, e.id DESC
 `
 
 type EnrolmentLatestManyParams struct {
@@ -370,6 +376,7 @@ type EnrolmentLatestManyParams struct {
 
 // The contact's newest enrolment in each of the sequences, open or ended:
 // EnrolmentLatest for all the sequences an event triggers, in one read.
+// As there, a re-created sequence's earlier enrolments do not count.
 func (q *Queries) EnrolmentLatestMany(ctx context.Context, arg EnrolmentLatestManyParams) ([]Enrolment, error) {
 	rows, err := q.db.Query(ctx, enrolmentLatestMany, arg.TenantID, arg.ContactID, arg.SequenceIds)
 	if err != nil {
@@ -598,7 +605,7 @@ SELECT s.id, s.name, s.enabled, s.version, s.created_at, s.updated_at,
     count(e.id) FILTER (WHERE e.status = 'completed')::bigint AS completed,
     count(e.id) FILTER (WHERE e.status = 'exited')::bigint AS exited
 FROM sequences s
-LEFT JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
+LEFT JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id AND e.enrolled_at >= s.created_at
 WHERE s.tenant_id = $1 AND s.id = $2
 GROUP BY s.tenant_id, s.id
 `

@@ -112,6 +112,14 @@ UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, 
 WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id AND status IN ('pending', 'claimed', 'failed')
 RETURNING sequence_id, template_id, finished_at;
 
+-- name: ScheduledSendEnrolmentsOffSteps :many
+-- The enrolments of a sequence with a pending or failed send for a step
+-- that is not among step_ids (the email steps of its new version).
+SELECT DISTINCT enrolment_id FROM scheduled_sends
+WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'failed')
+  AND NOT (step_id = ANY (@step_ids::text[]))
+ORDER BY enrolment_id;
+
 -- name: ScheduledSendCancelBySequence :many
 -- Returns what metrics count of each row it cancelled.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()

@@ -269,6 +269,41 @@ func (q *Queries) ScheduledSendDueBySequence(ctx context.Context, arg ScheduledS
 	return items, nil
 }
 
+const scheduledSendEnrolmentsOffSteps = `-- name: ScheduledSendEnrolmentsOffSteps :many
+SELECT DISTINCT enrolment_id FROM scheduled_sends
+WHERE tenant_id = $1 AND sequence_id = $2 AND status IN ('pending', 'failed')
+  AND NOT (step_id = ANY ($3::text[]))
+ORDER BY enrolment_id
+`
+
+type ScheduledSendEnrolmentsOffStepsParams struct {
+	TenantID   string
+	SequenceID string
+	StepIds    []string
+}
+
+// The enrolments of a sequence with a pending or failed send for a step
+// that is not among step_ids (the email steps of its new version).
+func (q *Queries) ScheduledSendEnrolmentsOffSteps(ctx context.Context, arg ScheduledSendEnrolmentsOffStepsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, scheduledSendEnrolmentsOffSteps, arg.TenantID, arg.SequenceID, arg.StepIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var enrolment_id string
+		if err := rows.Scan(&enrolment_id); err != nil {
+			return nil, err
+		}
+		items = append(items, enrolment_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const scheduledSendFinish = `-- name: ScheduledSendFinish :execrows
 UPDATE scheduled_sends SET status = $1::text, last_error = $2::text,
     cancel_reason = $3::text,

@@ -147,7 +147,7 @@ func New(in Infra) (*Services, error) {
 		// The engine follows the definitions: disabling pauses enrolments,
 		// enabling releases held sends, deleting cancels pending ones.
 		Sequences: &sequences.Store{DB: db, FreeLimit: cfg.PlanFreeSequences,
-			OnEnabled: engine.SetEnabled, OnDelete: engine.CancelSequence},
+			OnEnabled: engine.SetEnabled, OnDelete: engine.CancelSequence, OnNewVersion: engine.StepsRemoved},
 		Domains: &domains.Store{DB: db, DNS: dns, DKIMSuffix: cfg.DKIMCNAMESuffix,
 			CheckInterval: cfg.DomainCheckInterval},
 		Idempotency: &idempotency.Store{DB: db},

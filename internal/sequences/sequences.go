@@ -42,6 +42,10 @@ type Store struct {
 	// is deleted: the engine cancels pending sends (sequence_deleted) and
 	// exits enrolments there. An error rolls the DELETE back.
 	OnDelete func(ctx context.Context, q *store.Tx, tenantID, sequenceID string) error
+	// OnNewVersion, when set, runs in the transaction of a PUT that stores
+	// a new version, after the row is written: the engine cancels the
+	// pending sends of steps the version no longer has (step_removed).
+	OnNewVersion func(ctx context.Context, q *store.Tx, tenantID, sequenceID string, d *definition.Definition) error
 }
 
 // Put is a PUT body: the YAML and, from the JSON wrapper, an optional name
@@ -135,7 +139,10 @@ func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (out Saved,
 			name = cur.Name // neither the YAML nor the wrapper renames it
 		}
 		out.Sequence, err = update(ctx, q, cur, string(p.Content), name, d)
-		return err
+		if err != nil || out.Sequence.Version == cur.Version || s.OnNewVersion == nil {
+			return err
+		}
+		return s.OnNewVersion(ctx, q, tenantID, id, d)
 	})
 	return out, err
 }

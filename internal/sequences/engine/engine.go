@@ -311,6 +311,34 @@ func CancelSequence(ctx context.Context, q *store.Tx, tenantID, sequenceID strin
 	return metrics.CountCancelled(ctx, q, tenantID, cancelled)
 }
 
+// StepsRemoved is what storing a new version of a sequence does to its
+// contacts (the sequences.Store OnNewVersion hook): an enrolment whose
+// pending send is for a step the version no longer has as an email step
+// exits step_removed, and its sends are cancelled step_removed, at once
+// rather than when the send comes due (ADDENDUM 6). The enrolments are
+// followed from their current step id otherwise: nothing else changes.
+// A claimed send (on its way) is left to its worker, which finds the step
+// gone, or marks it sent if its message left.
+func StepsRemoved(ctx context.Context, q *store.Tx, tenantID, sequenceID string, d *definition.Definition) error {
+	var steps []string
+	for _, s := range d.Steps {
+		if s.Kind == definition.KindEmail {
+			steps = append(steps, s.ID)
+		}
+	}
+	enrolments, err := q.ScheduledSendEnrolmentsOffSteps(ctx, queries.ScheduledSendEnrolmentsOffStepsParams{
+		TenantID: tenantID, SequenceID: sequenceID, StepIds: steps})
+	if err != nil {
+		return err
+	}
+	for _, id := range enrolments {
+		if _, err := exit(ctx, q, tenantID, id, ReasonStepRemoved); ignoreNoRows(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SetEnabled is what enabling or disabling a sequence does to its
 // contacts (the sequences.Store OnEnabled hook): disabling pauses the
 // active enrolments, whose due sends then wait (the worker gives a claimed

@@ -315,3 +315,77 @@ func TestPausedTenantHoldsSequenceSends(t *testing.T) {
 		t.Fatalf("after resuming: %+v, %v", res, err)
 	}
 }
+
+// A sequence deleted and created again under the same id is a new
+// sequence: the contacts its predecessor had (exited, sequence_deleted)
+// enrol afresh, and its status counts only its own enrolments.
+func TestRecreatedSequenceEnrolsAfresh(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	f.enrol()
+	if err := f.svc.Sequences.Delete(ctx, ledgerTenant, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Sequences.Put(ctx, ledgerTenant, "s", sequences.Put{
+		Content: []byte("name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n")}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.svc.Enrolments.Status(ctx, ledgerTenant, "s")
+	if err != nil || st.Active+st.Paused+st.Completed+st.Exited != 0 {
+		t.Fatalf("status of the new sequence: %+v, %v", st, err)
+	}
+	rec, err := f.svc.Events.RecordCustom(ctx, events.Custom{TenantID: ledgerTenant, Email: "ann@example.com", Name: "go",
+		Properties: []byte(`{}`), Timestamp: time.Now()})
+	if err != nil || len(rec.TriggeredSequences) != 1 {
+		t.Fatalf("the contact was not enrolled afresh: %+v, %v", rec, err)
+	}
+	if st, err := f.svc.Enrolments.Status(ctx, ledgerTenant, "s"); err != nil || st.Active != 1 || st.Exited != 0 {
+		t.Fatalf("status after enrolling: %+v, %v", st, err)
+	}
+	if _, created, err := f.svc.Enrolments.Enrol(ctx, ledgerTenant, "s", "cnt_1"); err != nil || created {
+		t.Fatalf("a second manual enrolment: created %v, %v; want the open one", created, err)
+	}
+}
+
+// ADDENDUM 6: storing a version without a step cancels that step's pending
+// send (step_removed) at once, not when it comes due.
+func TestNewVersionCancelsRemovedStepsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	if res, err := f.svc.Runner.Run(ctx, ledgerTenant, id); err != nil || res.Outcome != "sent" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// step-3, a day away, is pending; the new version drops it.
+	if _, err := f.svc.Sequences.Put(ctx, ledgerTenant, "s", sequences.Put{
+		Content: []byte("name: S\ntrigger: {event: go}\nsteps: [{send: welcome}, {delay: 1d}]\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.scalar(`SELECT status || ' ' || coalesce(cancel_reason, '') FROM scheduled_sends
+		WHERE tenant_id = $1 AND step_id = 'step-3'`, ledgerTenant); got != "cancelled step_removed" {
+		t.Fatalf("the removed step's send: %v", got)
+	}
+	if got := f.scalar(`SELECT status || ' ' || coalesce(exit_reason, '') FROM enrolments WHERE tenant_id = $1`,
+		ledgerTenant); got != "exited step_removed" {
+		t.Fatalf("enrolment: %v", got)
+	}
+	// A new version that keeps the step changes nothing for its sends.
+	f.exec(`INSERT INTO contacts (tenant_id, id, email) VALUES ($1, 'cnt_k', 'k@example.com')`, ledgerTenant)
+	if _, err := f.svc.Sequences.Put(ctx, ledgerTenant, "s", sequences.Put{
+		Content: []byte("name: S\ntrigger: {event: go}\nsteps: [{delay: 1h}, {send: welcome}]\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Events.RecordCustom(ctx, events.Custom{TenantID: ledgerTenant, Email: "k@example.com", Name: "go",
+		Properties: []byte(`{}`), Timestamp: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Sequences.Put(ctx, ledgerTenant, "s", sequences.Put{
+		Content: []byte("name: S renamed\ntrigger: {event: go}\nsteps: [{delay: 2h}, {send: welcome}]\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.scalar(`SELECT status FROM scheduled_sends WHERE tenant_id = $1 AND contact_id = 'cnt_k'`, ledgerTenant); got != "pending" {
+		t.Fatalf("a kept step's send: %v", got)
+	}
+}
