@@ -150,6 +150,12 @@ func FuzzAPI(f *testing.F) {
 		if res.StatusCode == 404 && strings.HasPrefix(path, "/t/o/") && res.Header.Get("Content-Type") == "image/gif" {
 			return
 		}
+		// The unsubscribe page and the click redirect answer a person in a
+		// browser: an invalid link is a small HTML page.
+		if res.StatusCode == 404 && (strings.HasPrefix(path, "/t/u/") || strings.HasPrefix(path, "/t/c/")) &&
+			strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+			return
+		}
 		var env struct {
 			Error *struct {
 				Code    *string         `json:"code"`

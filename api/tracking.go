@@ -57,7 +57,7 @@ func (s *Server) trackOpen(c *fiber.Ctx) error {
 func (s *Server) trackClick(c *fiber.Ctx) error {
 	cl, err := s.tracking.Parse(tracking.KindClick, c.Params("token"))
 	if err != nil {
-		return apperr.NotFound("NOT_FOUND", "link")
+		return s.renderInvalidLink(c)
 	}
 	s.recordHit(c, delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID, Kind: sendgridevents.Clicked, URL: cl.URL})
 	noStore(c)
@@ -85,13 +85,17 @@ func (s *Server) unsubscribePage(c *fiber.Ctx) error {
 	token := c.Params("token")
 	cl, err := s.tracking.Parse(tracking.KindUnsubscribe, token)
 	if err != nil {
-		return apperr.NotFound("NOT_FOUND", "page")
+		return s.renderInvalidLink(c)
 	}
-	subscribed, err := s.outcomes.Subscribed(c.UserContext(), cl.TenantID, cl.SendID, cl.ContactID)
+	r, err := s.outcomes.Recipient(c.UserContext(), cl.TenantID, cl.SendID, cl.ContactID)
+	if apperr.IsKind(err, apperr.KindNotFound) {
+		return s.renderInvalidLink(c)
+	}
 	if err != nil {
 		return err
 	}
-	return s.renderUnsubscribe(c, token, !subscribed)
+	return s.renderUnsubscribe(c, tracking.UnsubscribePage{Action: tracking.UnsubscribePath + token,
+		Done: !r.Subscribed, Sender: r.Sender, Email: r.Email})
 }
 
 // unsubscribe takes the RFC 8058 one-click POST (body
@@ -102,21 +106,37 @@ func (s *Server) unsubscribe(c *fiber.Ctx) error {
 	token := c.Params("token")
 	cl, err := s.tracking.Parse(tracking.KindUnsubscribe, token)
 	if err != nil {
-		return apperr.NotFound("NOT_FOUND", "page")
+		return s.renderInvalidLink(c)
 	}
-	if err := s.outcomes.Record(c.UserContext(), delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID,
-		ContactID: cl.ContactID, Kind: sendgridevents.Unsubscribed, At: time.Now()}); err != nil {
+	err = s.outcomes.Record(c.UserContext(), delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID,
+		ContactID: cl.ContactID, Kind: sendgridevents.Unsubscribed, At: time.Now()})
+	if apperr.IsKind(err, apperr.KindNotFound) {
+		return s.renderInvalidLink(c)
+	}
+	if err != nil {
 		return err
 	}
-	return s.renderUnsubscribe(c, token, true)
+	page := tracking.UnsubscribePage{Done: true}
+	if r, err := s.outcomes.Recipient(c.UserContext(), cl.TenantID, cl.SendID, cl.ContactID); err == nil {
+		page.Sender, page.Email = r.Sender, r.Email
+	}
+	return s.renderUnsubscribe(c, page)
 }
 
-func (s *Server) renderUnsubscribe(c *fiber.Ctx, token string, done bool) error {
+// renderInvalidLink answers a tracking page whose link does not verify (or
+// whose contact is gone): 404, as a small page a person can read rather
+// than the API's JSON, with nothing of the token echoed.
+func (s *Server) renderInvalidLink(c *fiber.Ctx) error {
+	c.Status(fiber.StatusNotFound)
+	return s.renderUnsubscribe(c, tracking.UnsubscribePage{Invalid: true})
+}
+
+// renderUnsubscribe writes a page of the unsubscribe template. The form
+// posts to the path it was served from ('self' in the CSP), whatever host
+// name the visitor reached.
+func (s *Server) renderUnsubscribe(c *fiber.Ctx, p tracking.UnsubscribePage) error {
 	var buf bytes.Buffer
-	// The form posts to the path it was served from ('self' in the CSP),
-	// whatever host name the visitor reached.
-	if err := tracking.RenderUnsubscribePage(&buf, tracking.UnsubscribePage{
-		Action: tracking.UnsubscribePath + token, Done: done}); err != nil {
+	if err := tracking.RenderUnsubscribePage(&buf, p); err != nil {
 		return err
 	}
 	noStore(c)

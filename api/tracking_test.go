@@ -193,8 +193,8 @@ func TestTrackingClickRedirect(t *testing.T) {
 	if got := b.scalar(`SELECT properties->>'url' FROM events WHERE name = 'email.clicked'`); got != target {
 		t.Fatalf("click event url %s", got)
 	}
-	b.expectError("GET", "/t/c/"+tamper(tok), "", nil, 404, "NOT_FOUND")
-	b.expectError("GET", "/t/c/"+b.token(tracking.KindOpen, "ten_a", "snd_1", ""), "", nil, 404, "NOT_FOUND")
+	b.expectInvalidLink("GET", "/t/c/"+tamper(tok))
+	b.expectInvalidLink("GET", "/t/c/"+b.token(tracking.KindOpen, "ten_a", "snd_1", ""))
 	// A send that is gone still redirects, recording nothing.
 	gone := b.raw("GET", "/t/c/"+b.token(tracking.KindClick, "ten_a", "snd_gone", target), "", nil)
 	if gone.status != http.StatusFound || gone.header.Get("Location") != target {
@@ -211,6 +211,10 @@ func TestTrackingUnsubscribe(t *testing.T) {
 		!strings.Contains(page.header.Get("Content-Security-Policy"), "default-src 'none'") ||
 		!strings.Contains(string(page.raw), `action="/t/u/`+tok+`"`) || !strings.Contains(string(page.raw), "<form") {
 		t.Fatalf("page: %d %v\n%s", page.status, page.header, page.raw)
+	}
+	// The page names the sender and the address (escaped as HTML).
+	if !strings.Contains(string(page.raw), "from a@acme.test at ann@example.com?") {
+		t.Fatalf("page does not name sender and address:\n%s", page.raw)
 	}
 	if got := b.scalar(`SELECT subscribed FROM contacts WHERE tenant_id = 'ten_a'`); got != "true" {
 		t.Fatal("GET unsubscribed the contact")
@@ -237,10 +241,10 @@ func TestTrackingUnsubscribe(t *testing.T) {
 	if !strings.Contains(string(again.raw), "You are unsubscribed") {
 		t.Fatalf("page after unsubscribe:\n%s", again.raw)
 	}
-	b.expectError("GET", "/t/u/"+tamper(tok), "", nil, 404, "NOT_FOUND")
-	b.expectError("POST", "/t/u/"+tamper(tok), "", nil, 404, "NOT_FOUND")
+	b.expectInvalidLink("GET", "/t/u/"+tamper(tok))
+	b.expectInvalidLink("POST", "/t/u/"+tamper(tok))
 	b.sql(`DELETE FROM tenants WHERE id = 'ten_b'`)
-	b.expectError("POST", "/t/u/"+b.token(tracking.KindUnsubscribe, "ten_b", "snd_1", ""), "", nil, 404, "NOT_FOUND")
+	b.expectInvalidLink("POST", "/t/u/"+b.token(tracking.KindUnsubscribe, "ten_b", "snd_1", ""))
 }
 
 // Both tenants have a send snd_1 of a contact cnt_1; tokens signed for
@@ -401,8 +405,10 @@ func (b *outcomeBundle) expectTooLarge(path string) {
 func TestOneClickUnsubscribeWithoutARecord(t *testing.T) {
 	t.Parallel()
 	b := setupOutcomeAPI(t, true)
+	b.sql(`UPDATE tenants SET name = '<b>Acme</b> & Co' WHERE id = 'ten_a'`)
 	gone := b.token(tracking.KindUnsubscribe, "ten_a", "snd_gone", "")
-	if page := b.raw("GET", "/t/u/"+gone, "", nil); page.status != 200 || !strings.Contains(string(page.raw), "<form") {
+	if page := b.raw("GET", "/t/u/"+gone, "", nil); page.status != 200 || !strings.Contains(string(page.raw), "<form") ||
+		!strings.Contains(string(page.raw), "from &lt;b&gt;Acme&lt;/b&gt; &amp; Co at ann@example.com") {
 		t.Fatalf("page without a record: %d\n%s", page.status, page.raw)
 	}
 	oneClick := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
@@ -422,6 +428,19 @@ func TestOneClickUnsubscribeWithoutARecord(t *testing.T) {
 		t.Fatal("another tenant's contact changed")
 	}
 	b.sql(`DELETE FROM contacts WHERE tenant_id = 'ten_a'`)
-	b.expectError("POST", "/t/u/"+gone, "", nil, 404, "NOT_FOUND")
-	b.expectError("GET", "/t/u/"+gone, "", nil, 404, "NOT_FOUND")
+	b.expectInvalidLink("POST", "/t/u/"+gone)
+	b.expectInvalidLink("GET", "/t/u/"+gone)
+}
+
+// expectInvalidLink checks a tracking page's answer to a link that does not
+// verify: 404 as a small HTML page (a person reads it in a browser), never
+// the API's JSON, echoing nothing of the token.
+func (b *outcomeBundle) expectInvalidLink(method, path string) {
+	b.t.Helper()
+	r := b.raw(method, path, "", nil)
+	if r.status != 404 || r.header.Get("Content-Type") != "text/html; charset=utf-8" ||
+		!strings.Contains(string(r.raw), "This link is not valid") || strings.Contains(string(r.raw), path[5:]) ||
+		r.header.Get("Location") != "" || r.header.Get("Content-Security-Policy") == "" {
+		b.t.Fatalf("%s %s: %d %v\n%s", method, path, r.status, r.header, r.raw)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"net/mail"
 	"slices"
 	"time"
 
@@ -75,25 +76,44 @@ func (a *Outcomes) Record(ctx context.Context, o Outcome) error {
 	return a.DB.InTx(ctx, func(q *store.Tx) error { return a.ApplyOutcome(ctx, q, o) })
 }
 
-// Subscribed says whether the contact of an unsubscribe token is still
-// subscribed; UnknownSend when the contact (or tenant) is gone, or the
-// send's record exists and is another contact's. A token whose send has no
-// record (ADDENDUM 12: opt-outs never depend on a record's timing) still
-// names its contact, and the signed token is the capability.
-func (a *Outcomes) Subscribed(ctx context.Context, tenantID, sendID, contactID string) (bool, error) {
+// Recipient is what the unsubscribe page says of the token's message.
+type Recipient struct {
+	Subscribed bool
+	// Email is the contact's address; Sender who the message came from:
+	// the send's sender (its display name, else its address), else the
+	// tenant's name.
+	Email, Sender string
+}
+
+// Recipient reads the contact of an unsubscribe token; UnknownSend when
+// the contact (or tenant) is gone, or the send's record exists and is
+// another contact's. A token whose send has no record (ADDENDUM 12:
+// opt-outs never depend on a record's timing) still names its contact, and
+// the signed token is the capability.
+func (a *Outcomes) Recipient(ctx context.Context, tenantID, sendID, contactID string) (Recipient, error) {
+	var r Recipient
 	s, err := a.DB.SendGet(ctx, queries.SendGetParams{TenantID: tenantID, ID: sendID})
 	switch {
 	case apperr.IsKind(err, apperr.KindNotFound):
+		if t, err := a.DB.TenantGet(ctx, tenantID); err == nil {
+			r.Sender = t.Name
+		}
 	case err != nil:
-		return false, err
+		return r, err
 	case s.ContactID != contactID:
-		return false, UnknownSend()
+		return r, UnknownSend()
+	default:
+		r.Sender = s.FromAddress
+		if from, err := mail.ParseAddress(s.FromAddress); err == nil {
+			r.Sender = cmp.Or(from.Name, from.Address)
+		}
 	}
 	c, err := a.DB.ContactGet(ctx, queries.ContactGetParams{TenantID: tenantID, ID: contactID})
 	if err != nil {
-		return false, apperr.Specific(err, apperr.KindNotFound, UnknownSend())
+		return r, apperr.Specific(err, apperr.KindNotFound, UnknownSend())
 	}
-	return c.Subscribed, nil
+	r.Subscribed, r.Email = c.Subscribed, c.Email
+	return r, nil
 }
 
 // ApplyOutcome applies one outcome inside the caller's transaction; an

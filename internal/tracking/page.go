@@ -20,6 +20,13 @@ type UnsubscribePage struct {
 	// Done shows the confirmation instead of the form (after the POST, or
 	// for a contact that is already unsubscribed).
 	Done bool
+	// Sender is who the mail came from (the send's sender, else the
+	// tenant's name) and Email the address it went to; either may be "".
+	// Both are escaped as HTML text.
+	Sender, Email string
+	// Invalid shows that the link is not valid (a tampered token, a
+	// contact that is gone) instead of the form.
+	Invalid bool
 }
 
 // RenderUnsubscribePage writes the page. It loads nothing from elsewhere,
