@@ -175,9 +175,10 @@ func (s *Server) templatePreview(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	m, version, err := s.renderer.Preview(c.UserContext(), tenantID(c), id, req.Variables.V)
+	m, version, warnings, err := s.renderer.Preview(c.UserContext(), tenantID(c), id, req.Variables.V)
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"subject": m.Subject, "html": m.HTML, "text": m.Text, "templateVersion": version})
+	return c.JSON(fiber.Map{"subject": m.Subject, "html": m.HTML, "text": m.Text, "templateVersion": version,
+		"warnings": warnings})
 }

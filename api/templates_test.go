@@ -138,6 +138,10 @@ func TestTemplatePreview(t *testing.T) {
 	if r.body["subject"] != "Hi Ann" || r.body["templateVersion"] != 1.0 {
 		t.Fatalf("%s", r.raw)
 	}
+	// The one variable not given is named (it renders empty).
+	if w, _ := r.body["warnings"].([]any); len(w) != 1 || !strings.Contains(w[0].(string), "missing") {
+		t.Fatalf("warnings %v", r.body["warnings"])
+	}
 	html := r.body["html"].(string)
 	for _, want := range []string{"Hello Ann!", "SOCKS", "HAT", "https://example.com/reset", "<html", "#123456"} {
 		if !strings.Contains(html, want) {

@@ -2,6 +2,7 @@ package render
 
 import (
 	"maps"
+	"strings"
 	"time"
 )
 
@@ -133,4 +134,30 @@ func BindingsForPreview(variables map[string]any) map[string]any {
 		b[contactVar] = contact
 	}
 	return b
+}
+
+// Missing lists, of the dotted variable paths a template reads (its
+// requiredVariables), those b does not hold (absent or null): what a
+// preview warns renders empty. unsubscribeUrl is left out: a send always
+// has it.
+func Missing(required []string, b map[string]any) []string {
+	var out []string
+	for _, path := range required {
+		if path == unsubscribeVar {
+			continue
+		}
+		var v any = b
+		for part := range strings.SplitSeq(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[part]
+		}
+		if v == nil {
+			out = append(out, path)
+		}
+	}
+	return out
 }

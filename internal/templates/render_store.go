@@ -23,25 +23,33 @@ func cacheKey(tenantID, templateID string) string { return tenantID + "\x00" + t
 // Preview renders the current version with the preview bindings
 // (variables.contact and variables.event used as given), through the same
 // renderer a send uses.
-func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables map[string]any) (render.Message, int32, error) {
+// Preview also returns warnings: one per variable the template reads that
+// the variables do not hold, which renders empty (a send renders the same,
+// silently).
+func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables map[string]any) (render.Message, int32, []string, error) {
 	t, err := r.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: id})
 	if store.IsNoRows(err) {
-		return render.Message{}, 0, NotFound()
+		return render.Message{}, 0, nil, NotFound()
 	}
 	if err != nil {
-		return render.Message{}, 0, err
+		return render.Message{}, 0, nil, err
 	}
-	m, err := r.R.Render(ctx, cacheKey(tenantID, id), int(t.CurrentVersion), t.Subject, t.CompiledHtml, render.BindingsForPreview(variables))
+	b := render.BindingsForPreview(variables)
+	m, err := r.R.Render(ctx, cacheKey(tenantID, id), int(t.CurrentVersion), t.Subject, t.CompiledHtml, b)
 	var limit *render.LimitError
 	switch {
 	case errors.As(err, &limit):
-		return m, 0, apperr.Invalid(limit.Field, limit.Message())
+		return m, 0, nil, apperr.Invalid(limit.Field, limit.Message())
 	case err != nil && ctx.Err() != nil:
-		return m, 0, err // the request ended, not the template's fault
+		return m, 0, nil, err // the request ended, not the template's fault
 	case err != nil:
-		return m, 0, apperr.InvalidRequest("template does not render: %v", err)
+		return m, 0, nil, apperr.InvalidRequest("template does not render: %v", err)
 	}
-	return m, t.CurrentVersion, nil
+	warnings := []string{}
+	for _, v := range render.Missing(t.RequiredVariables, b) {
+		warnings = append(warnings, "variable "+v+" is not set: it renders empty")
+	}
+	return m, t.CurrentVersion, warnings, nil
 }
 
 // Render renders one version of a template for a recipient: the call the
