@@ -34,7 +34,7 @@ func (r sendReq) validate() (delivery.Request, error) {
 	switch {
 	case !ok || tmpl == "":
 		f.Add("template", "is required")
-	case !ids.ValidCallerID(tmpl):
+	case !ids.Valid(tmpl):
 		f.Add("template", "must be a template id: letters, digits, '_', '.', '-', at most 64")
 	}
 	if from, ok := r.From.Value(); ok && len(from) > 320 {
