@@ -54,26 +54,18 @@ func (p Patch) RemoveKeys() []string {
 func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
 	var f apperr.Fields
 	p := Patch{Set: map[string]any{}}
-	keys, keyProblems, whole := storable.PropertyKeys(raw)
-	if whole != "" {
-		f.Add("properties", whole)
-	}
-	for _, k := range keys {
-		field := storable.KeyField("properties", k)
-		if msg := keyProblems[k]; msg != "" {
-			f.Add(field, msg)
-			continue
-		}
-		v, err := decodeValue(raw[k])
+	storable.Properties(raw, func(k string, r json.RawMessage) string {
+		v, err := decodeValue(r)
 		switch {
 		case err != nil:
-			f.Add(field, err.Error())
+			return err.Error()
 		case v == nil:
 			p.Remove = append(p.Remove, k)
 		default:
 			p.Set[k] = v
 		}
-	}
+		return ""
+	}, f.Add)
 	return p, f.Err()
 }
 
