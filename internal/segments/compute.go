@@ -10,6 +10,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/page"
 	"tidings/internal/rules"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -61,13 +62,16 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 			return err
 		}
 		args = append([]any{tenantID, id}, args...)
+		// The two statements run on the raw transaction, so their errors
+		// are translated here as the generated queries' are: a value the
+		// database refuses is KindInvalid, not an internal error.
 		joined, err := tx.Exec(ctx, fmt.Sprintf(joinSQL, pred), args...)
 		if err != nil {
-			return err
+			return store.Translate(err)
 		}
 		left, err := tx.Exec(ctx, fmt.Sprintf(leaveSQL, pred), args...)
 		if err != nil {
-			return err
+			return store.Translate(err)
 		}
 		t, err := q.TenantGet(ctx, tenantID)
 		if err != nil {
@@ -99,7 +103,20 @@ const analyzeAfterChanged = 10_000
 type MemberPage struct {
 	Segment    queries.Segment
 	ContactIDs []string
-	Next       *page.Cursor // nil on the last page
+	// Version is the version of the rules the members were computed with:
+	// after a rules change and before the next compute, the members are
+	// still the old rules' (memberVersion).
+	Version string
+	Next    *page.Cursor // nil on the last page
+}
+
+// memberVersion is the version a segment's members report: the one last
+// computed, or the current one for a segment never computed (no members).
+func memberVersion(seg queries.Segment) string {
+	if seg.ComputedVersion != nil {
+		return Version(*seg.ComputedVersion)
+	}
+	return Version(seg.Version)
 }
 
 // Members returns a page of the segment's current members.
@@ -111,7 +128,7 @@ func (s *Store) Members(ctx context.Context, tenantID, id string, p page.Params)
 	rows, next, err := page.List(p, func(q page.Query) ([]string, error) {
 		return s.DB.SegmentMembers(ctx, queries.SegmentMembersParams{TenantID: tenantID, SegmentID: id, After: q.AfterID, Lim: q.Limit})
 	}, func(m string) page.Cursor { return page.Cursor{ID: m} })
-	return MemberPage{Segment: seg, ContactIDs: rows, Next: next}, err
+	return MemberPage{Segment: seg, ContactIDs: rows, Version: memberVersion(seg), Next: next}, err
 }
 
 // ComputeThrottled is Compute at most once per interval per segment: the
