@@ -53,6 +53,12 @@ func (p Patch) RemoveKeys() []string {
 // key; nested objects are rejected. Errors name properties.<key>.
 func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
 	var f apperr.Fields
+	p := parseProperties(&f, raw)
+	return p, f.Err()
+}
+
+// parseProperties is ParseProperties noting the problems in f.
+func parseProperties(f *apperr.Fields, raw map[string]json.RawMessage) Patch {
 	p := Patch{Set: map[string]any{}}
 	storable.Properties(raw, func(k string, r json.RawMessage) string {
 		v, err := decodeValue(r)
@@ -66,7 +72,7 @@ func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
 		}
 		return ""
 	}, f.Add)
-	return p, f.Err()
+	return p
 }
 
 type valueError string
