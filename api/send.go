@@ -37,9 +37,6 @@ func (r sendReq) validate() (delivery.Request, error) {
 	case !ids.Valid(tmpl):
 		f.Add("template", "must be a template id: letters, digits, '_', '.', '-', at most 64")
 	}
-	if from, ok := r.From.Value(); ok && len(from) > 320 {
-		f.Add("from", "must be at most 320 characters")
-	}
 	if err := f.Err(); err != nil {
 		return delivery.Request{}, err
 	}
