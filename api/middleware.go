@@ -134,10 +134,12 @@ func (s *Server) requireTenant(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// sessionOnly guards operations that an API key may not perform.
+// sessionOnly is the route middleware of the operations an API key may not
+// perform (provisioning the tenant, creating and revoking keys): they need
+// a dashboard session.
 func sessionOnly(c *fiber.Ctx) error {
 	if !principal(c).Session {
 		return apperr.Forbidden("this operation requires a dashboard session, not an API key")
 	}
-	return nil
+	return c.Next()
 }
