@@ -46,7 +46,7 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	attrs := []any{"method", c.Method(), "path", c.Path(), "status", c.Response().StatusCode(),
 		"duration_ms", float64(took.Microseconds()) / 1000, "request_id", requestID(c)}
 	if p := principal(c); p != nil {
-		attrs = append(attrs, "tenant", p.TenantID)
+		attrs = append(attrs, "tenant_id", p.TenantID)
 	}
 	if code, ok := c.Locals(errorCodeKey).(string); ok {
 		attrs = append(attrs, "code", code)

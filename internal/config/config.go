@@ -7,7 +7,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -188,13 +187,6 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(r.errs, "; "))
 	}
 	return c, nil
-}
-
-// RandomHex returns n random bytes hex-encoded; used for development secrets.
-func RandomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 type reader struct {
