@@ -16,14 +16,21 @@ import (
 	"tidings/queries"
 )
 
-func TestListAndGetByEmail(t *testing.T) {
-	t.Parallel()
+// setup is a fresh database with the tenants ten_a and ten_b and a contacts
+// store on it.
+func setup(t *testing.T) (context.Context, *contacts.Store) {
+	t.Helper()
 	ctx := context.Background()
 	db := testenv.DB(t)
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A'), ('ten_b', 'B')`); err != nil {
 		t.Fatal(err)
 	}
-	s := &contacts.Store{DB: db, FreeLimit: 100}
+	return ctx, &contacts.Store{DB: db, FreeLimit: 100}
+}
+
+func TestListAndGetByEmail(t *testing.T) {
+	t.Parallel()
+	ctx, s := setup(t)
 	var want []string
 	for i := range 5 {
 		c, err := s.Create(ctx, "ten_a", contacts.Input{Email: fmt.Sprintf("c%d@example.com", i)})
@@ -69,12 +76,7 @@ func TestListAndGetByEmail(t *testing.T) {
 // total, and the answer names properties.
 func TestPropertiesTotalIsBounded(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := testenv.DB(t)
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A')`); err != nil {
-		t.Fatal(err)
-	}
-	s := &contacts.Store{DB: db, FreeLimit: 100}
+	ctx, s := setup(t)
 	c, err := s.Create(ctx, "ten_a", contacts.Input{Email: "big@example.com"})
 	if err != nil {
 		t.Fatal(err)
@@ -107,12 +109,7 @@ func TestPropertiesTotalIsBounded(t *testing.T) {
 // changes write nothing and name every field at fault.
 func TestUpdateRules(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := testenv.DB(t)
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A')`); err != nil {
-		t.Fatal(err)
-	}
-	s := &contacts.Store{DB: db, FreeLimit: 100}
+	ctx, s := setup(t)
 	c, err := s.Create(ctx, "ten_a", contacts.Input{Email: "ann@example.com", UserID: ptr("u1")})
 	if err != nil {
 		t.Fatal(err)
