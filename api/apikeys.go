@@ -32,9 +32,6 @@ type apiKeyCreateReq struct {
 }
 
 func (s *Server) apiKeyCreate(c *fiber.Ctx) error {
-	if err := sessionOnly(c); err != nil {
-		return err
-	}
 	var req apiKeyCreateReq
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -75,9 +72,6 @@ func RenderAPIKeys(c *fiber.Ctx, rows []queries.ApiKey) error {
 }
 
 func (s *Server) apiKeyRevoke(c *fiber.Ctx) error {
-	if err := sessionOnly(c); err != nil {
-		return err
-	}
 	id, err := pathParam(c, "keyId")
 	if err != nil {
 		return err

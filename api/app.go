@@ -136,16 +136,16 @@ func New(d Deps) (*fiber.App, error) {
 	provisioning := routes{app.Group("/api"), []fiber.Handler{s.authenticate, s.rateLimit, checkQuery}}
 	r := provisioning.with(s.requireTenant)
 
-	provisioning.post("/tenant", s.tenantCreate)
+	provisioning.with(sessionOnly).post("/tenant", s.tenantCreate)
 	r.get("/tenant", s.tenantGet)
 	r.patch("/tenant", s.tenantUpdate)
 	r.get("/tenant/sandbox-whitelist", s.whitelistGet)
 	r.post("/tenant/sandbox-whitelist", s.whitelistAdd)
 	r.delete("/tenant/sandbox-whitelist/:email", s.whitelistRemove)
 
-	r.post("/api-keys", s.apiKeyCreate)
+	r.with(sessionOnly).post("/api-keys", s.apiKeyCreate)
 	r.get("/api-keys", s.apiKeyList)
-	r.delete("/api-keys/:keyId", s.apiKeyRevoke)
+	r.with(sessionOnly).delete("/api-keys/:keyId", s.apiKeyRevoke)
 
 	r.post("/contacts", s.contactCreate)
 	r.put("/contacts", s.contactUpsert)

@@ -195,28 +195,12 @@ func (s *Server) contactUpdate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	var f apperr.Fields
-	if req.Email.Set {
-		f.Add("email", "cannot be changed")
+	if req.Subscribed.Set && req.Subscribed.Null {
+		return apperr.Invalid("subscribed", "must be a boolean")
 	}
-	if !req.UserID.Set && !req.Properties.Set && !req.Subscribed.Set && !req.Email.Set {
-		return apperr.AtLeastOne("userId", "properties", "subscribed")
-	}
-	if v, ok := req.UserID.Value(); ok {
-		f.Check(contacts.ValidUserID(v), "userId", "must be at most 256 characters")
-	}
-	var sub *bool
-	if v, ok := req.Subscribed.Value(); ok {
-		sub = &v
-	} else if req.Subscribed.Set {
-		f.Add("subscribed", "must be a boolean")
-	}
-	props, perr := contacts.ParseProperties(req.Properties.V)
-	mergeFields(&f, perr)
-	if err := f.Err(); err != nil {
-		return err
-	}
-	ct, err := s.contacts.Update(c.UserContext(), tenantID(c), id, req.UserID.Set, req.UserID.Ptr(), props, sub)
+	ct, err := s.contacts.Update(c.UserContext(), tenantID(c), id, contacts.Change{EmailSent: req.Email.Set,
+		UserIDSent: req.UserID.Set, UserID: req.UserID.Ptr(), PropertiesSent: req.Properties.Set,
+		Properties: req.Properties.V, Subscribed: req.Subscribed.Ptr()})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -64,17 +63,6 @@ func (r domainUpdateReq) enabled() (bool, error) {
 		return false, apperr.Invalid("sendingEnabled", "must be a boolean")
 	}
 	return v, nil
-}
-
-// dnsUnavailable translates a check that learnt nothing because no DNS
-// lookup got an answer: the resolver is at fault, not the request, and
-// nothing was stored, so the client may simply try again (docs/decisions.md).
-func dnsUnavailable(err error) error {
-	if errors.Is(err, domains.ErrLookupFailed) {
-		return apperr.Unavailable("DNS_UNAVAILABLE",
-			"the DNS resolver gave no answer, so the domain was not checked; try again later", err)
-	}
-	return err
 }
 
 func (s *Server) domainCreate(c *fiber.Ctx) error {
@@ -155,7 +143,7 @@ func (s *Server) domainVerify(c *fiber.Ctx) error {
 	}
 	checked, err := s.domains.Check(c.UserContext(), tenantID(c), name)
 	if err != nil {
-		return dnsUnavailable(err)
+		return err
 	}
 	return c.JSON(domainCheckedJSON{domainJSON: s.domainView(checked.Domain, true), Message: checked.Message})
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // The request log names the error code, and for a VALIDATION_ERROR the
-// invalid fields, beside the status.
+// invalid fields, beside the status and the tenant (tenant_id, as every
+// log line names it).
 func TestRequestLogCarriesErrorCode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -32,7 +33,7 @@ func TestRequestLogCarriesErrorCode(t *testing.T) {
 		{desc: "not found", method: "GET", path: "/api/contacts/cnt_nope",
 			want: []string{"status=404", "code=CONTACT_NOT_FOUND"}, wantNot: []string{"fields="}},
 		{desc: "success", method: "GET", path: "/api/tenant",
-			want: []string{"status=200"}, wantNot: []string{"code=", "fields="}},
+			want: []string{"status=200", "tenant_id=org_log"}, wantNot: []string{"code=", "fields=", " tenant="}},
 	}
 	for _, tt := range tests {
 		log.Reset()

@@ -46,7 +46,7 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	attrs := []any{"method", c.Method(), "path", c.Path(), "status", c.Response().StatusCode(),
 		"duration_ms", float64(took.Microseconds()) / 1000, "request_id", requestID(c)}
 	if p := principal(c); p != nil {
-		attrs = append(attrs, "tenant", p.TenantID)
+		attrs = append(attrs, "tenant_id", p.TenantID)
 	}
 	if code, ok := c.Locals(errorCodeKey).(string); ok {
 		attrs = append(attrs, "code", code)
@@ -134,10 +134,12 @@ func (s *Server) requireTenant(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// sessionOnly guards operations that an API key may not perform.
+// sessionOnly is the route middleware of the operations an API key may not
+// perform (provisioning the tenant, creating and revoking keys): they need
+// a dashboard session.
 func sessionOnly(c *fiber.Ctx) error {
 	if !principal(c).Session {
 		return apperr.Forbidden("this operation requires a dashboard session, not an API key")
 	}
-	return nil
+	return c.Next()
 }

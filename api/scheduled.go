@@ -1,8 +1,6 @@
 package api
 
 import (
-	"slices"
-
 	"github.com/gofiber/fiber/v2"
 
 	"tidings/internal/apperr"
@@ -44,42 +42,29 @@ func scheduledView(r queries.ScheduledSend) scheduledJSON {
 	return v
 }
 
-var (
-	scheduledStatuses = []string{"pending", "claimed", "sent", "cancelled", "failed", "dead"}
-	cancelReasons     = []string{"contact_deleted", "unsubscribed", "suppressed", "sequence_deleted",
-		"exit_condition", "gate_blocked", "manual", "step_removed"}
-)
-
-// scheduledList is GET /api/scheduled: by status and/or contactId (one is
-// required), optionally by cancelReason; sent and cancelled rows only when
-// the status asks for them.
+// scheduledList is GET /api/scheduled: by status and/or contactId,
+// optionally by cancelReason (engine.ScheduledFilter.Check says what they
+// mean).
 func (s *Server) scheduledList(c *fiber.Ctx) error {
+	filter := engine.ScheduledFilter{Status: queryPtr(c, "status"), ContactID: queryPtr(c, "contactId"),
+		CancelReason: queryPtr(c, "cancelReason")}
 	var f apperr.Fields
-	var status, contactID, reason *string
-	if v := c.Query("status"); v != "" {
-		if !slices.Contains(scheduledStatuses, v) {
-			f.Add("status", "must be one of pending, claimed, sent, cancelled, failed, dead")
-		}
-		status = &v
-	}
-	if v := c.Query("contactId"); v != "" {
-		contactID = &v
-	}
-	if v := c.Query("cancelReason"); v != "" {
-		if !slices.Contains(cancelReasons, v) {
-			f.Add("cancelReason", "is not a cancel reason")
-		}
-		reason = &v
-	}
-	if status == nil && contactID == nil {
-		f.Add("status", "or contactId is required")
-	}
+	mergeFields(&f, filter.Check())
 	limit, err := page.Limit(c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 	mergeFields(&f, err)
 	if err := f.Err(); err != nil {
 		return err
 	}
-	return s.scheduledPage(c, status, contactID, reason, limit)
+	filter.Limit = limit
+	return s.scheduledPage(c, filter)
+}
+
+// queryPtr is a query parameter, nil when absent or empty.
+func queryPtr(c *fiber.Ctx, key string) *string {
+	if v := c.Query(key); v != "" {
+		return &v
+	}
+	return nil
 }
 
 // contactScheduled is GET /api/contacts/{id}/scheduled: the contact's
@@ -93,12 +78,11 @@ func (s *Server) contactScheduled(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.scheduledPage(c, nil, &id, nil, limit)
+	return s.scheduledPage(c, engine.ScheduledFilter{ContactID: &id, Limit: limit})
 }
 
-func (s *Server) scheduledPage(c *fiber.Ctx, status, contactID, reason *string, limit int) error {
-	rows, more, err := s.enrolments.Scheduled(c.UserContext(), tenantID(c),
-		engine.ScheduledFilter{Status: status, ContactID: contactID, CancelReason: reason, Limit: limit})
+func (s *Server) scheduledPage(c *fiber.Ctx, filter engine.ScheduledFilter) error {
+	rows, more, err := s.enrolments.Scheduled(c.UserContext(), tenantID(c), filter)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -53,19 +51,8 @@ type segmentReq struct {
 func (r *segmentReq) input(create bool) (segments.Input, error) {
 	var f apperr.Fields
 	var in segments.Input
-	if create || r.Name.Set {
-		name := strings.TrimSpace(r.Name.V)
-		n := utf8.RuneCountInString(name)
-		f.Check(r.Name.Set && !r.Name.Null && n >= 1 && n <= 256, "name", "is required, 1-256 characters")
-		in.Name = &name
-	}
-	if r.Description.Set {
-		in.SetDesc = true
-		if v, ok := r.Description.Value(); ok {
-			f.Check(utf8.RuneCountInString(v) <= 2000, "description", "must be at most 2000 characters")
-			in.Description = &v
-		}
-	}
+	in.Name = r.Name.Sent()
+	in.Description, in.SetDesc = r.Description.Ptr(), r.Description.Set
 	if create || r.Rules.Set {
 		if !r.Rules.Set || r.Rules.Null {
 			f.Add("rules", "is required")
@@ -174,16 +161,11 @@ func (s *Server) segmentMembers(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	seg := m.Segment
-	computedAt := formatTimePtr(seg.LastComputedAt)
-	version := segments.Version(seg.Version)
-	if seg.ComputedVersion != nil {
-		version = segments.Version(*seg.ComputedVersion)
-	}
+	computedAt := formatTimePtr(m.Segment.LastComputedAt)
 	items := make([]fiber.Map, len(m.Members))
 	for i, mb := range m.Members {
 		items[i] = fiber.Map{"contactId": mb.ContactID, "email": mb.Email, "isMember": true, "computedAt": computedAt,
-			"version": version}
+			"version": m.Version}
 	}
 	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(m.Next)})
 }

@@ -34,11 +34,8 @@ func (r sendReq) validate() (delivery.Request, error) {
 	switch {
 	case !ok || tmpl == "":
 		f.Add("template", "is required")
-	case !ids.ValidCallerID(tmpl):
+	case !ids.Valid(tmpl):
 		f.Add("template", "must be a template id: letters, digits, '_', '.', '-', at most 64")
-	}
-	if from, ok := r.From.Value(); ok && len(from) > 320 {
-		f.Add("from", "must be at most 320 characters")
 	}
 	if err := f.Err(); err != nil {
 		return delivery.Request{}, err

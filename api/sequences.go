@@ -90,20 +90,21 @@ func sequencePutBody(c *fiber.Ctx) (sequences.Put, error) {
 	return p, f.Err()
 }
 
-// sequenceID reads and checks the caller-chosen id of the path.
-func sequenceID(c *fiber.Ctx) (string, error) {
+// callerIDParam reads the caller-chosen id of the path (the PUT of a
+// template or sequence, ADDENDUM 3); field names it in the error.
+func callerIDParam(c *fiber.Ctx, field string) (string, error) {
 	id, err := pathParam(c, "id")
 	if err != nil {
 		return "", err
 	}
-	if !ids.ValidCallerID(id) {
-		return "", apperr.Invalid("sequenceId", "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+	if !ids.Valid(id) {
+		return "", apperr.Invalid(field, "must match "+ids.Pattern)
 	}
 	return id, nil
 }
 
 func (s *Server) sequencePut(c *fiber.Ctx) error {
-	id, err := sequenceID(c)
+	id, err := callerIDParam(c, "sequenceId")
 	if err != nil {
 		return err
 	}

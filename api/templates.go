@@ -6,7 +6,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"tidings/internal/apperr"
-	"tidings/internal/ids"
 	"tidings/internal/page"
 	"tidings/internal/templates"
 	"tidings/queries"
@@ -67,20 +66,8 @@ func (r templatePutReq) put() (templates.Put, error) {
 	return p, f.Err()
 }
 
-// templateID reads and checks the caller-chosen id of the path.
-func templateID(c *fiber.Ctx) (string, error) {
-	id, err := pathParam(c, "id")
-	if err != nil {
-		return "", err
-	}
-	if !ids.ValidCallerID(id) {
-		return "", apperr.Invalid("templateId", "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-	}
-	return id, nil
-}
-
 func (s *Server) templatePut(c *fiber.Ctx) error {
-	id, err := templateID(c)
+	id, err := callerIDParam(c, "templateId")
 	if err != nil {
 		return err
 	}

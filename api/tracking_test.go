@@ -159,7 +159,7 @@ func TestTrackingOpenPixel(t *testing.T) {
 		// pixel so no email shows a broken image; nothing is recorded.
 		{"/t/o/" + tamper(tok), 404}, {"/t/o/garbage", 404},
 		{"/t/o/" + b.token(tracking.KindClick, "ten_a", "snd_1", "https://acme.test/"), 404}, // another kind
-		{"/t/o/" + b.token(tracking.KindOpen, "ten_a", "snd_gone", ""), 200},                  // valid, its send gone
+		{"/t/o/" + b.token(tracking.KindOpen, "ten_a", "snd_gone", ""), 200},                 // valid, its send gone
 	} {
 		r := b.raw("GET", tc.path, "", nil)
 		if r.status != tc.status || r.header.Get("Content-Type") != "image/gif" || len(r.raw) != len(pixelGIF) ||

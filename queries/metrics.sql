@@ -63,94 +63,61 @@ FROM metric_counts
 WHERE tenant_id = @tenant_id AND scope = 'tenant' AND scope_id = ''
   AND period BETWEEN @first_day::date AND @last_day::date;
 
--- name: MetricsSequenceGet :one
--- One sequence's counters for the month starting at month (summed over
--- shards); no row when the tenant has no such sequence.
-SELECT s.id,
-    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
-    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
-    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
-FROM sequences s
-LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
-        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
-        max(m.updated_at)::timestamptz AS updated_at
-    FROM metric_counts m
-    WHERE m.tenant_id = s.tenant_id AND m.scope = 'sequence' AND m.scope_id = s.id AND m.period = @month::date
-    GROUP BY m.scope_id
-) c ON true
-WHERE s.tenant_id = @tenant_id AND s.id = @id;
+-- The sequence and template reads take the scope ('sequence' or 'template')
+-- as a parameter: each reads its objects from one branch of a UNION ALL that
+-- the other scope switches off (a one-time filter: the planner skips the
+-- branch, and each branch keeps its table's index).
 
--- name: MetricsSequenceList :many
--- A page of the tenant's sequences (newest first, as GET /api/sequences)
--- with their counters for the month starting at month.
-SELECT s.id, s.created_at,
+-- name: MetricsScopedGet :one
+-- One sequence's or template's counters for the month starting at month
+-- (summed over shards); no row when the tenant has no such object.
+SELECT o.id,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
     coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
 FROM (
-    SELECT tenant_id, id, created_at FROM sequences
-    WHERE sequences.tenant_id = @tenant_id
-      AND (sequences.created_at, sequences.id) < (@before_time::timestamptz, @before_id::text)
-    ORDER BY sequences.created_at DESC, sequences.id DESC
-    LIMIT @lim
-) s
+    SELECT sequences.id FROM sequences WHERE @scope::text = 'sequence' AND sequences.tenant_id = @tenant_id AND sequences.id = @id
+    UNION ALL
+    SELECT templates.id FROM templates WHERE @scope::text = 'template' AND templates.tenant_id = @tenant_id AND templates.id = @id
+) o
 LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+    SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
         sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
-    WHERE m.tenant_id = s.tenant_id AND m.scope = 'sequence' AND m.scope_id = s.id AND m.period = @month::date
-    GROUP BY m.scope_id
-) c ON true
-ORDER BY s.created_at DESC, s.id DESC;
+    WHERE m.tenant_id = @tenant_id AND m.scope = @scope::text AND m.scope_id = o.id AND m.period = @month::date
+) c ON true;
 
--- name: MetricsTemplateGet :one
--- One template's counters for the month starting at month (summed over
--- shards); no row when the tenant has no such template.
-SELECT t.id,
-    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
-    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
-    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
-FROM templates t
-LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
-        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
-        max(m.updated_at)::timestamptz AS updated_at
-    FROM metric_counts m
-    WHERE m.tenant_id = t.tenant_id AND m.scope = 'template' AND m.scope_id = t.id AND m.period = @month::date
-    GROUP BY m.scope_id
-) c ON true
-WHERE t.tenant_id = @tenant_id AND t.id = @id;
-
--- name: MetricsTemplateList :many
--- A page of the tenant's templates (newest first, as GET /api/templates)
--- with their counters for the month starting at month.
-SELECT t.id, t.created_at,
+-- name: MetricsScopedList :many
+-- A page of the tenant's sequences or templates (newest first, as GET
+-- /api/sequences and /api/templates list them) with their counters for the
+-- month starting at month.
+SELECT o.id, o.created_at,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
     coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
 FROM (
-    SELECT tenant_id, id, created_at FROM templates
-    WHERE templates.tenant_id = @tenant_id
-      AND (templates.created_at, templates.id) < (@before_time::timestamptz, @before_id::text)
-    ORDER BY templates.created_at DESC, templates.id DESC
-    LIMIT @lim
-) t
+    (SELECT sequences.id, sequences.created_at FROM sequences
+     WHERE @scope::text = 'sequence' AND sequences.tenant_id = @tenant_id
+       AND (sequences.created_at, sequences.id) < (@before_time::timestamptz, @before_id::text)
+     ORDER BY sequences.created_at DESC, sequences.id DESC
+     LIMIT @lim)
+    UNION ALL
+    (SELECT templates.id, templates.created_at FROM templates
+     WHERE @scope::text = 'template' AND templates.tenant_id = @tenant_id
+       AND (templates.created_at, templates.id) < (@before_time::timestamptz, @before_id::text)
+     ORDER BY templates.created_at DESC, templates.id DESC
+     LIMIT @lim)
+) o
 LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+    SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
         sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
-    WHERE m.tenant_id = t.tenant_id AND m.scope = 'template' AND m.scope_id = t.id AND m.period = @month::date
-    GROUP BY m.scope_id
+    WHERE m.tenant_id = @tenant_id AND m.scope = @scope::text AND m.scope_id = o.id AND m.period = @month::date
 ) c ON true
-ORDER BY t.created_at DESC, t.id DESC;
+ORDER BY o.created_at DESC, o.id DESC;

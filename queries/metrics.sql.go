@@ -61,32 +61,36 @@ func (q *Queries) MetricsAdd(ctx context.Context, rows json.RawMessage) error {
 	return err
 }
 
-const metricsSequenceGet = `-- name: MetricsSequenceGet :one
-SELECT s.id,
+const metricsScopedGet = `-- name: MetricsScopedGet :one
+
+SELECT o.id,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
     coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
-FROM sequences s
+FROM (
+    SELECT sequences.id FROM sequences WHERE $1::text = 'sequence' AND sequences.tenant_id = $2 AND sequences.id = $3
+    UNION ALL
+    SELECT templates.id FROM templates WHERE $1::text = 'template' AND templates.tenant_id = $2 AND templates.id = $3
+) o
 LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+    SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
         sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
-    WHERE m.tenant_id = s.tenant_id AND m.scope = 'sequence' AND m.scope_id = s.id AND m.period = $1::date
-    GROUP BY m.scope_id
+    WHERE m.tenant_id = $2 AND m.scope = $1::text AND m.scope_id = o.id AND m.period = $4::date
 ) c ON true
-WHERE s.tenant_id = $2 AND s.id = $3
 `
 
-type MetricsSequenceGetParams struct {
-	Month    time.Time
+type MetricsScopedGetParams struct {
+	Scope    string
 	TenantID string
 	ID       string
+	Month    time.Time
 }
 
-type MetricsSequenceGetRow struct {
+type MetricsScopedGetRow struct {
 	ID          string
 	Scheduled   int64
 	Sent        int64
@@ -100,11 +104,20 @@ type MetricsSequenceGetRow struct {
 	UpdatedAt   time.Time
 }
 
-// One sequence's counters for the month starting at month (summed over
-// shards); no row when the tenant has no such sequence.
-func (q *Queries) MetricsSequenceGet(ctx context.Context, arg MetricsSequenceGetParams) (MetricsSequenceGetRow, error) {
-	row := q.db.QueryRow(ctx, metricsSequenceGet, arg.Month, arg.TenantID, arg.ID)
-	var i MetricsSequenceGetRow
+// The sequence and template reads take the scope ('sequence' or 'template')
+// as a parameter: each reads its objects from one branch of a UNION ALL that
+// the other scope switches off (a one-time filter: the planner skips the
+// branch, and each branch keeps its table's index).
+// One sequence's or template's counters for the month starting at month
+// (summed over shards); no row when the tenant has no such object.
+func (q *Queries) MetricsScopedGet(ctx context.Context, arg MetricsScopedGetParams) (MetricsScopedGetRow, error) {
+	row := q.db.QueryRow(ctx, metricsScopedGet,
+		arg.Scope,
+		arg.TenantID,
+		arg.ID,
+		arg.Month,
+	)
+	var i MetricsScopedGetRow
 	err := row.Scan(
 		&i.ID,
 		&i.Scheduled,
@@ -121,32 +134,38 @@ func (q *Queries) MetricsSequenceGet(ctx context.Context, arg MetricsSequenceGet
 	return i, err
 }
 
-const metricsSequenceList = `-- name: MetricsSequenceList :many
-SELECT s.id, s.created_at,
+const metricsScopedList = `-- name: MetricsScopedList :many
+SELECT o.id, o.created_at,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
     coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
 FROM (
-    SELECT tenant_id, id, created_at FROM sequences
-    WHERE sequences.tenant_id = $1
-      AND (sequences.created_at, sequences.id) < ($2::timestamptz, $3::text)
-    ORDER BY sequences.created_at DESC, sequences.id DESC
-    LIMIT $4
-) s
+    (SELECT sequences.id, sequences.created_at FROM sequences
+     WHERE $1::text = 'sequence' AND sequences.tenant_id = $2
+       AND (sequences.created_at, sequences.id) < ($3::timestamptz, $4::text)
+     ORDER BY sequences.created_at DESC, sequences.id DESC
+     LIMIT $5)
+    UNION ALL
+    (SELECT templates.id, templates.created_at FROM templates
+     WHERE $1::text = 'template' AND templates.tenant_id = $2
+       AND (templates.created_at, templates.id) < ($3::timestamptz, $4::text)
+     ORDER BY templates.created_at DESC, templates.id DESC
+     LIMIT $5)
+) o
 LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
+    SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
         sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
-    WHERE m.tenant_id = s.tenant_id AND m.scope = 'sequence' AND m.scope_id = s.id AND m.period = $5::date
-    GROUP BY m.scope_id
+    WHERE m.tenant_id = $2 AND m.scope = $1::text AND m.scope_id = o.id AND m.period = $6::date
 ) c ON true
-ORDER BY s.created_at DESC, s.id DESC
+ORDER BY o.created_at DESC, o.id DESC
 `
 
-type MetricsSequenceListParams struct {
+type MetricsScopedListParams struct {
+	Scope      string
 	TenantID   string
 	BeforeTime time.Time
 	BeforeID   string
@@ -154,7 +173,7 @@ type MetricsSequenceListParams struct {
 	Month      time.Time
 }
 
-type MetricsSequenceListRow struct {
+type MetricsScopedListRow struct {
 	ID          string
 	CreatedAt   time.Time
 	Scheduled   int64
@@ -169,10 +188,12 @@ type MetricsSequenceListRow struct {
 	UpdatedAt   time.Time
 }
 
-// A page of the tenant's sequences (newest first, as GET /api/sequences)
-// with their counters for the month starting at month.
-func (q *Queries) MetricsSequenceList(ctx context.Context, arg MetricsSequenceListParams) ([]MetricsSequenceListRow, error) {
-	rows, err := q.db.Query(ctx, metricsSequenceList,
+// A page of the tenant's sequences or templates (newest first, as GET
+// /api/sequences and /api/templates list them) with their counters for the
+// month starting at month.
+func (q *Queries) MetricsScopedList(ctx context.Context, arg MetricsScopedListParams) ([]MetricsScopedListRow, error) {
+	rows, err := q.db.Query(ctx, metricsScopedList,
+		arg.Scope,
 		arg.TenantID,
 		arg.BeforeTime,
 		arg.BeforeID,
@@ -183,158 +204,9 @@ func (q *Queries) MetricsSequenceList(ctx context.Context, arg MetricsSequenceLi
 		return nil, err
 	}
 	defer rows.Close()
-	items := []MetricsSequenceListRow{}
+	items := []MetricsScopedListRow{}
 	for rows.Next() {
-		var i MetricsSequenceListRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.CreatedAt,
-			&i.Scheduled,
-			&i.Sent,
-			&i.Cancelled,
-			&i.Delivered,
-			&i.BouncedHard,
-			&i.BouncedSoft,
-			&i.Complained,
-			&i.Opened,
-			&i.Clicked,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const metricsTemplateGet = `-- name: MetricsTemplateGet :one
-SELECT t.id,
-    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
-    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
-    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
-FROM templates t
-LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
-        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
-        max(m.updated_at)::timestamptz AS updated_at
-    FROM metric_counts m
-    WHERE m.tenant_id = t.tenant_id AND m.scope = 'template' AND m.scope_id = t.id AND m.period = $1::date
-    GROUP BY m.scope_id
-) c ON true
-WHERE t.tenant_id = $2 AND t.id = $3
-`
-
-type MetricsTemplateGetParams struct {
-	Month    time.Time
-	TenantID string
-	ID       string
-}
-
-type MetricsTemplateGetRow struct {
-	ID          string
-	Scheduled   int64
-	Sent        int64
-	Cancelled   int64
-	Delivered   int64
-	BouncedHard int64
-	BouncedSoft int64
-	Complained  int64
-	Opened      int64
-	Clicked     int64
-	UpdatedAt   time.Time
-}
-
-// One template's counters for the month starting at month (summed over
-// shards); no row when the tenant has no such template.
-func (q *Queries) MetricsTemplateGet(ctx context.Context, arg MetricsTemplateGetParams) (MetricsTemplateGetRow, error) {
-	row := q.db.QueryRow(ctx, metricsTemplateGet, arg.Month, arg.TenantID, arg.ID)
-	var i MetricsTemplateGetRow
-	err := row.Scan(
-		&i.ID,
-		&i.Scheduled,
-		&i.Sent,
-		&i.Cancelled,
-		&i.Delivered,
-		&i.BouncedHard,
-		&i.BouncedSoft,
-		&i.Complained,
-		&i.Opened,
-		&i.Clicked,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
-const metricsTemplateList = `-- name: MetricsTemplateList :many
-SELECT t.id, t.created_at,
-    coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
-    coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
-    coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
-FROM (
-    SELECT tenant_id, id, created_at FROM templates
-    WHERE templates.tenant_id = $1
-      AND (templates.created_at, templates.id) < ($2::timestamptz, $3::text)
-    ORDER BY templates.created_at DESC, templates.id DESC
-    LIMIT $4
-) t
-LEFT JOIN LATERAL (
-    SELECT m.scope_id, sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
-        sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
-        max(m.updated_at)::timestamptz AS updated_at
-    FROM metric_counts m
-    WHERE m.tenant_id = t.tenant_id AND m.scope = 'template' AND m.scope_id = t.id AND m.period = $5::date
-    GROUP BY m.scope_id
-) c ON true
-ORDER BY t.created_at DESC, t.id DESC
-`
-
-type MetricsTemplateListParams struct {
-	TenantID   string
-	BeforeTime time.Time
-	BeforeID   string
-	Lim        int32
-	Month      time.Time
-}
-
-type MetricsTemplateListRow struct {
-	ID          string
-	CreatedAt   time.Time
-	Scheduled   int64
-	Sent        int64
-	Cancelled   int64
-	Delivered   int64
-	BouncedHard int64
-	BouncedSoft int64
-	Complained  int64
-	Opened      int64
-	Clicked     int64
-	UpdatedAt   time.Time
-}
-
-// A page of the tenant's templates (newest first, as GET /api/templates)
-// with their counters for the month starting at month.
-func (q *Queries) MetricsTemplateList(ctx context.Context, arg MetricsTemplateListParams) ([]MetricsTemplateListRow, error) {
-	rows, err := q.db.Query(ctx, metricsTemplateList,
-		arg.TenantID,
-		arg.BeforeTime,
-		arg.BeforeID,
-		arg.Lim,
-		arg.Month,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []MetricsTemplateListRow{}
-	for rows.Next() {
-		var i MetricsTemplateListRow
+		var i MetricsScopedListRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.CreatedAt,

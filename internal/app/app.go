@@ -137,7 +137,7 @@ func New(in Infra) (*Services, error) {
 		// enrolments and exit conditions.
 		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook},
 			SystemHooks: []events.SystemHook{engine.SystemHook}},
-		Feed:   &events.Feed{DB: db},
+		Feed: &events.Feed{DB: db},
 		Segments: &segments.Store{DB: db, Throttle: &segments.Throttle{Redis: in.Redis, Prefix: in.RedisPrefix,
 			Every: cfg.SegmentComputeEvery, Log: in.Log}},
 		Campaigns: &campaigns.Store{DB: db},

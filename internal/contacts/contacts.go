@@ -2,6 +2,7 @@ package contacts
 
 import (
 	"context"
+	"encoding/json"
 
 	"tidings/internal/apperr"
 	"tidings/internal/ids"
@@ -113,17 +114,48 @@ func (s *Store) optOutIfAsked(ctx context.Context, q *store.Tx, c *queries.Conta
 	return err
 }
 
+// Change is a PATCH of a contact as sent; Update judges it.
+type Change struct {
+	// EmailSent says an email came with the PATCH: refused, the address is
+	// the contact's identity (create another contact instead).
+	EmailSent  bool
+	UserIDSent bool
+	UserID     *string // nil with UserIDSent: cleared
+	// PropertiesSent says properties came; a null value removes its key.
+	PropertiesSent bool
+	Properties     map[string]json.RawMessage
+	Subscribed     *bool
+}
+
+// check judges a change and returns its properties patch.
+func (ch Change) check() (Patch, error) {
+	if !ch.EmailSent && !ch.UserIDSent && !ch.PropertiesSent && ch.Subscribed == nil {
+		return Patch{}, apperr.AtLeastOne("userId", "properties", "subscribed")
+	}
+	var f apperr.Fields
+	f.Check(!ch.EmailSent, "email", "cannot be changed")
+	if ch.UserID != nil {
+		f.Check(ValidUserID(*ch.UserID), "userId", "must be at most 256 characters")
+	}
+	props := parseProperties(&f, ch.Properties)
+	return props, f.Err()
+}
+
 // Update applies a PATCH. subscribed:false goes through ApplyOptOut, which
 // also cancels the contact's pending sends; true re-subscribes.
-func (s *Store) Update(ctx context.Context, tenantID, id string, setUserID bool, userID *string, props Patch, subscribed *bool) (queries.Contact, error) {
+func (s *Store) Update(ctx context.Context, tenantID, id string, ch Change) (queries.Contact, error) {
 	var c queries.Contact
-	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+	props, err := ch.check()
+	if err != nil {
+		return c, err
+	}
+	err = s.DB.InTx(ctx, func(q *store.Tx) error {
 		var err error
 		c, err = q.ContactUpdate(ctx, queries.ContactUpdateParams{
-			TenantID: tenantID, ID: id, SetUserID: setUserID, UserID: userID,
-			SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: resubscribe(subscribed),
+			TenantID: tenantID, ID: id, SetUserID: ch.UserIDSent, UserID: ch.UserID,
+			SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: resubscribe(ch.Subscribed),
 		})
-		if err != nil || !unsubscribes(subscribed) {
+		if err != nil || !unsubscribes(ch.Subscribed) {
 			return err
 		}
 		c, err = ApplyOptOut(ctx, q, OptOut{TenantID: tenantID, ContactID: id, Unsubscribe: true})

@@ -53,28 +53,26 @@ func (p Patch) RemoveKeys() []string {
 // key; nested objects are rejected. Errors name properties.<key>.
 func ParseProperties(raw map[string]json.RawMessage) (Patch, error) {
 	var f apperr.Fields
+	p := parseProperties(&f, raw)
+	return p, f.Err()
+}
+
+// parseProperties is ParseProperties noting the problems in f.
+func parseProperties(f *apperr.Fields, raw map[string]json.RawMessage) Patch {
 	p := Patch{Set: map[string]any{}}
-	keys, keyProblems, whole := storable.PropertyKeys(raw)
-	if whole != "" {
-		f.Add("properties", whole)
-	}
-	for _, k := range keys {
-		field := storable.KeyField("properties", k)
-		if msg := keyProblems[k]; msg != "" {
-			f.Add(field, msg)
-			continue
-		}
-		v, err := decodeValue(raw[k])
+	storable.Properties(raw, func(k string, r json.RawMessage) string {
+		v, err := decodeValue(r)
 		switch {
 		case err != nil:
-			f.Add(field, err.Error())
+			return err.Error()
 		case v == nil:
 			p.Remove = append(p.Remove, k)
 		default:
 			p.Set[k] = v
 		}
-	}
-	return p, f.Err()
+		return ""
+	}, f.Add)
+	return p
 }
 
 type valueError string

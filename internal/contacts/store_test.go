@@ -2,7 +2,9 @@ package contacts_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,14 +16,21 @@ import (
 	"tidings/queries"
 )
 
-func TestListAndGetByEmail(t *testing.T) {
-	t.Parallel()
+// setup is a fresh database with the tenants ten_a and ten_b and a contacts
+// store on it.
+func setup(t *testing.T) (context.Context, *contacts.Store) {
+	t.Helper()
 	ctx := context.Background()
 	db := testenv.DB(t)
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A'), ('ten_b', 'B')`); err != nil {
 		t.Fatal(err)
 	}
-	s := &contacts.Store{DB: db, FreeLimit: 100}
+	return ctx, &contacts.Store{DB: db, FreeLimit: 100}
+}
+
+func TestListAndGetByEmail(t *testing.T) {
+	t.Parallel()
+	ctx, s := setup(t)
 	var want []string
 	for i := range 5 {
 		c, err := s.Create(ctx, "ten_a", contacts.Input{Email: fmt.Sprintf("c%d@example.com", i)})
@@ -67,12 +76,7 @@ func TestListAndGetByEmail(t *testing.T) {
 // total, and the answer names properties.
 func TestPropertiesTotalIsBounded(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := testenv.DB(t)
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A')`); err != nil {
-		t.Fatal(err)
-	}
-	s := &contacts.Store{DB: db, FreeLimit: 100}
+	ctx, s := setup(t)
 	c, err := s.Create(ctx, "ten_a", contacts.Input{Email: "big@example.com"})
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +84,8 @@ func TestPropertiesTotalIsBounded(t *testing.T) {
 	value := strings.Repeat("x", 4000)
 	var last error
 	for i := range 20 { // 20 writes of 4 KB each: 80 KB in total
-		set := map[string]any{fmt.Sprintf("k%d", i): value}
-		_, last = s.Update(ctx, "ten_a", c.ID, false, nil, contacts.Patch{Set: set}, nil)
+		set := map[string]json.RawMessage{fmt.Sprintf("k%d", i): json.RawMessage(`"` + value + `"`)}
+		_, last = s.Update(ctx, "ten_a", c.ID, contacts.Change{PropertiesSent: true, Properties: set})
 		if last != nil {
 			if i < 15 {
 				t.Fatalf("write %d refused: %v", i, last)
@@ -99,3 +103,63 @@ func TestPropertiesTotalIsBounded(t *testing.T) {
 		t.Fatalf("upsert: %v", err)
 	}
 }
+
+// A PATCH changes userId, properties and subscribed; it never changes the
+// email, which identifies the contact, and must change something. Refused
+// changes write nothing and name every field at fault.
+func TestUpdateRules(t *testing.T) {
+	t.Parallel()
+	ctx, s := setup(t)
+	c, err := s.Create(ctx, "ten_a", contacts.Input{Email: "ann@example.com", UserID: ptr("u1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("u", 257)
+	tests := []struct {
+		desc     string
+		change   contacts.Change
+		wantCode string
+		fields   []string
+	}{
+		{desc: "nothing", change: contacts.Change{}, wantCode: "VALIDATION_ERROR", fields: []string{"body"}},
+		{desc: "email alone", change: contacts.Change{EmailSent: true}, wantCode: "VALIDATION_ERROR", fields: []string{"email"}},
+		{desc: "email with a valid change", change: contacts.Change{EmailSent: true, Subscribed: new(true)},
+			wantCode: "VALIDATION_ERROR", fields: []string{"email"}},
+		{desc: "email, long userId and a nested property",
+			change: contacts.Change{EmailSent: true, UserIDSent: true, UserID: &long, PropertiesSent: true,
+				Properties: map[string]json.RawMessage{"addr": json.RawMessage(`{"city":"x"}`)}},
+			wantCode: "VALIDATION_ERROR", fields: []string{"email", "properties.addr", "userId"}},
+		{desc: "another tenant's contact", change: contacts.Change{Subscribed: new(true)}, wantCode: "CONTACT_NOT_FOUND"},
+		{desc: "userId cleared and a property set", change: contacts.Change{UserIDSent: true, PropertiesSent: true,
+			Properties: map[string]json.RawMessage{"plan": json.RawMessage(`"pro"`)}}},
+	}
+	for _, tt := range tests {
+		tenant := "ten_a"
+		if tt.wantCode == "CONTACT_NOT_FOUND" {
+			tenant = "ten_b"
+		}
+		got, err := s.Update(ctx, tenant, c.ID, tt.change)
+		if tt.wantCode == "" {
+			if err != nil || got.Email != "ann@example.com" || got.UserID != nil || string(got.Properties) != `{"plan": "pro"}` {
+				t.Errorf("%s: %+v %v", tt.desc, got, err)
+			}
+			continue
+		}
+		e, ok := apperr.As(err)
+		if !ok || e.Code != tt.wantCode {
+			t.Errorf("%s: got %v, want %s", tt.desc, err, tt.wantCode)
+			continue
+		}
+		if tt.fields != nil {
+			fields, _ := e.Details["fields"].(map[string]any)
+			if names := slices.Sorted(maps.Keys(fields)); !slices.Equal(names, tt.fields) {
+				t.Errorf("%s: fields %v, want %v", tt.desc, names, tt.fields)
+			}
+		}
+		if after, _ := s.Get(ctx, "ten_a", c.ID); after.UserID == nil || *after.UserID != "u1" {
+			t.Errorf("%s: a refused change was written: %+v", tt.desc, after)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

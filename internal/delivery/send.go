@@ -44,6 +44,18 @@ type Request struct {
 	OnRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
 
+// MaxFromLength bounds Request.From, in bytes: the longest address SMTP
+// allows (RFC 5321: 64 for the local part, @, 255 for the domain).
+const MaxFromLength = 320
+
+// check judges the request's own fields, before anything is looked up.
+func (r Request) check() error {
+	if len(r.From) > MaxFromLength {
+		return apperr.Invalid("from", "must be at most 320 characters")
+	}
+	return nil
+}
+
 // Result is what the caller learns of an accepted send.
 type Result struct {
 	SendID    string
@@ -84,6 +96,7 @@ func (s *Sender) now() time.Time {
 // Send performs a transactional send. The checks run in this order, so a
 // request with several faults always gets the same answer (docs/decisions.md):
 //
+//  0. the request's own fields: from at most MaxFromLength (VALIDATION_ERROR);
 //  1. the contact exists (CONTACT_NOT_FOUND);
 //  2. the template exists (TEMPLATE_NOT_FOUND) and is enabled (VALIDATION_ERROR);
 //  3. the contact is subscribed and not suppressed, unless ignoreUnsubscribe
@@ -97,6 +110,9 @@ func (s *Sender) now() time.Time {
 //     record; no answer is 502 PROVIDER_ERROR naming the send, whose record
 //     stays in doubt (deliver, ADDENDUM section 12).
 func (s *Sender) Send(ctx context.Context, tenantID string, req Request) (Result, error) {
+	if err := req.check(); err != nil {
+		return Result{}, err
+	}
 	tenant, err := s.DB.TenantGet(ctx, tenantID)
 	if err != nil {
 		return Result{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())

@@ -13,8 +13,19 @@ import (
 
 // ErrLookupFailed is a check that learnt nothing: no lookup of the four got
 // an answer (resolver unreachable or failing). Nothing about the domain is
-// changed; it is not the domain's fault.
+// changed; it is not the domain's fault. Check returns it inside
+// lookupFailed's DNS_UNAVAILABLE.
 var ErrLookupFailed = errors.New("DNS lookups failed")
+
+// lookupFailed is the error of a check that learnt nothing: the resolver
+// is at fault, not the request, and nothing was stored, so the client may
+// simply try again (KindUnavailable: 503, docs/decisions.md). The lookup's
+// failure stays the cause, for errors.Is and the log.
+func lookupFailed(domain string, err error) error {
+	return apperr.Unavailable("DNS_UNAVAILABLE",
+		"the DNS resolver gave no answer, so the domain was not checked; try again later",
+		fmt.Errorf("%w for %s: %v", ErrLookupFailed, domain, err))
+}
 
 // Checked is a domain after a check, with the check's message.
 type Checked struct {
@@ -35,7 +46,7 @@ func (s *Store) Check(ctx context.Context, tenantID, domain string) (Checked, er
 	// slow server times out.
 	found := s.DNS.Lookup(ctx, s.Records(d))
 	if err := allFailed(found); err != nil {
-		return Checked{}, fmt.Errorf("%w for %s: %v", ErrLookupFailed, d.Domain, err)
+		return Checked{}, lookupFailed(d.Domain, err)
 	}
 	now := s.now()
 	var out Checked
@@ -108,7 +119,9 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 				_, gerr = s.DB.DomainPostpone(ctx, queries.DomainPostponeParams{TenantID: d.TenantID,
 					Domain: d.Domain, NextCheckAt: s.nextCheck(cur.Status, s.now())})
 			}
-			return checked, errors.Join(err, gerr)
+			// The worker's log wants the lookups' failure, not the API's
+			// message.
+			return checked, errors.Join(errors.Unwrap(err), gerr)
 		default:
 			return checked, err
 		}

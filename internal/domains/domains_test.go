@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"tidings/internal/apperr"
 	"tidings/internal/domains"
 	"tidings/internal/page"
 )
@@ -187,8 +188,10 @@ func TestCheckWithFailingResolver(t *testing.T) {
 	b.dns.SetServFail(true)
 	b.clock.set(t0.Add(time.Hour))
 	_, err := b.doms.Check(b.ctx, tenantA, "example.com")
-	if !errors.Is(err, domains.ErrLookupFailed) || !strings.Contains(err.Error(), "SERVFAIL") {
-		t.Fatalf("want ErrLookupFailed naming SERVFAIL, got %v", err)
+	e, ok := apperr.As(err)
+	if !ok || e.Kind != apperr.KindUnavailable || e.Code != "DNS_UNAVAILABLE" ||
+		!errors.Is(err, domains.ErrLookupFailed) || !strings.Contains(e.Err.Error(), "SERVFAIL") {
+		t.Fatalf("want DNS_UNAVAILABLE (unavailable) caused by ErrLookupFailed naming SERVFAIL, got %v", err)
 	}
 	if g, _ := b.doms.Get(b.ctx, tenantA, "example.com"); g.Status != "pending" || g.LastCheckedAt != nil || g.HealthStatus != "unknown" {
 		t.Fatalf("inconclusive check changed the domain: %+v", g)
@@ -445,7 +448,8 @@ func TestSweepStopsWhenResolverFails(t *testing.T) {
 	b.dns.SetServFail(true)
 	b.clock.set(t0.Add(time.Hour))
 	n, err := b.doms.Sweep(b.ctx, 10)
-	if n != 0 || !errors.Is(err, domains.ErrLookupFailed) {
+	// The worker logs the lookups' failure, not the API's message.
+	if n != 0 || !errors.Is(err, domains.ErrLookupFailed) || !strings.Contains(err.Error(), "SERVFAIL") {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
 	rows, err := b.doms.DueForCheck(b.ctx, 10)

@@ -78,20 +78,7 @@ const (
 // sent (PostgreSQL writes them out in full, which the digit limits bound).
 func ValidateProperties(props map[string]json.RawMessage) ([]byte, error) {
 	var f apperr.Fields
-	keys, keyProblems, whole := storable.PropertyKeys(props)
-	if whole != "" {
-		f.Add("properties", whole)
-	}
-	for _, k := range keys {
-		field := storable.KeyField("properties", k)
-		if msg := keyProblems[k]; msg != "" {
-			f.Add(field, msg)
-			continue
-		}
-		if msg := valueProblem(props[k]); msg != "" {
-			f.Add(field, msg)
-		}
-	}
+	storable.Properties(props, func(_ string, raw json.RawMessage) string { return valueProblem(raw) }, f.Add)
 	if err := f.Err(); err != nil {
 		return nil, err
 	}

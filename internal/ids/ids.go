@@ -26,7 +26,13 @@ const (
 // time, so ids from one process order like their creation.
 func New(prefix string) string { return prefix + strings.ToLower(ulid.Make().String()) }
 
-var callerID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+// Pattern is the shape of every id: the caller-chosen template and sequence
+// ids (ADDENDUM 3), the generated ones above, and tenant ids. Ids become
+// file names, Message-ID local parts and JSON custom_args, so nothing else
+// is accepted where one is expected.
+const Pattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`
 
-// ValidCallerID reports whether s is acceptable as a template or sequence id.
-func ValidCallerID(s string) bool { return callerID.MatchString(s) }
+var pattern = regexp.MustCompile(Pattern)
+
+// Valid reports whether s matches Pattern.
+func Valid(s string) bool { return pattern.MatchString(s) }

@@ -332,6 +332,10 @@ func TestSequenceAndTemplateLists(t *testing.T) {
 	if _, _, err := b.store.Template(b.ctx, "ten_b", "t1", ""); !apperr.IsCode(err, "TEMPLATE_NOT_FOUND") {
 		t.Fatalf("other tenant's template: %v", err)
 	}
+	// One query reads both scopes: a sequence's id is no template.
+	if _, _, err := b.store.Template(b.ctx, "ten_a", "s1", ""); !apperr.IsCode(err, "TEMPLATE_NOT_FOUND") {
+		t.Fatalf("a sequence read as a template: %v", err)
+	}
 }
 
 // outcomes is the delivery side of a test: sends inserted as rows (their

@@ -273,68 +273,60 @@ func templateNotFound() *apperr.Error { return apperr.NotFound("TEMPLATE_NOT_FOU
 // current UTC month); SEQUENCE_NOT_FOUND when the tenant has no such
 // sequence (a deleted sequence's counts stay in the tenant's).
 func (s *Store) Sequence(ctx context.Context, tenantID, id, yearMonth string) (Scoped, time.Time, error) {
-	month, err := s.YearMonth(yearMonth)
-	if err != nil {
-		return Scoped{}, month, err
-	}
-	r, err := s.DB.MetricsSequenceGet(ctx, queries.MetricsSequenceGetParams{TenantID: tenantID, ID: id, Month: month})
-	if err != nil {
-		return Scoped{}, month, apperr.Specific(err, apperr.KindNotFound, sequenceNotFound())
-	}
-	return scoped(r.ID, time.Time{}, queries.MetricsTemplateGetRow(r)), month, nil
+	return s.scopedOne(ctx, scopeSequence, tenantID, id, yearMonth)
 }
 
 // Template is one template's counters for the month yearMonth, sends of
 // every kind (transactional and sequence); TEMPLATE_NOT_FOUND when the
 // tenant has no such template.
 func (s *Store) Template(ctx context.Context, tenantID, id, yearMonth string) (Scoped, time.Time, error) {
-	month, err := s.YearMonth(yearMonth)
-	if err != nil {
-		return Scoped{}, month, err
-	}
-	r, err := s.DB.MetricsTemplateGet(ctx, queries.MetricsTemplateGetParams{TenantID: tenantID, ID: id, Month: month})
-	if err != nil {
-		return Scoped{}, month, apperr.Specific(err, apperr.KindNotFound, templateNotFound())
-	}
-	return scoped(r.ID, time.Time{}, r), month, nil
+	return s.scopedOne(ctx, scopeTemplate, tenantID, id, yearMonth)
 }
 
 // Sequences is a page of the tenant's sequences, newest first as GET
 // /api/sequences lists them, each with its counters for the month
 // yearMonth (zeros for one without counts).
 func (s *Store) Sequences(ctx context.Context, tenantID, yearMonth string, p page.Params) (ScopedPage, error) {
-	month, err := s.YearMonth(yearMonth)
-	if err != nil {
-		return ScopedPage{}, err
-	}
-	items, next, err := page.List(p, func(q page.Query) ([]Scoped, error) {
-		rows, err := s.DB.MetricsSequenceList(ctx, queries.MetricsSequenceListParams{TenantID: tenantID,
-			BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit, Month: month})
-		out := make([]Scoped, len(rows))
-		for i, r := range rows {
-			out[i] = scoped(r.ID, r.CreatedAt, queries.MetricsTemplateGetRow{Scheduled: r.Scheduled, Sent: r.Sent,
-				Cancelled: r.Cancelled, Delivered: r.Delivered, BouncedHard: r.BouncedHard, BouncedSoft: r.BouncedSoft,
-				Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked, UpdatedAt: r.UpdatedAt})
-		}
-		return out, err
-	}, position)
-	return ScopedPage{Month: month, Items: items, Next: next}, err
+	return s.scopedPage(ctx, scopeSequence, tenantID, yearMonth, p)
 }
 
 // Templates is Sequences for templates.
 func (s *Store) Templates(ctx context.Context, tenantID, yearMonth string, p page.Params) (ScopedPage, error) {
+	return s.scopedPage(ctx, scopeTemplate, tenantID, yearMonth, p)
+}
+
+// scopedOne reads one sequence's or template's (scope) counters.
+func (s *Store) scopedOne(ctx context.Context, scope, tenantID, id, yearMonth string) (Scoped, time.Time, error) {
+	month, err := s.YearMonth(yearMonth)
+	if err != nil {
+		return Scoped{}, month, err
+	}
+	r, err := s.DB.MetricsScopedGet(ctx, queries.MetricsScopedGetParams{Scope: scope, TenantID: tenantID, ID: id, Month: month})
+	if err != nil {
+		notFound := sequenceNotFound()
+		if scope == scopeTemplate {
+			notFound = templateNotFound()
+		}
+		return Scoped{}, month, apperr.Specific(err, apperr.KindNotFound, notFound)
+	}
+	return scoped(r.ID, time.Time{}, queries.MetricsScopedListRow{Scheduled: r.Scheduled, Sent: r.Sent,
+		Cancelled: r.Cancelled, Delivered: r.Delivered, BouncedHard: r.BouncedHard, BouncedSoft: r.BouncedSoft,
+		Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked, UpdatedAt: r.UpdatedAt}), month, nil
+}
+
+// scopedPage reads a page of sequences or templates (scope) with their
+// counters.
+func (s *Store) scopedPage(ctx context.Context, scope, tenantID, yearMonth string, p page.Params) (ScopedPage, error) {
 	month, err := s.YearMonth(yearMonth)
 	if err != nil {
 		return ScopedPage{}, err
 	}
 	items, next, err := page.List(p, func(q page.Query) ([]Scoped, error) {
-		rows, err := s.DB.MetricsTemplateList(ctx, queries.MetricsTemplateListParams{TenantID: tenantID,
+		rows, err := s.DB.MetricsScopedList(ctx, queries.MetricsScopedListParams{Scope: scope, TenantID: tenantID,
 			BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit, Month: month})
 		out := make([]Scoped, len(rows))
 		for i, r := range rows {
-			out[i] = scoped(r.ID, r.CreatedAt, queries.MetricsTemplateGetRow{Scheduled: r.Scheduled, Sent: r.Sent,
-				Cancelled: r.Cancelled, Delivered: r.Delivered, BouncedHard: r.BouncedHard, BouncedSoft: r.BouncedSoft,
-				Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked, UpdatedAt: r.UpdatedAt})
+			out[i] = scoped(r.ID, r.CreatedAt, r)
 		}
 		return out, err
 	}, position)
@@ -343,10 +335,9 @@ func (s *Store) Templates(ctx context.Context, tenantID, yearMonth string, p pag
 
 func position(s Scoped) page.Cursor { return page.Cursor{Time: s.createdAt, ID: s.ID} }
 
-// scoped builds a Scoped from a row of the sequence or template queries,
-// which all have the counters of MetricsTemplateGetRow. The queries write
-// 0001-01-01 for "never updated", which is Go's zero time.
-func scoped(id string, createdAt time.Time, r queries.MetricsTemplateGetRow) Scoped {
+// scoped builds a Scoped from the counters of a scoped read's row. The
+// queries write 0001-01-01 for "never updated", which is Go's zero time.
+func scoped(id string, createdAt time.Time, r queries.MetricsScopedListRow) Scoped {
 	return Scoped{ID: id, createdAt: createdAt, Counters: Counters{Counts: Counts{Scheduled: r.Scheduled,
 		Sent: r.Sent, Cancelled: r.Cancelled, Delivered: r.Delivered, BouncedHard: r.BouncedHard,
 		BouncedSoft: r.BouncedSoft, Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked},

@@ -3,9 +3,10 @@ package provider
 import (
 	"fmt"
 	"net/mail"
-	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"tidings/internal/ids"
 )
 
 // allowedHeaders maps the lower-cased names of the extra headers a caller
@@ -15,10 +16,6 @@ var allowedHeaders = map[string]string{
 	"list-unsubscribe":      HeaderListUnsubscribe,
 	"list-unsubscribe-post": HeaderListUnsubscribePost,
 }
-
-// idPattern bounds SendID and TenantID to what the ids package generates:
-// they become file names, Message-ID local parts and JSON custom_args.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // maxSubjectBytes keeps a subject well inside SMTP's 998-character line
 // limit even after RFC 2047 encoding has folded it.
@@ -31,11 +28,13 @@ func validate(msg Message) (Message, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidMessage, fmt.Sprintf(format, args...))
 	}
-	if !idPattern.MatchString(msg.SendID) {
-		return msg, invalid("send id must match %s", idPattern)
+	// SendID and TenantID become file names, Message-ID local parts and
+	// JSON custom_args.
+	if !ids.Valid(msg.SendID) {
+		return msg, invalid("send id must match %s", ids.Pattern)
 	}
-	if !idPattern.MatchString(msg.TenantID) {
-		return msg, invalid("tenant id must match %s", idPattern)
+	if !ids.Valid(msg.TenantID) {
+		return msg, invalid("tenant id must match %s", ids.Pattern)
 	}
 	if err := bareAddress(msg.From.Address); err != nil {
 		return msg, invalid("from address: %v", err)

@@ -84,6 +84,11 @@ func parseTimestamp(s string) (time.Time, bool) {
 // jsonNumberRE is the JSON number grammar (RFC 8259), anchored.
 var jsonNumberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][+-]?[0-9]+)?$`)
 
+// IsJSONNumber reports whether s is a number as JSON writes it (RFC 8259):
+// what a number in a rule document may look like, whatever wrote the
+// document (YAML sequence definitions keep such numbers' exact text).
+func IsJSONNumber(s string) bool { return jsonNumberRE.MatchString(s) }
+
 // maxNumberLen and maxExponent bound the numbers big.Rat is asked to expand:
 // "1e999999999" is a short valid JSON number that would take gigabytes. They
 // are wide enough for anything PostgreSQL's numeric stores (131072 digits
@@ -102,7 +107,7 @@ func numberText(v any) (string, bool) {
 	switch n := v.(type) {
 	case json.Number:
 		s := string(n)
-		if len(s) > maxNumberLen || !jsonNumberRE.MatchString(s) {
+		if len(s) > maxNumberLen || !IsJSONNumber(s) {
 			return "", false
 		}
 		if i := bytes.IndexAny([]byte(s), "eE"); i >= 0 {

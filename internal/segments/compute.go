@@ -60,13 +60,16 @@ func (s *Store) Compute(ctx context.Context, tenantID, id string) (Result, error
 			return err
 		}
 		args = append([]any{tenantID, id}, args...)
+		// The two statements run on the raw transaction, so their errors
+		// are translated here as the generated queries' are: a value the
+		// database refuses is KindInvalid, not an internal error.
 		joined, err := q.Raw().Exec(ctx, fmt.Sprintf(joinSQL, pred), args...)
 		if err != nil {
-			return err
+			return store.Translate(err)
 		}
 		left, err := q.Raw().Exec(ctx, fmt.Sprintf(leaveSQL, pred), args...)
 		if err != nil {
-			return err
+			return store.Translate(err)
 		}
 		t, err := q.TenantGet(ctx, tenantID)
 		if err != nil {
@@ -98,7 +101,20 @@ const analyzeAfterChanged = 10_000
 type MemberPage struct {
 	Segment queries.Segment
 	Members []queries.SegmentMembersRow
+	// Version is the version of the rules the members were computed with:
+	// after a rules change and before the next compute, the members are
+	// still the old rules' (memberVersion).
+	Version string
 	Next    *page.Cursor // nil on the last page
+}
+
+// memberVersion is the version a segment's members report: the one last
+// computed, or the current one for a segment never computed (no members).
+func memberVersion(seg queries.Segment) string {
+	if seg.ComputedVersion != nil {
+		return Version(*seg.ComputedVersion)
+	}
+	return Version(seg.Version)
 }
 
 // Members returns a page of the segment's current members.
@@ -110,7 +126,7 @@ func (s *Store) Members(ctx context.Context, tenantID, id string, p page.Params)
 	rows, next, err := page.List(p, func(q page.Query) ([]queries.SegmentMembersRow, error) {
 		return s.DB.SegmentMembers(ctx, queries.SegmentMembersParams{TenantID: tenantID, SegmentID: id, After: q.AfterID, Lim: q.Limit})
 	}, func(m queries.SegmentMembersRow) page.Cursor { return page.Cursor{ID: m.ContactID} })
-	return MemberPage{Segment: seg, Members: rows, Next: next}, err
+	return MemberPage{Segment: seg, Members: rows, Version: memberVersion(seg), Next: next}, err
 }
 
 // ComputeThrottled is Compute at most once per interval per segment: the

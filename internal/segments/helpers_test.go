@@ -102,7 +102,11 @@ func (b *bundle) contact(t *testing.T, tenant, email string, props map[string]an
 // setProps overwrites some properties of a contact.
 func (b *bundle) setProps(t *testing.T, tenant, id string, props map[string]any) {
 	t.Helper()
-	if _, err := b.contacts.Update(b.ctx, tenant, id, false, nil, contacts.Patch{Set: props}, nil); err != nil {
+	raw := map[string]json.RawMessage{}
+	for k, v := range props {
+		raw[k] = mustJSON(v)
+	}
+	if _, err := b.contacts.Update(b.ctx, tenant, id, contacts.Change{PropertiesSent: true, Properties: raw}); err != nil {
 		t.Fatalf("update contact %s: %v", id, err)
 	}
 }

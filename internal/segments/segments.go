@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"tidings/internal/apperr"
 	"tidings/internal/ids"
@@ -34,11 +36,35 @@ type Store struct {
 
 // Input is a create or PATCH body; nil fields were not sent.
 type Input struct {
-	Name        *string
+	Name        *string // as sent ("" for null): trimmed and judged here
 	Description *string
 	SetDesc     bool // description sent (null clears it)
 	Rules       json.RawMessage
 	Enabled     *bool
+}
+
+// Limits of a segment's text fields, in characters.
+const (
+	maxName        = 256
+	maxDescription = 2000
+)
+
+// check judges the text fields present (create: name is required) and
+// trims the name.
+func (in *Input) check(create bool) error {
+	var f apperr.Fields
+	if create || in.Name != nil {
+		var n int
+		if in.Name != nil {
+			name := strings.TrimSpace(*in.Name)
+			in.Name, n = &name, utf8.RuneCountInString(name)
+		}
+		f.Check(n >= 1 && n <= maxName, "name", "is required, 1-256 characters")
+	}
+	if in.Description != nil {
+		f.Check(utf8.RuneCountInString(*in.Description) <= maxDescription, "description", "must be at most 2000 characters")
+	}
+	return f.Err()
 }
 
 // MaxRulesBytes bounds a segment's rule tree as stored (compact JSON):
@@ -161,6 +187,9 @@ func parseRules(ctx context.Context, q *queries.Queries, tenantID string, raw js
 // Create adds a segment.
 func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.Segment, error) {
 	var seg queries.Segment
+	if err := in.check(true); err != nil {
+		return seg, err
+	}
 	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
 		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
 			return err
@@ -187,6 +216,9 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (queries.Segment, []string, error) {
 	var seg queries.Segment
 	var by []string
+	if err := in.check(false); err != nil {
+		return seg, nil, err
+	}
 	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
 		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
 			return err

@@ -271,11 +271,31 @@ const (
 	MaxPropertyKey = 128 // characters in a key
 )
 
-// PropertyKeys returns the keys of a properties object in order, each with
+// Properties judges a properties object by the rules contacts and events
+// share: the number of keys, each key, and, through value, each value. value
+// is called in key order, only for keys that are fine, and returns what is
+// wrong with the value ("" when fine). Every problem is reported through
+// add, under "properties" or "properties.<key>" (KeyField).
+func Properties[V any](props map[string]V, value func(key string, v V) string, add func(field, problem string)) {
+	keys, keyProblems, whole := propertyKeys(props)
+	if whole != "" {
+		add("properties", whole)
+	}
+	for _, k := range keys {
+		problem := keyProblems[k]
+		if problem == "" {
+			problem = value(k, props[k])
+		}
+		if problem != "" {
+			add(KeyField("properties", k), problem)
+		}
+	}
+}
+
+// propertyKeys returns the keys of a properties object in order, each with
 // what is wrong with it as a key ("" when fine), and what is wrong with the
-// object as a whole (too many keys; "" when fine). Callers report problems
-// under "properties" and "properties.<key>".
-func PropertyKeys[V any](props map[string]V) (keys []string, keyProblems map[string]string, whole string) {
+// object as a whole (too many keys; "" when fine).
+func propertyKeys[V any](props map[string]V) (keys []string, keyProblems map[string]string, whole string) {
 	if len(props) > MaxProperties {
 		whole = "at most " + strconv.Itoa(MaxProperties) + " properties"
 	}

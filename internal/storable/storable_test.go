@@ -3,6 +3,7 @@ package storable
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,7 +172,7 @@ func TestPropertyKeys(t *testing.T) {
 		{"too many", many, nil, nil, true},
 	}
 	for _, tt := range tests {
-		keys, problems, whole := PropertyKeys(tt.props)
+		keys, problems, whole := propertyKeys(tt.props)
 		if tt.keys != nil && !slices.Equal(keys, tt.keys) {
 			t.Errorf("%s: keys %q, want %q", tt.desc, keys, tt.keys)
 		}
@@ -185,6 +186,47 @@ func TestPropertyKeys(t *testing.T) {
 		}
 		if (whole != "") != tt.whole {
 			t.Errorf("%s: whole %q, want problem %v", tt.desc, whole, tt.whole)
+		}
+	}
+}
+
+func TestProperties(t *testing.T) {
+	t.Parallel()
+	many := map[string]string{}
+	for i := range MaxProperties + 1 {
+		many[strconv.Itoa(i)] = "v"
+	}
+	long := strings.Repeat("k", MaxPropertyKey+1)
+	tests := []struct {
+		desc   string
+		props  map[string]string
+		judged []string // keys whose value was judged, in order
+		want   []string // "field: problem"
+	}{
+		{desc: "fine", props: map[string]string{"b": "ok", "a": "ok"}, judged: []string{"a", "b"}},
+		{desc: "bad value", props: map[string]string{"a": "bad", "b": "ok"}, judged: []string{"a", "b"},
+			want: []string{"properties.a: is bad"}},
+		{desc: "bad key: value not judged", props: map[string]string{"": "bad", "a": "ok"}, judged: []string{"a"},
+			want: []string{"properties.: keys must be 1-128 characters"}},
+		{desc: "long key cut in the field", props: map[string]string{long: "ok"},
+			want: []string{"properties." + long[:MaxPropertyKey] + "...: keys must be 1-128 characters"}},
+		{desc: "too many", props: many, judged: slices.Sorted(maps.Keys(many)),
+			want: []string{"properties: at most 200 properties"}},
+	}
+	for _, tt := range tests {
+		var judged, got []string
+		Properties(tt.props, func(k, v string) string {
+			judged = append(judged, k)
+			if v == "bad" {
+				return "is bad"
+			}
+			return ""
+		}, func(field, problem string) { got = append(got, field+": "+problem) })
+		if !slices.Equal(judged, tt.judged) {
+			t.Errorf("%s: judged %q, want %q", tt.desc, judged, tt.judged)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: problems %q, want %q", tt.desc, got, tt.want)
 		}
 	}
 }

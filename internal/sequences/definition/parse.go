@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -488,7 +487,7 @@ func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
 	_, hasID := got["id"]
 	if e, ok := got["id"]; ok {
 		if id, ok := p.text(path+".id", e.line, e.val, true); ok {
-			if ids.ValidCallerID(id) {
+			if ids.Valid(id) {
 				s.ID = id
 			} else {
 				p.errorf(path+".id", e.line, "must be 1-64 letters, digits, _, . or -, starting with a letter or digit")
@@ -577,7 +576,7 @@ func (p *parser) templateID(path string, e entry) string {
 	if !ok {
 		return ""
 	}
-	if !ids.ValidCallerID(id) {
+	if !ids.Valid(id) {
 		p.errorf(path, e.line, "must be a template id: 1-64 letters, digits, _, . or -, starting with a letter or digit")
 		return ""
 	}
@@ -680,7 +679,7 @@ func (p *parser) value(path string, n *yaml.Node) (any, bool) {
 		}
 		return b, true
 	case "!!int", "!!float":
-		if jsonNumber.MatchString(n.Value) {
+		if rules.IsJSONNumber(n.Value) {
 			return json.Number(n.Value), true
 		}
 		var v any
@@ -692,9 +691,6 @@ func (p *parser) value(path string, n *yaml.Node) (any, bool) {
 	}
 	return n.Value, true
 }
-
-// jsonNumber is the JSON number grammar (RFC 8259).
-var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][+-]?[0-9]+)?$`)
 
 // warnings lists what is valid but probably not meant.
 func warnings(d *Definition) []string {
