@@ -4,6 +4,8 @@ SQLC_VERSION := v1.29.0
 SQLC := bin/sqlc
 GOTESTSUM_VERSION := v1.13.0
 GOTESTSUM := bin/gotestsum
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck
 GO_PACKAGES := ./...
 
 .DEFAULT_GOAL := help
@@ -35,8 +37,9 @@ internal/mjml/node/node_modules/.package-lock.json: internal/mjml/node/package.j
 	@touch $@
 
 .PHONY: test
-test: services tools mjml-deps ## vet, gofmt, generated-code check and go test -race
+test: services tools mjml-deps ## vet, staticcheck, gofmt, generated-code check and go test -race
 	go vet $(GO_PACKAGES)
+	$(STATICCHECK) $(GO_PACKAGES)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(SQLC) diff || (echo "generated code is stale: run make generate" && exit 1)
 	@echo "go test -race: building the race binaries takes a few minutes the first time; then one line per package"
@@ -104,9 +107,12 @@ token: ## Print a dev session token: make token ORG=acme
 	@DASHBOARD_JWT_SECRET=$${DASHBOARD_JWT_SECRET:-dev-dashboard-secret} go run ./cmd/devtoken -org "$(ORG)"
 
 .PHONY: tools
-tools: ## Install the pinned sqlc and gotestsum into bin/
+tools: ## Install the pinned sqlc, gotestsum and staticcheck into bin/
 	@if ! [ -x $(GOTESTSUM) ] || [ "$$($(GOTESTSUM) --version)" != "gotestsum version $(GOTESTSUM_VERSION)" ]; then \
 		GOBIN=$(CURDIR)/bin go install gotest.tools/gotestsum@$(GOTESTSUM_VERSION); \
+	fi
+	@if ! [ -x $(STATICCHECK) ] || ! $(STATICCHECK) -version | grep -q "($(STATICCHECK_VERSION:v%=%))"; then \
+		GOBIN=$(CURDIR)/bin go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
 	fi
 	@if ! [ -x $(SQLC) ] || [ "$$($(SQLC) version)" != "$(SQLC_VERSION)" ]; then \
 		echo "installing sqlc $(SQLC_VERSION) (first time only, takes a few minutes)"; \

@@ -90,7 +90,6 @@ func main() {
 
 type run struct {
 	dbName, dbURL, redisURL string
-	clusterURL              string
 	fake                    *fakeSendGrid
 	procs                   map[string]*proc
 	mu                      sync.Mutex
