@@ -57,10 +57,10 @@ FUZZ_TARGETS := \
 	./internal/tracking:FuzzParseToken \
 	./internal/tracking:FuzzTokenTamper \
 	./internal/tracking:FuzzRewrite \
-	./internal/render:FuzzSanitize \
-	./internal/render:FuzzSanitizeMJML \
-	./internal/render:FuzzMayNeedSanitize \
-	./internal/render:FuzzSanitizeRender \
+	./internal/render/sanitize:FuzzSanitize \
+	./internal/render/sanitize:FuzzSanitizeMJML \
+	./internal/render/sanitize:FuzzMayNeedSanitize \
+	./internal/render/sanitize:FuzzSanitizeRender \
 	./internal/render:FuzzSkeleton \
 	./api:FuzzAPI
 FUZZTIME ?= 5m

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"tidings/internal/render/sanitize"
 	"time"
 )
 
@@ -71,7 +72,7 @@ func BenchmarkRenderParts(b *testing.B) {
 		b.Fatal(err)
 	}
 	html := out.html
-	if mayNeedSanitize(html) {
+	if sanitize.MayNeed(html) {
 		b.Fatal("the newsletter would be sanitised on every render")
 	}
 	part := func(name string, f func() error) {
@@ -92,7 +93,7 @@ func BenchmarkRenderParts(b *testing.B) {
 	}
 	part("liquid-html", func() error { _, err := r.render(bud, full, false, vars); return err })
 	part("skeleton", func() error { _, err := r.renderHTML(bud, parsed, vars); return err })
-	part("mayNeedSanitize", func() error { mayNeedSanitize(html); return nil })
+	part("mayNeedSanitize", func() error { sanitize.MayNeed(html); return nil })
 	if text, ok := textTemplate(p.CompiledHTML); ok {
 		part("text-template", func() error {
 			out, err := r.render(bud, text, true, vars)
@@ -101,7 +102,7 @@ func BenchmarkRenderParts(b *testing.B) {
 		})
 	}
 	part("html-to-text", func() error { HTMLToText(html); return nil })
-	part("sanitize", func() error { Sanitize(html); return nil })
+	part("sanitize", func() error { sanitize.HTML(html); return nil })
 }
 
 // BenchmarkHTMLTemplate renders the same compiled page with Go's
@@ -242,59 +243,6 @@ func goTemplateFor(b *testing.B, html string) string {
 		out.WriteString(rest[:i])
 		out.WriteString(tr)
 		rest = rest[i+j+2:]
-	}
-}
-
-// BenchmarkSaveSanitize is what a PUT spends on sanitising: the newsletter's
-// MJML source (SanitizeMJML and judge), its compiled HTML (Sanitize and
-// judge), and 1 MiB hostile inputs: hidden script names, CDATA in SVG over
-// and over, and deep nesting.
-//
-//	go test -run '^$' -bench SaveSanitize -benchmem -cpu 1 ./internal/render/
-func BenchmarkSaveSanitize(b *testing.B) {
-	src := newsletterMJML(b)
-	compiled := prepareNewsletter(b).CompiledHTML
-	fill := func(unit string) string {
-		return strings.Repeat(unit, (1<<20)/len(unit))
-	}
-	for _, tt := range []struct {
-		name string
-		in   string
-		mjml bool
-	}{
-		{"newsletter-source", src, true},
-		{"newsletter-compiled", compiled, false},
-		{"hostile-script-names", "<a " + fill("<script "), false},
-		{"hostile-cdata", fill(`<svg><![CDATA[><img title="]]><img src=x onerror=alert(1)>"></svg>`), false},
-		{"hostile-nesting", fill("<div><b>"), false},
-	} {
-		b.Run(tt.name, func(b *testing.B) {
-			b.SetBytes(int64(len(tt.in)))
-			b.ReportAllocs()
-			sanitize := Sanitize
-			if tt.mjml {
-				sanitize = SanitizeMJML
-			}
-			for b.Loop() {
-				out, _ := sanitize(tt.in)
-				judge(out, judgeMode{mjml: tt.mjml, liquid: true})
-			}
-		})
-	}
-}
-
-// BenchmarkSanitizeHostile sanitises 1 MiB of "<a " followed by "<script "
-// over and over: every one is a hidden element to escape, so a sanitiser
-// that is not linear in its input shows here.
-//
-//	go test -run '^$' -bench SanitizeHostile ./render/
-func BenchmarkSanitizeHostile(b *testing.B) {
-	in := "<a " + strings.Repeat("<script ", (1<<20)/len("<script "))
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if _, changed := Sanitize(in); !changed {
-			b.Fatal("nothing escaped")
-		}
 	}
 }
 

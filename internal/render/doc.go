@@ -2,21 +2,21 @@
 // messages. Its only I/O is the MJML compiler Prepare is given.
 //
 // Saving a template (PUT /api/templates/{id}) calls Prepare: the content is
-// sanitised by allowlist (Sanitize, SanitizeMJML; allowlist.go) and stored
+// sanitised by allowlist (package sanitize: HTML, MJML) and stored
 // as given otherwise; raw HTML is wrapped in MJML; the MJML is compiled
 // once; the compiled HTML is sanitised too and kept with its Liquid for
 // sending; RequiredVariables lists what subject and content read. The
-// sanitiser works on tokens, byte for byte; judge then parses the stored
+// sanitiser works on tokens, byte for byte; sanitize.Judge then parses the stored
 // content and the compiled HTML the way a browser does (the HTML5 tree
 // builder, foreign content included) and walks the tree, so that a
 // disagreement between tokenizer and browser is refused, not stored.
-// Whatever MJML, Liquid or judge rejects is a *ValidationError.
+// Whatever MJML, Liquid or the judge rejects is a *ValidationError.
 //
 // Sending calls Renderer.Render with the bindings of Context.Bindings (or
 // BindingsForPreview for a preview). Liquid is standard, non-strict Liquid
 // (github.com/osteele/liquid): a missing variable is empty, and values are
 // inserted as they are; a template applies `| escape` to text it does not
-// trust. What values or Liquid logic could add that Sanitize would remove
+// trust. What values or Liquid logic could add that sanitize.HTML would remove
 // (a <script> in a contact property, a javascript: URL in a variable) is
 // caught by a cheap check of every rendered message, and only then is the
 // message sanitised (and judged, and rebuilt from the browser's tree if

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode"
 
 	"github.com/osteele/liquid/parser"
 
 	"tidings/internal/mjml"
+	"tidings/internal/render/sanitize"
 )
 
 // Compiler compiles MJML to HTML; *mjml.Pool implements it. Invalid MJML is
@@ -21,10 +21,10 @@ type Compiler interface {
 
 // Prepared is a template ready to store, the result of Prepare.
 type Prepared struct {
-	// StoredContent is the content as given, minus anything Sanitize
+	// StoredContent is the content as given, minus anything sanitize.HTML
 	// removed: what GET returns.
 	StoredContent string
-	// Sanitized reports whether Sanitize removed anything from the content.
+	// Sanitized reports whether sanitize.HTML removed anything from the content.
 	Sanitized bool
 	// CompiledHTML is the sanitised MJML output with the Liquid still in it:
 	// what Renderer.Render renders for each recipient.
@@ -51,12 +51,6 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("invalid %s: %s", e.Field, strings.Join(e.Messages, "; "))
 }
 
-// IsMJML reports whether content is MJML (it starts with "<mjml" after
-// leading white space) rather than HTML to be wrapped.
-func IsMJML(content string) bool {
-	return strings.HasPrefix(strings.TrimLeftFunc(content, unicode.IsSpace), "<mjml")
-}
-
 // WrapHTML puts raw HTML in an MJML document, as an mj-raw in mj-body, so
 // that it goes through the same compiler as MJML.
 // An end tag of mj-raw inside the content would close the wrapper and let
@@ -75,9 +69,9 @@ var rawEndTag = regexp.MustCompile(`(?i)<(/\s*mj-raw)`)
 // content that still fails is rejected. Rejected input returns a *ValidationError; an error of
 // another type means the compiler itself failed.
 func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepared, error) {
-	sanitizeSource := Sanitize
-	if IsMJML(content) {
-		sanitizeSource = SanitizeMJML
+	sanitizeSource := sanitize.HTML
+	if sanitize.IsMJML(content) {
+		sanitizeSource = sanitize.MJML
 	}
 	stored, sanitized := sanitizeSource(content)
 
@@ -92,7 +86,7 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 	}
 
 	source := stored
-	if !IsMJML(stored) {
+	if !sanitize.IsMJML(stored) {
 		source = WrapHTML(stored)
 	}
 	html, err := c.Compile(ctx, source)
@@ -109,11 +103,11 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 	}
 	// Judged after MJML, so that what MJML rejects (an unknown mj-
 	// element, say) is reported in MJML's words.
-	if d := judge(stored, judgeMode{mjml: IsMJML(stored), liquid: true}); d != "" {
+	if d := sanitize.Judge(stored, sanitize.Mode{MJML: sanitize.IsMJML(stored), Liquid: true}); d != "" {
 		return nil, unsafeContent("", d)
 	}
-	compiled, _ := Sanitize(html)
-	if d := judge(compiled, judgeMode{liquid: true}); d != "" {
+	compiled, _ := sanitize.HTML(html)
+	if d := sanitize.Judge(compiled, sanitize.Mode{Liquid: true}); d != "" {
 		return nil, unsafeContent("in the HTML MJML produced: ", d)
 	}
 

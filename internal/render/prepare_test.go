@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"tidings/internal/render/sanitize"
 )
 
 func TestPrepareMJML(t *testing.T) {
@@ -73,7 +74,7 @@ func TestPrepareSanitizes(t *testing.T) {
 	if !p.Sanitized || p.StoredContent != `<mjml><mj-body><mj-section><mj-column><mj-text>Hi <a  >there</a></mj-text></mj-column></mj-section></mj-body></mjml>` {
 		t.Errorf("stored %q (sanitized=%v)", p.StoredContent, p.Sanitized)
 	}
-	if d := findDanger(p.CompiledHTML); d != "" {
+	if d := sanitize.Judge(p.CompiledHTML, sanitize.Mode{Liquid: true}); d != "" {
 		t.Errorf("compiled HTML has %s", d)
 	}
 }
@@ -171,8 +172,8 @@ func TestPrepareSanitisesMJMLSource(t *testing.T) {
 
 func TestSanitizeMJMLTextSurvivesOtherEndTags(t *testing.T) {
 	t.Parallel()
-	got, changed := SanitizeMJML(`<mj-html-attribute name="onclick"></b>alert(1)</mj-html-attribute>`)
+	got, changed := sanitize.MJML(`<mj-html-attribute name="onclick"></b>alert(1)</mj-html-attribute>`)
 	if !changed || strings.Contains(got, "alert") {
-		t.Fatalf("SanitizeMJML kept the handler: %q", got)
+		t.Fatalf("sanitize.MJML kept the handler: %q", got)
 	}
 }

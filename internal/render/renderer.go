@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"tidings/internal/render/sanitize"
 	"time"
 	"unicode"
 
@@ -160,7 +161,7 @@ func (r *Renderer) renderWith(b *budget, p *parsed, vars map[string]any) (Messag
 	m.HTML = out.html
 	switch {
 	case out.sanitize:
-		m.HTML = cleanMessage(m.HTML)
+		m.HTML = sanitize.Clean(m.HTML)
 		m.Text = HTMLToText(m.HTML)
 	case p.skel != nil && p.skel.text != nil:
 		m.Text = out.text
@@ -219,7 +220,7 @@ func (p *parsed) parse() {
 		return
 	}
 	// A version saved under an older sanitiser is sanitised again.
-	src, err := resanitize(p.htmlSrc)
+	src, err := sanitize.Again(p.htmlSrc)
 	if p.err = err; err != nil {
 		return
 	}
@@ -238,7 +239,7 @@ func (p *parsed) parse() {
 func (r *Renderer) renderHTML(b *budget, p *parsed, vars map[string]any) (rendered, error) {
 	if p.skel == nil {
 		html, err := r.render(b, p.html, false, vars)
-		return rendered{html: html, sanitize: mayNeedSanitize(html)}, err
+		return rendered{html: html, sanitize: sanitize.MayNeed(html)}, err
 	}
 	var out rendered
 	err := r.run(b, p.skel.tmpl, false, vars, func(buf []byte) (err error) {

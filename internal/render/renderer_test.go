@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"tidings/internal/render/sanitize"
 	"time"
 )
 
@@ -123,7 +124,7 @@ func TestRender(t *testing.T) {
 			if m.Text != tt.wantText {
 				t.Errorf("text = %q, want %q", m.Text, tt.wantText)
 			}
-			if d := findDanger(m.HTML); d != "" {
+			if d := sanitize.Judge(m.HTML, sanitize.Mode{Liquid: true}); d != "" {
 				t.Errorf("rendered HTML has %s", d)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"tidings/internal/render/sanitize"
 	"unicode"
 	"unsafe"
 
@@ -132,7 +133,7 @@ func newSkeleton(html string) *skeleton {
 				src.WriteString(t.Source)
 				break
 			}
-			if mayNeedSanitize(body) {
+			if sanitize.MayNeed(body) {
 				return nil
 			}
 			lead := strings.Index(t.Source, body)
@@ -358,7 +359,7 @@ func (s *skeleton) expand(out []byte, maxOutput int, pool *sync.Pool) (rendered,
 			return rendered{}, errBadMarker
 		}
 	}
-	r := rendered{html: html.String(), sanitize: mayNeedSanitize(bytesAsString(guard.Bytes()))}
+	r := rendered{html: html.String(), sanitize: sanitize.MayNeed(bytesAsString(guard.Bytes()))}
 	if s.text != nil {
 		r.text = tidyText(bytesAsString(text.Bytes()))
 	}

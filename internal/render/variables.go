@@ -323,3 +323,5 @@ func identEnd(s string, i int) int {
 	}
 	return i
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -11,6 +11,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/render"
+	"tidings/internal/render/sanitize"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -305,7 +306,7 @@ func equalPtr(a, b *string) bool {
 // stored template (or the raw HTML it was made from) compares equal and
 // compiles nothing.
 func storedForm(content string) string {
-	if render.IsMJML(content) {
+	if sanitize.IsMJML(content) {
 		return content
 	}
 	return render.WrapHTML(content)

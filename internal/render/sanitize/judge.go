@@ -1,4 +1,4 @@
-package render
+package sanitize
 
 import (
 	"fmt"
@@ -7,15 +7,15 @@ import (
 	xhtml "golang.org/x/net/html"
 )
 
-// judgeMode says what judge is looking at.
-type judgeMode struct {
-	// mjml allows MJML's elements and attributes (stored MJML source).
-	mjml bool
-	// liquid is for a template (stored content, compiled HTML): Liquid
-	// syntax read as attributes gets Sanitize's allowances (names that
-	// mean nothing, see meaninglessName, and attributes without a value).
-	// A rendered message gets none.
-	liquid bool
+// Mode says what Judge is looking at.
+type Mode struct {
+	// MJML allows MJML's elements and attributes (stored MJML source).
+	MJML bool
+	// Liquid is for a template (stored content, compiled HTML): Liquid
+	// syntax read as attributes gets HTML's allowances (names that mean
+	// nothing, see meaninglessName, and attributes without a value). A
+	// rendered message gets none.
+	Liquid bool
 }
 
 // maxJudgeDepth bounds how deep judge follows comments and raw text into
@@ -31,11 +31,11 @@ const maxJudgeDepth = 4
 //
 // Sanitize works on tokens, byte for byte; judge is the independent check
 // that what it kept means to a browser what it meant to the tokenizer.
-func judge(s string, mode judgeMode) string {
+func Judge(s string, mode Mode) string {
 	return judgeDepth(s, mode, false, 0)
 }
 
-func judgeDepth(s string, mode judgeMode, inComment bool, depth int) string {
+func judgeDepth(s string, mode Mode, inComment bool, depth int) string {
 	doc, err := xhtml.Parse(strings.NewReader(s))
 	if err != nil {
 		return "unparsable: " + err.Error()
@@ -45,7 +45,7 @@ func judgeDepth(s string, mode judgeMode, inComment bool, depth int) string {
 }
 
 type judgement struct {
-	mode      judgeMode
+	mode      Mode
 	inComment bool
 	depth     int
 }
@@ -86,7 +86,7 @@ func (j *judgement) element(n *xhtml.Node) string {
 		return fmt.Sprintf("element <%s> in the %s namespace", n.Data, n.Namespace)
 	}
 	name := n.Data
-	if !elementAllowed(name, j.mode.mjml, j.inComment) {
+	if !elementAllowed(name, j.mode.MJML, j.inComment) {
 		return fmt.Sprintf("element <%s>", name)
 	}
 	attr := func(key string) (string, bool) {
@@ -106,7 +106,7 @@ func (j *judgement) element(n *xhtml.Node) string {
 			key = a.Namespace + ":" + key
 		}
 		if !attrNameAllowed(name, key, j.inComment) {
-			if j.mode.liquid && a.Namespace == "" && (meaninglessName(key) || a.Val == "") {
+			if j.mode.Liquid && a.Namespace == "" && (meaninglessName(key) || a.Val == "") {
 				continue
 			}
 			return fmt.Sprintf("attribute %s on <%s>", key, name)

@@ -1,4 +1,4 @@
-package render
+package sanitize
 
 import (
 	"regexp"
@@ -27,21 +27,21 @@ func addSanitizeSeeds(f *testing.F) {
 func FuzzSanitize(f *testing.F) {
 	addSanitizeSeeds(f)
 	f.Fuzz(func(t *testing.T, in string) {
-		out, changed := Sanitize(in)
+		out, changed := HTML(in)
 		if changed != (out != in) {
 			t.Fatalf("changed=%v but output %q for %q", changed, out, in)
 		}
 		if d := findDanger(out); d != "" {
-			t.Fatalf("Sanitize(%q) = %q still has %s", in, out, d)
+			t.Fatalf("HTML(%q) = %q still has %s", in, out, d)
 		}
-		if again, _ := Sanitize(out); again != out {
+		if again, _ := HTML(out); again != out {
 			t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
 		}
 	})
 }
 
 // FuzzMayNeedSanitize checks the claim rendering relies on: when
-// mayNeedSanitize says no, the HTML holds nothing that could run script
+// MayNeed says no, the HTML holds nothing that could run script
 // (findScript, which does not count on* attributes without a value: they
 // run nothing, and the guard does not look for them).
 //
@@ -49,11 +49,11 @@ func FuzzSanitize(f *testing.F) {
 func FuzzMayNeedSanitize(f *testing.F) {
 	addSanitizeSeeds(f)
 	f.Fuzz(func(t *testing.T, in string) {
-		if mayNeedSanitize(in) {
+		if MayNeed(in) {
 			return
 		}
 		if d := findScript(in); d != "" {
-			t.Fatalf("mayNeedSanitize(%q) = false, but it has %s", in, d)
+			t.Fatalf("MayNeed(%q) = false, but it has %s", in, d)
 		}
 	})
 }
@@ -61,27 +61,27 @@ func FuzzMayNeedSanitize(f *testing.F) {
 func TestMayNeedSanitize(t *testing.T) {
 	t.Parallel()
 	for _, v := range xssVectors {
-		if findScript(v.in) != "" && !mayNeedSanitize(v.in) {
-			t.Errorf("mayNeedSanitize misses %s: %q", v.desc, v.in)
+		if findScript(v.in) != "" && !MayNeed(v.in) {
+			t.Errorf("MayNeed misses %s: %q", v.desc, v.in)
 		}
 	}
 	// Ordinary messages must take the fast path.
 	for _, tt := range []struct{ desc, in string }{
-		{"compiled newsletter", prepareNewsletter(t).CompiledHTML},
+		{"compiled newsletter", compiledNewsletter(t)},
 		{"links and entities", `<a href="https://x.example/?a=1&amp;b=2">Tom&#39;s &nbsp;shop&hellip;</a>`},
 		{"inline css", `<td style="font-size:0px;padding:10px 25px;font-family:Ubuntu, Helvetica, Arial, sans-serif;">`},
 		{"mso comments", `<!--[if mso | IE]><table role="presentation"><tr><td><![endif]-->`},
 		{"css comments", "<style>\n/* Header */\n.hdr { color: #333; /* brand */ }\n@media (max-width: 480px) { /* mobile */ .a { width: 100% } }\n</style>"},
 	} {
-		if mayNeedSanitize(tt.in) {
-			t.Errorf("mayNeedSanitize(%s) = true, want the fast path", tt.desc)
+		if MayNeed(tt.in) {
+			t.Errorf("MayNeed(%s) = true, want the fast path", tt.desc)
 		}
 	}
 }
 
 // FuzzSanitizeMJML is FuzzSanitize for MJML source, as Prepare saves it
 // (content starting with <mjml): the output is clean to the HTML5 judge in
-// MJML mode and to findScript, and a second SanitizeMJML changes nothing.
+// MJML mode and to findScript, and a second MJML changes nothing.
 //
 //	go test -run '^$' -fuzz FuzzSanitizeMJML -fuzztime 5m ./internal/render/
 //
@@ -95,7 +95,7 @@ func FuzzSanitizeMJML(f *testing.F) {
 			s + `</mj-text></mj-column></mj-section></mj-body></mjml>`
 	}
 	for _, v := range cdataVectors {
-		f.Add(wrap(v.vector))
+		f.Add(wrap(v.Vector))
 	}
 	for _, v := range xssVectors {
 		f.Add(wrap(v.in))
@@ -105,7 +105,7 @@ func FuzzSanitizeMJML(f *testing.F) {
 		`<mj-html-attributes><mj-selector path=".a"><mj-html-attribute name="onclick">alert(1)</mj-html-attribute></mj-selector></mj-html-attributes></mj-head>` +
 		`<mj-body><mj-image src="{{ u }}" href="data:text/html,x" /></mj-body></mjml>`)
 	f.Fuzz(func(t *testing.T, in string) {
-		out, changed := SanitizeMJML(in)
+		out, changed := MJML(in)
 		if changed != (out != in) {
 			t.Fatalf("changed=%v but output %q for %q", changed, out, in)
 		}
@@ -113,14 +113,14 @@ func FuzzSanitizeMJML(f *testing.F) {
 		// event handlers (mjmlLeftToMJML), are left for MJML's validator,
 		// which Prepare runs before judge and which refuses them in its
 		// own words.
-		if d := judge(out, judgeMode{mjml: true, liquid: true}); d != "" && !strings.Contains(d, "element <mj-") &&
+		if d := Judge(out, Mode{MJML: true, Liquid: true}); d != "" && !strings.Contains(d, "element <mj-") &&
 			!leftToMJML.MatchString(d) {
-			t.Fatalf("SanitizeMJML(%q) = %q: %s", in, out, d)
+			t.Fatalf("MJML(%q) = %q: %s", in, out, d)
 		}
 		if d := findScript(out); d != "" {
-			t.Fatalf("SanitizeMJML(%q) = %q: %s", in, out, d)
+			t.Fatalf("MJML(%q) = %q: %s", in, out, d)
 		}
-		if again, _ := SanitizeMJML(out); again != out {
+		if again, _ := MJML(out); again != out {
 			t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
 		}
 	})

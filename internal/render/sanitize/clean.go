@@ -1,4 +1,4 @@
-package render
+package sanitize
 
 import (
 	"errors"
@@ -13,26 +13,26 @@ import (
 // until what judge reports is removed).
 var ErrUnsafeStored = errors.New("render: stored template fails the sanitiser's check; save it again")
 
-// resanitize is what a template version's compiled HTML goes through when a
+// Again is what a template version's compiled HTML goes through when a
 // Renderer first parses it: versions saved before the allowlist
 // (Prepare's output then) are sanitised and judged as Prepare now would.
 // It costs a Sanitize and a parse once per version and process.
-func resanitize(compiled string) (string, error) {
-	clean, _ := Sanitize(compiled)
-	if d := judge(clean, judgeMode{liquid: true}); d != "" {
+func Again(compiled string) (string, error) {
+	clean, _ := HTML(compiled)
+	if d := Judge(clean, Mode{Liquid: true}); d != "" {
 		return "", fmt.Errorf("%w: %s", ErrUnsafeStored, d)
 	}
 	return clean, nil
 }
 
-// cleanMessage sanitises a rendered message that the guard flagged. What
+// Clean sanitises a rendered message that the guard flagged. What
 // Sanitize leaves is judged; should judge still object (tokenizer and
 // browser disagreeing over what values put in), the message is rebuilt
 // from the tree a browser would build, with only what the allowlist allows.
 // A message needs no byte-for-byte fidelity, only to be what it shows.
-func cleanMessage(html string) string {
+func Clean(html string) string {
 	out, _ := sanitizeMessage(html)
-	if judge(out, judgeMode{}) == "" {
+	if Judge(out, Mode{}) == "" {
 		return out
 	}
 	return rebuildMessage(out)
@@ -53,7 +53,7 @@ func rebuildMessage(html string) string {
 		return xhtml.EscapeString(html)
 	}
 	out := b.String()
-	if judge(out, judgeMode{}) != "" {
+	if Judge(out, Mode{}) != "" {
 		return xhtml.EscapeString(html)
 	}
 	return out

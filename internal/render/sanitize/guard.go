@@ -1,4 +1,4 @@
-package render
+package sanitize
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	xhtml "golang.org/x/net/html"
 )
 
-// mayNeedSanitize is a fast, conservative check run on every rendered
+// MayNeed is a fast, conservative check run on every rendered
 // message: false means the message holds nothing that could run script
 // (FuzzMayNeedSanitize checks this against findScript, which parses like a
 // browser) and no element outside the allowlist. Values that bring
@@ -31,7 +31,7 @@ import (
 //   - a CSS comment whose removal could join a letter before it to a
 //     letter, ":" or "(" after it ("da/* */ta:"); comments between rules or
 //     declarations, common in style sheets, cannot.
-func mayNeedSanitize(s string) bool {
+func MayNeed(s string) bool {
 	return hasDisallowedElement(s) || hasOnAttribute(s) || hasSuspectPunctuation(s) ||
 		strings.IndexByte(s, '\\') >= 0 || hasJoiningComment(s) || hasSuspectReference(s)
 }

@@ -1,10 +1,11 @@
-package render
+package sanitize
 
 import (
 	"html"
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	xhtml "golang.org/x/net/html"
@@ -45,17 +46,17 @@ import (
 // browser's tree builder could still read the result differently (foreign
 // content, which is removed), judge, which parses like a browser, has the
 // last word (see Prepare).
-func Sanitize(content string) (out string, changed bool) {
+func HTML(content string) (out string, changed bool) {
 	return sanitize(content, false, true)
 }
 
-// SanitizeMJML is Sanitize for MJML source: MJML's own elements and
+// MJML is Sanitize for MJML source: MJML's own elements and
 // attributes are allowed as well, and some element text is not text:
 // <mj-style> holds a style sheet and <mj-html-attribute name="x"> the value
 // of attribute x on the compiled elements, so both are sanitised as such
 // (an attribute outside the allowlist gets no value). In HTML (the compiled
 // or rendered message) MJML elements are not allowed.
-func SanitizeMJML(content string) (out string, changed bool) {
+func MJML(content string) (out string, changed bool) {
 	return sanitize(content, true, true)
 }
 
@@ -180,7 +181,7 @@ type sanitizer struct {
 	// (leftover); such a probe does not probe again.
 	probing bool
 	// mjml allows MJML elements and treats the text of mj-style and
-	// mj-html-attribute (SanitizeMJML).
+	// mj-html-attribute (MJML).
 	mjml bool
 	// inComment allows Outlook's elements (src is a comment's body).
 	inComment bool
@@ -928,4 +929,10 @@ func hiddenElementAt(s string, i int) bool {
 		}
 	}
 	return false
+}
+
+// IsMJML reports whether content is MJML (it starts with "<mjml" after
+// leading white space) rather than HTML to be wrapped.
+func IsMJML(content string) bool {
+	return strings.HasPrefix(strings.TrimLeftFunc(content, unicode.IsSpace), "<mjml")
 }

@@ -1,4 +1,4 @@
-package render
+package sanitize
 
 import (
 	"os"
@@ -157,19 +157,19 @@ func TestSanitizeMJML(t *testing.T) {
 	for _, tt := range mjmlVectors {
 		t.Run(tt.desc, func(t *testing.T) {
 			t.Parallel()
-			got, changed := SanitizeMJML(tt.in)
+			got, changed := MJML(tt.in)
 			if !changed || (tt.want != anything && got != tt.want) {
-				t.Errorf("SanitizeMJML(%q) = %q (changed=%v), want %q", tt.in, got, changed, tt.want)
+				t.Errorf("MJML(%q) = %q (changed=%v), want %q", tt.in, got, changed, tt.want)
 			}
-			if again, changedAgain := SanitizeMJML(got); changedAgain || again != got {
-				t.Errorf("SanitizeMJML is not idempotent: %q -> %q", got, again)
+			if again, changedAgain := MJML(got); changedAgain || again != got {
+				t.Errorf("MJML is not idempotent: %q -> %q", got, again)
 			}
-			if d := judge(got, judgeMode{mjml: true, liquid: true}); d != "" {
-				t.Errorf("SanitizeMJML(%q) = %q still has %s", tt.in, got, d)
+			if d := Judge(got, Mode{MJML: true, Liquid: true}); d != "" {
+				t.Errorf("MJML(%q) = %q still has %s", tt.in, got, d)
 			}
 			// In HTML, MJML elements are not allowed: their tags go.
-			if got, _ := Sanitize(tt.in); strings.Contains(got, "<mj-") {
-				t.Errorf("Sanitize(%q) = %q kept an MJML element", tt.in, got)
+			if got, _ := HTML(tt.in); strings.Contains(got, "<mj-") {
+				t.Errorf("HTML(%q) = %q kept an MJML element", tt.in, got)
 			}
 		})
 	}
@@ -180,17 +180,17 @@ func TestSanitizeVectors(t *testing.T) {
 	for _, tt := range xssVectors {
 		t.Run(tt.desc, func(t *testing.T) {
 			t.Parallel()
-			got, changed := Sanitize(tt.in)
+			got, changed := HTML(tt.in)
 			if danger := findDanger(got); danger != "" {
-				t.Errorf("Sanitize(%q) = %q still has %s", tt.in, got, danger)
+				t.Errorf("HTML(%q) = %q still has %s", tt.in, got, danger)
 			}
 			if tt.want != anything && got != tt.want {
-				t.Errorf("Sanitize(%q) = %q, want %q", tt.in, got, tt.want)
+				t.Errorf("HTML(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 			if changed != (got != tt.in) {
-				t.Errorf("Sanitize(%q) changed=%v, output %q", tt.in, changed, got)
+				t.Errorf("HTML(%q) changed=%v, output %q", tt.in, changed, got)
 			}
-			if again, changedAgain := Sanitize(got); changedAgain || again != got {
+			if again, changedAgain := HTML(got); changedAgain || again != got {
 				t.Errorf("Sanitize is not idempotent: %q -> %q", got, again)
 			}
 		})
@@ -242,7 +242,7 @@ func TestSanitizeKeepsContentVerbatim(t *testing.T) {
 			if changed || got != tt.in {
 				t.Errorf("Sanitize changed %q to %q (changed=%v)", tt.in, got, changed)
 			}
-			if d := judge(got, judgeMode{mjml: isMJMLSource(tt.in), liquid: true}); d != "" {
+			if d := Judge(got, Mode{MJML: isMJMLSource(tt.in), Liquid: true}); d != "" {
 				t.Errorf("judge objects to %q: %s", got, d)
 			}
 		})
@@ -255,9 +255,9 @@ func isMJMLSource(s string) bool { return IsMJML(s) || strings.HasPrefix(s, "<mj
 // sanitizeFor sanitises s as Prepare would: MJML as MJML.
 func sanitizeFor(s string) (string, bool) {
 	if isMJMLSource(s) {
-		return SanitizeMJML(s)
+		return MJML(s)
 	}
-	return Sanitize(s)
+	return HTML(s)
 }
 
 // removedEntirely are harmless but outside the allowlist: they go.
@@ -284,12 +284,12 @@ func TestSanitizeRemovesOutsideAllowlist(t *testing.T) {
 	for _, tt := range removedEntirely {
 		t.Run(tt.desc, func(t *testing.T) {
 			t.Parallel()
-			got, changed := Sanitize(tt.in)
+			got, changed := HTML(tt.in)
 			if !changed || got != tt.want {
-				t.Errorf("Sanitize(%q) = %q (changed=%v), want %q", tt.in, got, changed, tt.want)
+				t.Errorf("HTML(%q) = %q (changed=%v), want %q", tt.in, got, changed, tt.want)
 			}
 			if d := findDanger(got); d != "" {
-				t.Errorf("Sanitize(%q) = %q still has %s", tt.in, got, d)
+				t.Errorf("HTML(%q) = %q still has %s", tt.in, got, d)
 			}
 		})
 	}
@@ -297,14 +297,14 @@ func TestSanitizeRemovesOutsideAllowlist(t *testing.T) {
 
 func TestSanitizeNewsletterVerbatim(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile(filepath.Join("..", "mjml", "testdata", "newsletter.mjml"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "mjml", "testdata", "newsletter.mjml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, changed := SanitizeMJML(string(src)); changed || got != string(src) {
-		t.Error("SanitizeMJML changed the newsletter")
+	if got, changed := MJML(string(src)); changed || got != string(src) {
+		t.Error("MJML changed the newsletter")
 	}
-	if d := judge(string(src), judgeMode{mjml: true, liquid: true}); d != "" {
+	if d := Judge(string(src), Mode{MJML: true, Liquid: true}); d != "" {
 		t.Errorf("judge objects to the newsletter: %s", d)
 	}
 }
@@ -313,7 +313,7 @@ func TestSanitizeNewsletterVerbatim(t *testing.T) {
 // allowlist, over the tree a browser builds), in the mode given, and then
 // findScript, an independent check that shares no code with either.
 func findDanger(s string) string {
-	if d := judge(s, judgeMode{liquid: true}); d != "" {
+	if d := Judge(s, Mode{Liquid: true}); d != "" {
 		return "outside the allowlist: " + d
 	}
 	return findScript(s)
