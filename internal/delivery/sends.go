@@ -7,23 +7,17 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
 	"tidings/internal/page"
+	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 	"tidings/queries"
 )
 
-// Delivery statuses of a send record (API.md section 3).
-const (
-	StatusSent       = "sent"
-	StatusDelivered  = "delivered"
-	StatusBounced    = "bounced"
-	StatusComplained = "complained"
-	StatusRejected   = "rejected"
-)
-
-// ValidStatus reports whether s is a status the send list may filter by.
+// ValidStatus reports whether s is a delivery status the send list may
+// filter by (the statuses are sendgridevents', which owns their order).
 func ValidStatus(s string) bool {
 	switch s {
-	case StatusSent, StatusDelivered, StatusBounced, StatusComplained, StatusRejected:
+	case sendgridevents.StatusSent, sendgridevents.StatusDelivered, sendgridevents.StatusBounced,
+		sendgridevents.StatusComplained, sendgridevents.StatusRejected:
 		return true
 	}
 	return false

@@ -11,6 +11,7 @@ package telemetry
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,7 +55,10 @@ var (
 	sendOutcomes   = []string{"accepted", "failed"}
 	errorClasses   = []string{"temporary", "permanent"}
 	webhookResults = []string{"applied", "duplicate", "dropped", "ignored"}
-	runOutcomes    = []string{"sent", "skipped", "held", "cancelled", "exited", "failed", "dead", "none"}
+	// runOutcomes are engine.Outcomes (telemetry cannot import the engine,
+	// which sends through delivery, which counts here); the worker's tests
+	// check the two lists are the same.
+	runOutcomes = []string{"sent", "skipped", "held", "cancelled", "exited", "failed", "dead", "none"}
 )
 
 // own are Tidings's collectors, served by every process's registry.
@@ -144,6 +148,9 @@ func WebhookEvents(applied, duplicates, dropped, ignored int) {
 	webhookEvents.WithLabelValues("dropped").Add(float64(dropped))
 	webhookEvents.WithLabelValues("ignored").Add(float64(ignored))
 }
+
+// RunOutcomes are the outcome label values of scheduled-send runs.
+func RunOutcomes() []string { return slices.Clone(runOutcomes) }
 
 // ScheduledRun records the outcome of one run of a scheduled send.
 func ScheduledRun(outcome string) { scheduledRuns.WithLabelValues(outcome).Inc() }

@@ -191,7 +191,7 @@ func (b *sendBatch) markSent(ctx context.Context, q *store.Tx, settled []deliver
 	// the message is the truth, so its cancellation no longer counts.
 	var uncancel []metrics.Fact
 	for _, w := range was {
-		if w.WasStatus == "cancelled" && w.WasFinishedAt != nil {
+		if w.WasStatus == StatusCancelled && w.WasFinishedAt != nil {
 			f := metrics.Cancelled(w.TenantID, w.SequenceID, w.TemplateID, *w.WasFinishedAt)
 			f.Cancelled = -1
 			uncancel = append(uncancel, f)

@@ -20,7 +20,8 @@ import (
 // Outcome is what one run of a scheduled send did.
 type Outcome string
 
-// Outcomes of Runner.Run.
+// Outcomes of Runner.Run (Outcomes lists them; the worker's metric
+// tidings_scheduled_sends_processed_total labels runs by them).
 const (
 	OutcomeNone      Outcome = "none"      // not claimable: done, cancelled, not due, or another worker has it
 	OutcomeSent      Outcome = "sent"      // sent (or found sent by an earlier attempt)
@@ -31,6 +32,10 @@ const (
 	OutcomeFailed    Outcome = "failed"    // temporary failure, retried later
 	OutcomeDead      Outcome = "dead"      // failed for good
 )
+
+// Outcomes are every Outcome, for the metric that counts runs by outcome.
+var Outcomes = []Outcome{OutcomeSent, OutcomeSkipped, OutcomeHeld, OutcomeCancelled, OutcomeExited, OutcomeFailed,
+	OutcomeDead, OutcomeNone}
 
 // Retry backoff of ADDENDUM section 7.
 const (
@@ -173,7 +178,7 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 	}
 	seq, err := LoadSequence(ctx, q.Queries, row.TenantID, row.SequenceID)
 	if apperr.IsCode(err, "SEQUENCE_NOT_FOUND") {
-		if err := r.finish(ctx, q, row, "cancelled", ReasonSequenceDeleted, ""); err != nil {
+		if err := r.finish(ctx, q, row, StatusCancelled, ReasonSequenceDeleted, ""); err != nil {
 			return "", nil, err
 		}
 		_, err := exit(ctx, q, row.TenantID, e.ID, ReasonSequenceDeleted)
@@ -187,7 +192,7 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 		if !cancelReason(reason) {
 			reason = ReasonManual
 		}
-		return OutcomeCancelled, nil, r.finish(ctx, q, row, "cancelled", reason, "")
+		return OutcomeCancelled, nil, r.finish(ctx, q, row, StatusCancelled, reason, "")
 	}
 	// A disabled sequence, or a tenant whose sending is paused (by hand or
 	// by the deliverability guard), holds its sends rather than ending its
@@ -204,7 +209,7 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 	}
 	idx := seq.Def.StepIndex(row.StepID)
 	if idx < 0 || seq.Def.Steps[idx].Kind != "email" {
-		if err := r.finish(ctx, q, row, "cancelled", ReasonStepRemoved, ""); err != nil {
+		if err := r.finish(ctx, q, row, StatusCancelled, ReasonStepRemoved, ""); err != nil {
 			return "", nil, err
 		}
 		_, err := exit(ctx, q, row.TenantID, e.ID, ReasonStepRemoved)
@@ -229,7 +234,7 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 		if d.outcome == WouldExit {
 			reason = ReasonExitCondition
 		}
-		if err := r.finish(ctx, q, row, "cancelled", reason, ""); err != nil {
+		if err := r.finish(ctx, q, row, StatusCancelled, reason, ""); err != nil {
 			return "", nil, err
 		}
 		_, err := exit(ctx, q, row.TenantID, e.ID, reason)
@@ -237,7 +242,7 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 	case WouldSkip:
 		// A skipped step's send ends cancelled without a cancelReason:
 		// nothing went wrong, and the schema's reasons name faults.
-		if err := r.finish(ctx, q, row, "cancelled", "", ""); err != nil {
+		if err := r.finish(ctx, q, row, StatusCancelled, "", ""); err != nil {
 			return "", nil, err
 		}
 		return OutcomeSkipped, nil, advance(ctx, q, e, seq, step.ID)
@@ -380,12 +385,12 @@ func (r *Runner) finish(ctx context.Context, q *store.Tx, row queries.ScheduledS
 	if lastErr != "" {
 		p.LastError = &lastErr
 	}
-	if status == "failed" {
+	if status == StatusFailed {
 		at := time.Now().Add(Backoff(int(row.Attempts)))
 		p.RetryAt = &at
 	}
 	n, err := q.ScheduledSendFinish(ctx, p)
-	if err != nil || n == 0 || status != "cancelled" {
+	if err != nil || n == 0 || status != StatusCancelled {
 		return err
 	}
 	return metrics.Count(ctx, q, metrics.Cancelled(row.TenantID, row.SequenceID, row.TemplateID, time.Time{}))
@@ -424,7 +429,7 @@ func markSent(ctx context.Context, q *store.Tx, row queries.ScheduledSend, sendI
 	}
 	// Cancelled while its message was leaving (an unsubscribe in flight):
 	// the message is the truth, so its cancellation no longer counts.
-	if len(was) == 1 && was[0].WasStatus == "cancelled" && was[0].WasFinishedAt != nil {
+	if len(was) == 1 && was[0].WasStatus == StatusCancelled && was[0].WasFinishedAt != nil {
 		un := metrics.Cancelled(row.TenantID, row.SequenceID, row.TemplateID, *was[0].WasFinishedAt)
 		un.Cancelled = -1
 		if err := metrics.Count(ctx, q, un); err != nil {
@@ -455,9 +460,9 @@ func markSent(ctx context.Context, q *store.Tx, row queries.ScheduledSend, sendI
 // may pass and attempts are left, dead otherwise (which exits the
 // enrolment, reason send_failed).
 func (r *Runner) failed(ctx context.Context, row queries.ScheduledSend, cause error) (Result, error) {
-	status := "failed"
+	status := StatusFailed
 	if permanent(cause) || int(row.Attempts) >= r.MaxAttempts {
-		status = "dead"
+		status = StatusDead
 	}
 	msg := cause.Error()
 	if len(msg) > 1000 {
@@ -476,7 +481,7 @@ func (r *Runner) failed(ctx context.Context, row queries.ScheduledSend, cause er
 		if err := r.finish(ctx, q, row, status, "", msg); err != nil {
 			return err
 		}
-		if status == "dead" {
+		if status == StatusDead {
 			_, err := end(ctx, q, row.TenantID, row.EnrolmentID, Exited, ReasonSendFailed, nil)
 			return ignoreNoRows(err)
 		}

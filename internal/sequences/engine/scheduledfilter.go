@@ -7,9 +7,19 @@ import (
 	"tidings/internal/apperr"
 )
 
+// Scheduled-send statuses (ADDENDUM 7; the schema's CHECK holds the same).
+const (
+	StatusPending   = "pending"
+	StatusClaimed   = "claimed"
+	StatusSent      = "sent"
+	StatusCancelled = "cancelled"
+	StatusFailed    = "failed"
+	StatusDead      = "dead"
+)
+
 // scheduledStatuses are the states of a scheduled send, in the order
 // ADDENDUM 7 lists them.
-var scheduledStatuses = []string{"pending", "claimed", "sent", "cancelled", "failed", "dead"}
+var scheduledStatuses = []string{StatusPending, StatusClaimed, StatusSent, StatusCancelled, StatusFailed, StatusDead}
 
 // Check judges a filter of GET /api/scheduled (ADDENDUM 7). A status or a
 // contact is required, so that no list walks every row of the tenant;

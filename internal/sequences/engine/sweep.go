@@ -79,7 +79,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (SweepResult, error)
 			return err
 		}
 		for _, r := range reclaimed {
-			if r.Status == "dead" {
+			if r.Status == StatusDead {
 				if err := Dead(ctx, q, r.TenantID, r.EnrolmentID); err != nil {
 					return err
 				}
@@ -93,7 +93,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	for _, r := range reclaimed {
 		res.Reclaimed++
 		s.Log.Warn("stale claim taken back", "tenant_id", r.TenantID, "scheduled_send_id", r.ID, "status", r.Status)
-		if r.Status == "dead" {
+		if r.Status == StatusDead {
 			res.Dead++
 		}
 	}
