@@ -58,11 +58,17 @@ USING (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS 
 WHERE s.tenant_id = k.tenant_id AND s.id = k.id AND s.sending;
 
 -- name: SendSettleMany :many
--- SendSettle for a batch: batch holds {tenant_id, id, message_id, in_doubt}.
+-- The provider answered (accepted: in_doubt false, with its message id) or
+-- did not (in_doubt stays true): the records stop `sending`. batch holds
+-- {tenant_id, id, message_id, in_doubt}; one send or a batch.
 -- The records are locked in key order first, so two settlers (or a
 -- settler and a webhook batch, which locks sends the same way) wait for
 -- each other instead of deadlocking. Only records still sending settle
--- and count (sent) in the metrics, as SendSettle.
+-- (an event may have settled the doubt meanwhile: in_doubt only goes from
+-- true to false), and when count is true they are counted `sent` in the
+-- metrics in the same statement (schema 0011): the tenant's UTC day and
+-- the template's and sequence's UTC month of sent_at, on the
+-- transaction's shard, in metrics.Count's row order.
 WITH locked AS (
     SELECT s.tenant_id, s.id FROM sends s
     JOIN jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, message_id text, in_doubt boolean)

@@ -570,11 +570,17 @@ type SendSettleManyRow struct {
 	InDoubt         bool
 }
 
-// SendSettle for a batch: batch holds {tenant_id, id, message_id, in_doubt}.
+// The provider answered (accepted: in_doubt false, with its message id) or
+// did not (in_doubt stays true): the records stop `sending`. batch holds
+// {tenant_id, id, message_id, in_doubt}; one send or a batch.
 // The records are locked in key order first, so two settlers (or a
 // settler and a webhook batch, which locks sends the same way) wait for
 // each other instead of deadlocking. Only records still sending settle
-// and count (sent) in the metrics, as SendSettle.
+// (an event may have settled the doubt meanwhile: in_doubt only goes from
+// true to false), and when count is true they are counted `sent` in the
+// metrics in the same statement (schema 0011): the tenant's UTC day and
+// the template's and sequence's UTC month of sent_at, on the
+// transaction's shard, in metrics.Count's row order.
 func (q *Queries) SendSettleMany(ctx context.Context, arg SendSettleManyParams) ([]SendSettleManyRow, error) {
 	rows, err := q.db.Query(ctx, sendSettleMany, arg.Batch, arg.Count)
 	if err != nil {

@@ -1,7 +1,7 @@
 -- name: SendInsert :one
 -- The ledger's first write (schema 0013): a send's record before the
 -- provider is called, `sending` and `in_doubt` until the provider answers
--- (SendSettle, SendDelete). Its id travels with the message as custom_arg
+-- (SendSettleMany, SendDelete). Its id travels with the message as custom_arg
 -- send_id, so whatever happens next, the message has its record.
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at,
@@ -10,36 +10,6 @@ VALUES (@tenant_id, @id, '', @contact_id, @template_id, @template_version,
         @sequence_id, @step_id, @scheduled_send_id, @from_address, @to_address, @subject, @sent_at,
         true, true)
 RETURNING *;
-
--- name: SendSettle :one
--- The provider answered (accepted: in_doubt false, with its message id) or
--- did not (in_doubt stays true): the record stops `sending`, and when count
--- is true the send's `sent` is counted in the metrics (schema 0011) in the
--- same statement: the tenant's UTC day and the template's (and sequence's)
--- UTC month of sent_at, on the transaction's shard, in metrics.Count's row
--- order (tenant, sequence, template). A record already settled (the ledger
--- sweep, or a concurrent attempt) matches nothing: no row, nothing counted.
--- An event may have settled the doubt meanwhile; in_doubt only ever goes
--- from true to false.
-WITH s AS (
-    UPDATE sends u SET sending = false, in_doubt = u.in_doubt AND @in_doubt::boolean,
-        message_id = CASE WHEN @message_id::text <> '' THEN @message_id::text ELSE u.message_id END
-    WHERE u.tenant_id = @tenant_id::text AND u.id = @id::text AND u.sending
-    RETURNING u.*
-), counted AS (
-    INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, sent, updated_at)
-    SELECT s.tenant_id, k.scope, k.scope_id,
-        CASE WHEN k.scope = 'tenant' THEN (s.sent_at AT TIME ZONE 'UTC')::date
-             ELSE date_trunc('month', s.sent_at AT TIME ZONE 'UTC')::date END,
-        (pg_current_xact_id()::text::bigint % 16)::smallint, 1, now()
-    FROM s CROSS JOIN LATERAL (VALUES (1, 'tenant', ''), (2, 'sequence', s.sequence_id), (3, 'template', s.template_id))
-        AS k(ord, scope, scope_id)
-    WHERE @count::boolean AND k.scope_id IS NOT NULL
-    ORDER BY k.ord
-    ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
-        sent = m.sent + 1, updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
-)
-SELECT * FROM s;
 
 -- name: SendDelete :execrows
 -- The provider refused the message (or nothing reached it): its record

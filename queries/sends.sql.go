@@ -143,7 +143,7 @@ type SendInsertParams struct {
 
 // The ledger's first write (schema 0013): a send's record before the
 // provider is called, `sending` and `in_doubt` until the provider answers
-// (SendSettle, SendDelete). Its id travels with the message as custom_arg
+// (SendSettleMany, SendDelete). Its id travels with the message as custom_arg
 // send_id, so whatever happens next, the message has its record.
 func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, error) {
 	row := q.db.QueryRow(ctx, sendInsert,
@@ -745,112 +745,6 @@ func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]S
 		return nil, err
 	}
 	return items, nil
-}
-
-const sendSettle = `-- name: SendSettle :one
-WITH s AS (
-    UPDATE sends u SET sending = false, in_doubt = u.in_doubt AND $1::boolean,
-        message_id = CASE WHEN $2::text <> '' THEN $2::text ELSE u.message_id END
-    WHERE u.tenant_id = $3::text AND u.id = $4::text AND u.sending
-    RETURNING u.tenant_id, u.id, u.message_id, u.contact_id, u.template_id, u.template_version, u.sequence_id, u.step_id, u.scheduled_send_id, u.from_address, u.to_address, u.subject, u.delivery_status, u.bounce_type, u.sent_at, u.delivered_at, u.opened_at, u.clicked_at, u.bounced_at, u.complained_at, u.rejected_at, u.open_count, u.click_count, u.sending, u.in_doubt
-), counted AS (
-    INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, sent, updated_at)
-    SELECT s.tenant_id, k.scope, k.scope_id,
-        CASE WHEN k.scope = 'tenant' THEN (s.sent_at AT TIME ZONE 'UTC')::date
-             ELSE date_trunc('month', s.sent_at AT TIME ZONE 'UTC')::date END,
-        (pg_current_xact_id()::text::bigint % 16)::smallint, 1, now()
-    FROM s CROSS JOIN LATERAL (VALUES (1, 'tenant', ''), (2, 'sequence', s.sequence_id), (3, 'template', s.template_id))
-        AS k(ord, scope, scope_id)
-    WHERE $5::boolean AND k.scope_id IS NOT NULL
-    ORDER BY k.ord
-    ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
-        sent = m.sent + 1, updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
-)
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM s
-`
-
-type SendSettleParams struct {
-	InDoubt   bool
-	MessageID string
-	TenantID  string
-	ID        string
-	Count     bool
-}
-
-type SendSettleRow struct {
-	TenantID        string
-	ID              string
-	MessageID       string
-	ContactID       string
-	TemplateID      string
-	TemplateVersion int32
-	SequenceID      *string
-	StepID          *string
-	ScheduledSendID *string
-	FromAddress     string
-	ToAddress       string
-	Subject         string
-	DeliveryStatus  string
-	BounceType      *string
-	SentAt          time.Time
-	DeliveredAt     *time.Time
-	OpenedAt        *time.Time
-	ClickedAt       *time.Time
-	BouncedAt       *time.Time
-	ComplainedAt    *time.Time
-	RejectedAt      *time.Time
-	OpenCount       int32
-	ClickCount      int32
-	Sending         bool
-	InDoubt         bool
-}
-
-// The provider answered (accepted: in_doubt false, with its message id) or
-// did not (in_doubt stays true): the record stops `sending`, and when count
-// is true the send's `sent` is counted in the metrics (schema 0011) in the
-// same statement: the tenant's UTC day and the template's (and sequence's)
-// UTC month of sent_at, on the transaction's shard, in metrics.Count's row
-// order (tenant, sequence, template). A record already settled (the ledger
-// sweep, or a concurrent attempt) matches nothing: no row, nothing counted.
-// An event may have settled the doubt meanwhile; in_doubt only ever goes
-// from true to false.
-func (q *Queries) SendSettle(ctx context.Context, arg SendSettleParams) (SendSettleRow, error) {
-	row := q.db.QueryRow(ctx, sendSettle,
-		arg.InDoubt,
-		arg.MessageID,
-		arg.TenantID,
-		arg.ID,
-		arg.Count,
-	)
-	var i SendSettleRow
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.MessageID,
-		&i.ContactID,
-		&i.TemplateID,
-		&i.TemplateVersion,
-		&i.SequenceID,
-		&i.StepID,
-		&i.ScheduledSendID,
-		&i.FromAddress,
-		&i.ToAddress,
-		&i.Subject,
-		&i.DeliveryStatus,
-		&i.BounceType,
-		&i.SentAt,
-		&i.DeliveredAt,
-		&i.OpenedAt,
-		&i.ClickedAt,
-		&i.BouncedAt,
-		&i.ComplainedAt,
-		&i.RejectedAt,
-		&i.OpenCount,
-		&i.ClickCount,
-		&i.Sending,
-		&i.InDoubt,
-	)
-	return i, err
 }
 
 const sendUpdateOutcome = `-- name: SendUpdateOutcome :exec

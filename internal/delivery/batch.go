@@ -216,8 +216,14 @@ type settleRow struct {
 	InDoubt   bool   `json:"in_doubt"`
 }
 
-// settleMany is settle for a batch: a Postgres blip is retried, and the
-// last try settles the records without then.
+// settleMany settles records still `sending` in one transaction
+// (SendSettleMany, which also counts them sent; a record settled already,
+// by the ledger sweep or an earlier try whose commit was lost on the wire,
+// is left out), with their email.sent events and the contacts' totalSends
+// (RecordSystemMany), and runs then in it. A Postgres blip is retried
+// (4 tries over about 2.6 s: settling again is harmless), and the last try
+// settles the records without then. It reports whether then ran and
+// committed.
 func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Settled,
 	then func(context.Context, *store.Tx, []Settled) error) (bool, error) {
 	b, err := json.Marshal(rows)

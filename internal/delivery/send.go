@@ -16,7 +16,6 @@ import (
 	"tidings/internal/domains"
 	"tidings/internal/events"
 	"tidings/internal/ids"
-	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/render"
 	"tidings/internal/store"
@@ -332,7 +331,7 @@ type outgoing struct {
 //     with o.onRecord in the same transaction): the message never leaves
 //     without it, and its id travels as custom_arg send_id.
 //  2. The provider call is bounded by PROVIDER_TIMEOUT (the provider's).
-//  3. Accepted: the record is settled (SendSettle: no longer in doubt, the
+//  3. Accepted: the record is settled (SendSettleMany: no longer in doubt, the
 //     provider's message id, `sent` counted) with email.sent, and o.inRecord
 //     in the same transaction. Refused, or nothing reached the provider:
 //     the record is deleted and the error returned (502 for a
@@ -457,64 +456,16 @@ func (s *Sender) recordFirst(ctx context.Context, rec queries.SendInsertParams, 
 
 // settle ends the record's `sending` (accepted, or in doubt) with its
 // email.sent event and the contact's totalSends, in one transaction that
-// also runs then (Step.InRecord). A Postgres blip is retried a few times:
-// settling twice is harmless (SendSettle matches only a record still
-// `sending`). It reports whether then ran and committed; if the
-// transaction keeps failing with then, the record is settled without it.
+// also runs then (Step.InRecord): settleMany for one send. It reports
+// whether then ran and committed.
 func (s *Sender) settle(ctx context.Context, tenantID, sendID, messageID string, inDoubt bool,
 	then func(context.Context, *store.Tx, string) error) (bool, error) {
-	var err error
-	for attempt, wait := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return false, errors.Join(err, ctx.Err())
-			case <-time.After(wait):
-			}
-		}
-		withThen := then
-		if attempt == 3 {
-			withThen = nil // the last try settles the record alone
-		}
-		if err = s.settleOnce(ctx, tenantID, sendID, messageID, inDoubt, withThen); err == nil {
-			return withThen != nil, nil
-		}
-		s.Log.Warn("settling a send failed; retrying", "err", err, "tenant_id", tenantID, "send_id", sendID,
-			"attempt", attempt+1)
+	var thenMany func(context.Context, *store.Tx, []Settled) error
+	if then != nil {
+		thenMany = func(ctx context.Context, q *store.Tx, _ []Settled) error { return then(ctx, q, sendID) }
 	}
-	return false, err
-}
-
-func (s *Sender) settleOnce(ctx context.Context, tenantID, sendID, messageID string, inDoubt bool,
-	then func(context.Context, *store.Tx, string) error) error {
-	return s.DB.InTx(ctx, func(q *store.Tx) error {
-		rec, err := q.SendSettle(ctx, queries.SendSettleParams{TenantID: tenantID, ID: sendID,
-			MessageID: messageID, InDoubt: inDoubt, Count: metrics.Enabled()})
-		switch {
-		case apperr.IsKind(err, apperr.KindNotFound):
-			// Settled already (the ledger sweep, or an earlier attempt of
-			// this one whose commit was lost on the wire).
-		case err != nil:
-			return err
-		default:
-			props := map[string]any{"sendId": rec.ID, "templateId": rec.TemplateID}
-			if rec.SequenceID != nil {
-				props["sequenceId"] = *rec.SequenceID
-				props["stepId"] = *rec.StepID
-			}
-			if rec.InDoubt {
-				props["inDoubt"] = true
-			}
-			if _, err := s.Events.RecordSystem(ctx, q, events.System{TenantID: rec.TenantID, ContactID: rec.ContactID,
-				Name: events.Sent, Properties: props, Timestamp: rec.SentAt, Sends: 1}); err != nil {
-				return err
-			}
-		}
-		if then == nil {
-			return nil
-		}
-		return then(ctx, q, sendID)
-	})
+	return s.settleMany(ctx, []settleRow{{TenantID: tenantID, ID: sendID, MessageID: messageID, InDoubt: inDoubt}},
+		[]Settled{{SendID: sendID, InDoubt: inDoubt}}, thenMany)
 }
 
 // SettleInDoubt settles a record still `sending` whose attempt ended
