@@ -13,31 +13,6 @@ VALUES (@tenant_id, @id, @contact_id, @enrolment_id, @sequence_id, @sequence_ver
     @template_id, date_trunc('milliseconds', now() + make_interval(secs => @delay_seconds::float8)))
 RETURNING *;
 
--- name: ScheduledSendInsertMany :many
--- ScheduledSendInsert for several enrolments of one contact at once (an
--- event enrolling it in several sequences), each with its scheduled
--- timeline entry: one row per array position.
-WITH ss AS (
-    INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
-        template_id, scheduled_for)
-    SELECT @tenant_id, u.id, @contact_id, u.enrolment_id, u.sequence_id, u.sequence_version, u.step_id, u.template_id,
-        date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds))
-    FROM (SELECT unnest(@ids::text[]) AS id, unnest(@enrolment_ids::text[]) AS enrolment_id,
-        unnest(@sequence_ids::text[]) AS sequence_id, unnest(@sequence_versions::integer[]) AS sequence_version,
-        unnest(@step_ids::text[]) AS step_id, unnest(@template_ids::text[]) AS template_id,
-        unnest(@delays::float8[]) AS delay_seconds) u
-    RETURNING *
-), entry AS (
-    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
-    SELECT ss.tenant_id, 'tle_' || ss.id || ':scheduled', ss.contact_id, 'scheduled', now(),
-        jsonb_build_object('scheduledSendId', ss.id, 'sequenceId', ss.sequence_id, 'stepId', ss.step_id,
-            'templateId', ss.template_id,
-            'scheduledFor', to_char(ss.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-    FROM ss
-    ON CONFLICT DO NOTHING
-)
-SELECT * FROM ss;
-
 -- name: ScheduledSendClaim :one
 -- A worker takes a due row; no row: another worker has it, or it is done.
 -- sent_id is the send already recorded for the row (sends has a unique

@@ -12,6 +12,20 @@ import (
 	"tidings/queries"
 )
 
+// nextRow is one scheduled send to write (DispatchSchedule's JSON): the
+// next step of an enrolment, due delay_seconds from now.
+type nextRow struct {
+	TenantID        string  `json:"tenant_id"`
+	ID              string  `json:"id"`
+	ContactID       string  `json:"contact_id"`
+	EnrolmentID     string  `json:"enrolment_id"`
+	SequenceID      string  `json:"sequence_id"`
+	SequenceVersion int32   `json:"sequence_version"`
+	StepID          string  `json:"step_id"`
+	TemplateID      string  `json:"template_id"`
+	DelaySeconds    float64 `json:"delay_seconds"`
+}
+
 // DefaultBatch is how many due scheduled sends one claim takes.
 const DefaultBatch = 100
 
@@ -206,17 +220,6 @@ func (b *sendBatch) markSent(ctx context.Context, q *store.Tx, settled []deliver
 		ID               string `json:"id"`
 		CurrentStep      string `json:"current_step"`
 		CurrentStepIndex int32  `json:"current_step_index"`
-	}
-	type nextRow struct {
-		TenantID        string  `json:"tenant_id"`
-		ID              string  `json:"id"`
-		ContactID       string  `json:"contact_id"`
-		EnrolmentID     string  `json:"enrolment_id"`
-		SequenceID      string  `json:"sequence_id"`
-		SequenceVersion int32   `json:"sequence_version"`
-		StepID          string  `json:"step_id"`
-		TemplateID      string  `json:"template_id"`
-		DelaySeconds    float64 `json:"delay_seconds"`
 	}
 	var advance, complete []moveRow
 	var next []nextRow

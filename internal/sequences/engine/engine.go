@@ -186,7 +186,7 @@ func schedule(ctx context.Context, q *store.Tx, e queries.Enrolment, seq Sequenc
 	}
 	if err := timeline(ctx, q, e.TenantID, e.ContactID, "tle_"+ss.ID+":scheduled", "scheduled", map[string]any{
 		"scheduledSendId": ss.ID, "sequenceId": seq.ID, "stepId": step.ID, "templateId": step.Template,
-		// As responses show times (and ScheduledSendInsertMany writes them).
+		// As responses show times (and DispatchSchedule writes them).
 		"scheduledFor": ss.ScheduledFor.UTC().Format("2006-01-02T15:04:05.000Z")}); err != nil {
 		return ss, err
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 
 	"tidings/internal/ids"
 	"tidings/internal/metrics"
@@ -71,7 +72,7 @@ func enrollAll(ctx context.Context, q *store.Tx, tenantID string, seqs []Sequenc
 		inserted[r.ID] = queries.Enrolment(r)
 	}
 	var triggered []string
-	sp := queries.ScheduledSendInsertManyParams{TenantID: tenantID, ContactID: contactID}
+	var next []nextRow
 	for _, st := range starts {
 		e, ok := inserted[st.enrID]
 		if !ok {
@@ -84,18 +85,18 @@ func enrollAll(ctx context.Context, q *store.Tx, tenantID string, seqs []Sequenc
 			}
 			continue
 		}
-		sp.Ids = append(sp.Ids, ids.New(ids.ScheduledSend))
-		sp.EnrolmentIds = append(sp.EnrolmentIds, e.ID)
-		sp.SequenceIds = append(sp.SequenceIds, st.seq.ID)
-		sp.SequenceVersions = append(sp.SequenceVersions, st.seq.Version)
-		sp.StepIds = append(sp.StepIds, st.plan.step.ID)
-		sp.TemplateIds = append(sp.TemplateIds, st.plan.step.Template)
-		sp.Delays = append(sp.Delays, st.plan.delay.Seconds())
+		next = append(next, nextRow{TenantID: tenantID, ID: ids.New(ids.ScheduledSend), ContactID: contactID,
+			EnrolmentID: e.ID, SequenceID: st.seq.ID, SequenceVersion: st.seq.Version, StepID: st.plan.step.ID,
+			TemplateID: st.plan.step.Template, DelaySeconds: st.plan.delay.Seconds()})
 	}
-	if len(sp.Ids) == 0 {
+	if len(next) == 0 {
 		return triggered, nil
 	}
-	sends, err := q.ScheduledSendInsertMany(ctx, sp)
+	j, err := json.Marshal(next)
+	if err != nil {
+		return nil, err
+	}
+	sends, err := q.DispatchSchedule(ctx, j)
 	if err != nil {
 		return nil, err
 	}
