@@ -259,6 +259,11 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 				sys[i] = events.System{TenantID: r.TenantID, ContactID: r.ContactID, Name: events.Sent,
 					Properties: props, Timestamp: r.SentAt, Sends: 1}
 			}
+			// Contacts in key order before their counters move (the lock
+			// order: sends, then contacts), as every batch of outcomes does.
+			if err := lockContacts(ctx, q, sys, nil); err != nil {
+				return err
+			}
 			if err := s.Events.RecordSystemMany(ctx, q, sys); err != nil {
 				return err
 			}
