@@ -45,7 +45,7 @@ type campaignReq struct {
 // input passes what was sent to the domain, which judges it; a null name
 // or status arrives as "" and is refused there. Only a null description has
 // no value to judge.
-func (r campaignReq) input() (campaigns.Input, error) {
+func (r campaignReq) validate() (campaigns.Input, error) {
 	if r.Description.Set && r.Description.Null {
 		return campaigns.Input{}, apperr.Invalid("description", "must be a string of at most 2000 characters")
 	}
@@ -59,7 +59,7 @@ func (s *Server) campaignCreate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.input()
+	in, err := req.validate()
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (s *Server) campaignUpdate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.input()
+	in, err := req.validate()
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ type contactReq struct {
 }
 
 // input validates a create or upsert body.
-func (r *contactReq) input() (contacts.Input, error) {
+func (r *contactReq) validate() (contacts.Input, error) {
 	var f apperr.Fields
 	var in contacts.Input
 	email := requiredEmail(&f, r.Email)
@@ -108,7 +108,7 @@ func (s *Server) contactCreate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.input()
+	in, err := req.validate()
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *Server) contactUpsert(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.input()
+	in, err := req.validate()
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ var bodyTargets = []struct {
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.settings(), nil
+		return r.validate()
 	}},
 	{"whitelist", decodeOnly[whitelistReq]},
 	{"apiKeyCreate", decodeOnly[apiKeyCreateReq]},
@@ -36,42 +36,42 @@ var bodyTargets = []struct {
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.input()
+		return r.validate()
 	}},
 	{"event", func(b []byte) (any, error) {
 		var r eventReq
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.custom("ten_fuzz", time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC))
+		return r.validate("ten_fuzz", time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC))
 	}},
 	{"segmentCreate", func(b []byte) (any, error) {
 		var r segmentReq
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.input(true)
+		return r.validate(true)
 	}},
 	{"segmentUpdate", func(b []byte) (any, error) {
 		var r segmentReq
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.input(false)
+		return r.validate(false)
 	}},
 	{"campaign", func(b []byte) (any, error) {
 		var r campaignReq
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.input()
+		return r.validate()
 	}},
 	{"templatePut", func(b []byte) (any, error) {
 		var r templatePutReq
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.put()
+		return r.validate()
 	}},
 	{"templatePreview", decodeOnly[previewReq]},
 	{"sequencePut", decodeOnly[sequencePutReq]},
@@ -91,7 +91,7 @@ var bodyTargets = []struct {
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.enabled()
+		return r.validate()
 	}},
 }
 

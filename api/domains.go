@@ -54,7 +54,7 @@ type domainUpdateReq struct {
 	SendingEnabled Opt[bool] `json:"sendingEnabled"`
 }
 
-func (r domainUpdateReq) enabled() (bool, error) {
+func (r domainUpdateReq) validate() (bool, error) {
 	if !r.SendingEnabled.Set {
 		return false, apperr.AtLeastOne("sendingEnabled")
 	}
@@ -114,7 +114,7 @@ func (s *Server) domainUpdate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	enabled, err := req.enabled()
+	enabled, err := req.validate()
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ type eventReq struct {
 	UpdateContact Opt[bool]                       `json:"updateContact"`
 }
 
-func (r *eventReq) custom(tenantID string, now time.Time) (events.Custom, error) {
+func (r *eventReq) validate(tenantID string, now time.Time) (events.Custom, error) {
 	var f apperr.Fields
 	in := events.Custom{TenantID: tenantID, Timestamp: now, UpdateContact: true}
 	email := requiredEmail(&f, r.Email)
@@ -65,7 +65,7 @@ func (s *Server) eventCreate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.custom(tenantID(c), time.Now())
+	in, err := req.validate(tenantID(c), time.Now())
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ type segmentReq struct {
 	Enabled     Opt[bool]            `json:"enabled"`
 }
 
-func (r *segmentReq) input(create bool) (segments.Input, error) {
+func (r *segmentReq) validate(create bool) (segments.Input, error) {
 	var f apperr.Fields
 	var in segments.Input
 	in.Name = r.Name.Sent()
@@ -75,7 +75,7 @@ func (s *Server) segmentCreate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.input(true)
+	in, err := req.validate(true)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (s *Server) segmentUpdate(c *fiber.Ctx) error {
 	if !req.Name.Set && !req.Description.Set && !req.Rules.Set && !req.Enabled.Set {
 		return apperr.AtLeastOne("name", "description", "rules", "enabled")
 	}
-	in, err := req.input(false)
+	in, err := req.validate(false)
 	if err != nil {
 		return err
 	}

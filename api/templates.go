@@ -42,7 +42,7 @@ type templatePutReq struct {
 	DisableReason Opt[string] `json:"disableReason"`
 }
 
-func (r templatePutReq) put() (templates.Put, error) {
+func (r templatePutReq) validate() (templates.Put, error) {
 	var f apperr.Fields
 	var p templates.Put
 	str := func(o Opt[string], name string) *string {
@@ -75,7 +75,7 @@ func (s *Server) templatePut(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	p, err := req.put()
+	p, err := req.validate()
 	if err != nil {
 		return err
 	}

@@ -85,12 +85,15 @@ type tenantUpdateReq struct {
 	SendingStatus      Opt[string] `json:"sendingStatus"`
 }
 
-// settings passes what was sent; a null name or status reaches the domain
-// as "", which its rules refuse, while a null optional setting clears it.
-func (r tenantUpdateReq) settings() tenants.Settings {
+// validate passes what was sent to the domain, which judges it (a PATCH's
+// rules are the tenant's: tenants.Store.Update): a null name or status
+// reaches it as "", which its rules refuse, while a null optional setting
+// clears it. Nothing here can fail; the method has the request types' one
+// name.
+func (r tenantUpdateReq) validate() (tenants.Settings, error) {
 	return tenants.Settings{Name: r.Name.Sent(), SendingStatus: r.SendingStatus.Sent(),
 		DefaultFromAddress: r.DefaultFromAddress.Ptr(), SetDefaultFrom: r.DefaultFromAddress.Set,
-		PreferredRegion: r.PreferredRegion.Ptr(), SetRegion: r.PreferredRegion.Set}
+		PreferredRegion: r.PreferredRegion.Ptr(), SetRegion: r.PreferredRegion.Set}, nil
 }
 
 func (s *Server) tenantUpdate(c *fiber.Ctx) error {
@@ -98,7 +101,11 @@ func (s *Server) tenantUpdate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	t, err := s.tenants.Update(c.UserContext(), tenantID(c), req.settings())
+	in, err := req.validate()
+	if err != nil {
+		return err
+	}
+	t, err := s.tenants.Update(c.UserContext(), tenantID(c), in)
 	if err != nil {
 		return err
 	}
