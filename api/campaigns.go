@@ -42,7 +42,7 @@ type campaignReq struct {
 	Goals       Opt[[]string] `json:"goals"`
 }
 
-// input passes what was sent to the domain, which judges it; a null name
+// validate passes what was sent to the domain, which judges it; a null name
 // or status arrives as "" and is refused there. Only a null description has
 // no value to judge.
 func (r campaignReq) validate() (campaigns.Input, error) {

@@ -54,7 +54,7 @@ type contactReq struct {
 	Subscribed Opt[bool]                       `json:"subscribed"`
 }
 
-// input validates a create or upsert body.
+// validate validates a create or upsert body.
 func (r *contactReq) validate() (contacts.Input, error) {
 	var f apperr.Fields
 	var in contacts.Input
