@@ -8,8 +8,10 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -253,6 +255,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 			}
 		}()
 	}
+	selfCPU0, pgCPU0 := cpuNow(b)
 	deadline := t0.Add(time.Duration(n)*20*time.Millisecond + time.Minute)
 	// The poll must cost the database next to nothing (a count over N rows
 	// ten times a second is a load of its own at 100,000): two index
@@ -287,6 +290,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	selfCPU1, pgCPU1 := cpuNow(b)
 	stopSched()
 	stopVacuum()
 	<-schedDone
@@ -312,6 +316,11 @@ func BenchmarkScheduledDrain(b *testing.B) {
 	b.ReportMetric(sendsPerS, "sends/s")
 	b.ReportMetric(ms(p50), "p50-late-ms")
 	b.ReportMetric(ms(p99), "p99-late-ms")
+	// CPU per send: this process (the worker's server and the fake
+	// SendGrid) and every PostgreSQL process, from the enqueue to the end of
+	// the drain.
+	b.ReportMetric(float64((selfCPU1-selfCPU0).Microseconds())/float64(n), "proc-cpu-µs/send")
+	b.ReportMetric(float64((pgCPU1-pgCPU0).Microseconds())/float64(n), "pg-cpu-µs/send")
 
 	// The ceiling: the same server configuration draining no-op tasks.
 	var done atomic.Int64
@@ -417,4 +426,36 @@ func BenchmarkEventFanout(b *testing.B) {
 			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 		})
 	}
+}
+
+// cpuNow is the CPU time (user and system) of this process, and the sum
+// over every PostgreSQL process of the machine (/proc/<pid>/stat of each
+// process named postgres: the backends of the pool, and the server's own).
+func cpuNow(b *testing.B) (self, pg time.Duration) {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		raw, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		st := string(raw)
+		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || end < open || st[open+1:end] != "postgres" {
+			continue
+		}
+		f := strings.Fields(st[end+1:])
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		pg += time.Duration(utime+stime) * (time.Second / 100) // USER_HZ
+	}
+	return self, pg
 }
