@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -147,7 +148,11 @@ func (p *parser) document(src []byte) *yaml.Node {
 		if errors.Is(err, io.EOF) {
 			p.errorf("content", 0, "is empty: a sequence needs trigger and steps")
 		} else {
-			p.errorf("content", 0, "is not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			msg := strings.TrimPrefix(err.Error(), "yaml: ")
+			if line := misindented(src, msg); line > 0 {
+				msg += fmt.Sprintf(" (the first line out of step is line %d)", line)
+			}
+			p.errorf("content", 0, "is not valid YAML: %s", msg)
 		}
 		return nil
 	}
@@ -705,4 +710,61 @@ func warnings(d *Definition) []string {
 		return []string{fmt.Sprintf("steps[%d]: a delay after the last email step only postpones the sequence's completion", last+1)}
 	}
 	return nil
+}
+
+// yamlContextLine reads the line yaml.v3 names in an error ("line 4: ...").
+var yamlContextLine = regexp.MustCompile(`^line (\d+): did not find expected`)
+
+// misindented points at the line a "did not find expected ..." error is
+// about. yaml.v3 names the line where the enclosing block starts (its
+// context mark), which can be several lines above the mistake, and does not
+// export the problem's own position. The block's entries are indented like
+// its first entry; the first later line indented less than that (but
+// deeper than the block's key), or at the same indentation without the
+// "- " a sequence's entries start with, is out of step. When the named line
+// is itself a sequence entry, its siblings are the block. 0 when none is
+// found.
+func misindented(src []byte, msg string) int {
+	m := yamlContextLine.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	start, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(src), "\n")
+	if start < 1 || start > len(lines) {
+		return 0
+	}
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	content := func(l string) bool { t := strings.TrimSpace(l); return t != "" && !strings.HasPrefix(t, "#") }
+	parent := indent(lines[start-1])
+	entry, seq := -1, false
+	if strings.HasPrefix(strings.TrimSpace(lines[start-1]), "- ") {
+		// The context is an entry of a sequence: its siblings are the block,
+		// and its parent is the nearest line above indented less.
+		entry, seq, parent = parent, true, -1
+		for i := start - 2; i >= 0; i-- {
+			if content(lines[i]) && indent(lines[i]) < entry {
+				parent = indent(lines[i])
+				break
+			}
+		}
+	}
+	for i := start; i < len(lines); i++ {
+		l := lines[i]
+		if !content(l) {
+			continue
+		}
+		in := indent(l)
+		if entry < 0 {
+			entry, seq = in, strings.HasPrefix(strings.TrimSpace(l), "- ")
+			continue
+		}
+		switch {
+		case in <= parent:
+			return 0 // the block ended without a line out of step
+		case in < entry, in == entry && seq && !strings.HasPrefix(strings.TrimSpace(l), "-"):
+			return i + 1
+		}
+	}
+	return 0
 }

@@ -358,3 +358,21 @@ func TestParseErrors(t *testing.T) {
 		})
 	}
 }
+
+// A bad indentation names the line out of step as well as the line
+// yaml.v3 reports (the start of the enclosing block).
+func TestMisindentedLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		src  string
+		want string
+	}{
+		{"name: x\ntrigger:\n  event: a\nsteps:\n  - send: welcome\n  - action: email\n  template: b\n", "line out of step is line 7"},
+		{"name: x\ntrigger:\n  event: a\nsteps:\n  - send: welcome\n  - delay: 2m\n - send: tips\n", "line out of step is line 7"},
+	} {
+		_, err := Parse([]byte(tc.src), Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
