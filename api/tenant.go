@@ -27,6 +27,7 @@ type tenantJSON struct {
 	PlanPeriodEnd          *string  `json:"planPeriodEnd"`
 	DefaultFromAddress     *string  `json:"defaultFromAddress,omitempty"`
 	PreferredRegion        *string  `json:"preferredRegion,omitempty"`
+	Timezone               string   `json:"timezone"`
 	CreatedAt              string   `json:"createdAt"`
 	UpdatedAt              string   `json:"updatedAt"`
 }
@@ -39,7 +40,7 @@ func tenantView(t queries.Tenant) tenantJSON {
 		ContactCount: t.ContactCount, MonthlySendCount: sends, MonthlySendCountPeriod: period,
 		BillingStatus: t.BillingStatus, BillingCustomerID: t.BillingCustomerID,
 		BillingSubscriptionID: t.BillingSubscriptionID, PlanPeriodEnd: formatTimePtr(t.PlanPeriodEnd),
-		DefaultFromAddress: t.DefaultFromAddress, PreferredRegion: t.PreferredRegion,
+		DefaultFromAddress: t.DefaultFromAddress, PreferredRegion: t.PreferredRegion, Timezone: t.Timezone,
 		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 	}
 }
@@ -83,6 +84,7 @@ type tenantUpdateReq struct {
 	DefaultFromAddress Opt[string] `json:"defaultFromAddress"`
 	PreferredRegion    Opt[string] `json:"preferredRegion"`
 	SendingStatus      Opt[string] `json:"sendingStatus"`
+	Timezone           Opt[string] `json:"timezone"`
 }
 
 // validate passes what was sent to the domain, which judges it (a PATCH's
@@ -91,7 +93,7 @@ type tenantUpdateReq struct {
 // clears it. Nothing here can fail; the method has the request types' one
 // name.
 func (r tenantUpdateReq) validate() (tenants.Settings, error) {
-	return tenants.Settings{Name: r.Name.Sent(), SendingStatus: r.SendingStatus.Sent(),
+	return tenants.Settings{Name: r.Name.Sent(), SendingStatus: r.SendingStatus.Sent(), Timezone: r.Timezone.Sent(),
 		DefaultFromAddress: r.DefaultFromAddress.Ptr(), SetDefaultFrom: r.DefaultFromAddress.Set,
 		PreferredRegion: r.PreferredRegion.Ptr(), SetRegion: r.PreferredRegion.Set}, nil
 }

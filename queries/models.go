@@ -269,6 +269,7 @@ type Tenant struct {
 	PreferredRegion        *string
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
+	Timezone               string
 }
 
 type TimelineEntry struct {

@@ -19,6 +19,7 @@ UPDATE tenants SET
     default_from_address = CASE WHEN @set_default_from::boolean THEN sqlc.narg(default_from_address) ELSE default_from_address END,
     preferred_region     = CASE WHEN @set_region::boolean THEN sqlc.narg(preferred_region) ELSE preferred_region END,
     sending_status       = coalesce(sqlc.narg(sending_status), sending_status),
+    timezone             = coalesce(sqlc.narg(timezone), timezone),
     updated_at           = now()
 WHERE id = @id
 RETURNING *;

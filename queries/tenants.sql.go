@@ -32,7 +32,7 @@ func (q *Queries) TenantExists(ctx context.Context, id string) (bool, error) {
 }
 
 const tenantGet = `-- name: TenantGet :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at FROM tenants WHERE id = $1
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone FROM tenants WHERE id = $1
 `
 
 func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
@@ -55,12 +55,13 @@ func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
 		&i.PreferredRegion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timezone,
 	)
 	return i, err
 }
 
 const tenantGetForUpdate = `-- name: TenantGetForUpdate :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at FROM tenants WHERE id = $1 FOR UPDATE
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone FROM tenants WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, error) {
@@ -83,6 +84,7 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 		&i.PreferredRegion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timezone,
 	)
 	return i, err
 }
@@ -90,7 +92,7 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 const tenantInsert = `-- name: TenantInsert :one
 INSERT INTO tenants (id, name) VALUES ($1, $2)
 ON CONFLICT (id) DO NOTHING
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone
 `
 
 type TenantInsertParams struct {
@@ -119,6 +121,7 @@ func (q *Queries) TenantInsert(ctx context.Context, arg TenantInsertParams) (Ten
 		&i.PreferredRegion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timezone,
 	)
 	return i, err
 }
@@ -147,9 +150,10 @@ UPDATE tenants SET
     default_from_address = CASE WHEN $2::boolean THEN $3 ELSE default_from_address END,
     preferred_region     = CASE WHEN $4::boolean THEN $5 ELSE preferred_region END,
     sending_status       = coalesce($6, sending_status),
+    timezone             = coalesce($7, timezone),
     updated_at           = now()
-WHERE id = $7
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at
+WHERE id = $8
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone
 `
 
 type TenantUpdateParams struct {
@@ -159,6 +163,7 @@ type TenantUpdateParams struct {
 	SetRegion          bool
 	PreferredRegion    *string
 	SendingStatus      *string
+	Timezone           *string
 	ID                 string
 }
 
@@ -170,6 +175,7 @@ func (q *Queries) TenantUpdate(ctx context.Context, arg TenantUpdateParams) (Ten
 		arg.SetRegion,
 		arg.PreferredRegion,
 		arg.SendingStatus,
+		arg.Timezone,
 		arg.ID,
 	)
 	var i Tenant
@@ -190,6 +196,7 @@ func (q *Queries) TenantUpdate(ctx context.Context, arg TenantUpdateParams) (Ten
 		&i.PreferredRegion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Timezone,
 	)
 	return i, err
 }

@@ -13,6 +13,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
+	"tidings/internal/localtime"
 	"tidings/internal/metrics"
 	"tidings/internal/store"
 	"tidings/queries"
@@ -112,12 +113,14 @@ type Settings struct {
 	PreferredRegion    *string
 	SetRegion          bool
 	SendingStatus      *string
+	// Timezone is an IANA zone name (localtime.Valid).
+	Timezone *string
 }
 
 // validate checks and normalises the settings.
 func (u *Settings) validate() error {
-	if u.Name == nil && !u.SetDefaultFrom && !u.SetRegion && u.SendingStatus == nil {
-		return apperr.AtLeastOne("name", "defaultFromAddress", "preferredRegion", "sendingStatus")
+	if u.Name == nil && !u.SetDefaultFrom && !u.SetRegion && u.SendingStatus == nil && u.Timezone == nil {
+		return apperr.AtLeastOne("name", "defaultFromAddress", "preferredRegion", "sendingStatus", "timezone")
 	}
 	var f apperr.Fields
 	if u.Name != nil {
@@ -136,6 +139,9 @@ func (u *Settings) validate() error {
 	if st := u.SendingStatus; st != nil {
 		f.Check(slices.Contains([]string{Sandbox, Enabled, Paused}, *st), "sendingStatus", "must be one of sandbox, enabled, paused")
 	}
+	if tz := u.Timezone; tz != nil {
+		f.Check(localtime.Valid(*tz), "timezone", "must be an IANA time zone name, e.g. Europe/Amsterdam or UTC")
+	}
 	return f.Err()
 }
 
@@ -153,7 +159,7 @@ func (s *Store) Update(ctx context.Context, id string, u Settings) (queries.Tena
 	}
 	t, err := s.DB.TenantUpdate(ctx, queries.TenantUpdateParams{ID: id, Name: u.Name,
 		SetDefaultFrom: u.SetDefaultFrom, DefaultFromAddress: u.DefaultFromAddress,
-		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus})
+		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus, Timezone: u.Timezone})
 	if err != nil {
 		return t, notFound(err)
 	}

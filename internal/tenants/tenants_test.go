@@ -147,9 +147,17 @@ func TestSettings(t *testing.T) {
 		"name":               {Name: ptr("  ")},
 		"defaultFromAddress": {DefaultFromAddress: ptr("nope"), SetDefaultFrom: true},
 		"preferredRegion":    {PreferredRegion: ptr(" "), SetRegion: true},
+		"timezone":           {Timezone: ptr("Mars/Olympus")},
 	} {
 		_, err := b.store.Update(b.ctx, "org_a", s)
 		wantField(t, err, field)
+	}
+	// The time zone is UTC until set; an IANA name is kept as given.
+	if got.Timezone != "UTC" {
+		t.Fatalf("default timezone %q", got.Timezone)
+	}
+	if got, err = b.store.Update(b.ctx, "org_a", tenants.Settings{Timezone: ptr("America/New_York")}); err != nil || got.Timezone != "America/New_York" {
+		t.Fatalf("%+v %v", got, err)
 	}
 	if _, err := b.store.Update(b.ctx, "org_missing", tenants.Settings{Name: ptr("x")}); !apperr.IsCode(err, "NOT_FOUND") {
 		t.Fatalf("got %v", err)
