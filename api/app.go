@@ -18,6 +18,7 @@ import (
 	"tidings/internal/apikeys"
 	"tidings/internal/app"
 	"tidings/internal/auth"
+	"tidings/internal/broadcasts"
 	"tidings/internal/campaigns"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
@@ -73,8 +74,10 @@ type Server struct {
 	feed      *events.Feed
 	segments  *segments.Store
 	campaigns *campaigns.Store
-	templates *templates.Store
-	sequences *sequences.Store
+	// broadcasts keeps broadcasts and moves their status.
+	broadcasts *broadcasts.Store
+	templates  *templates.Store
+	sequences  *sequences.Store
 	// enrolments is the engine's face for the enrolment, dry-run and
 	// scheduled-send routes.
 	enrolments *engine.Store
@@ -105,7 +108,7 @@ func New(d Deps) (*fiber.App, error) {
 		feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
-		webhooks: v.Webhooks, webhookKey: d.WebhookKey}
+		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
@@ -209,6 +212,17 @@ func New(d Deps) (*fiber.App, error) {
 	r.delete("/campaigns/:campaignId/sequences/:ref", campaignAssoc(s.campaigns.RemoveSequence))
 	r.post("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.AddTemplate))
 	r.delete("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.RemoveTemplate))
+
+	r.post("/broadcasts", s.broadcastCreate)
+	r.get("/broadcasts", s.broadcastList)
+	r.get("/broadcasts/:id", s.broadcastGet)
+	r.patch("/broadcasts/:id", s.broadcastUpdate)
+	r.delete("/broadcasts/:id", s.broadcastDelete)
+	r.post("/broadcasts/:id/send", s.broadcastSend)
+	r.post("/broadcasts/:id/pause", s.broadcastMove(s.broadcasts.Pause))
+	r.post("/broadcasts/:id/resume", s.broadcastMove(s.broadcasts.Resume))
+	r.post("/broadcasts/:id/cancel", s.broadcastMove(s.broadcasts.Cancel))
+	r.get("/broadcasts/:id/recipients", s.broadcastRecipients)
 
 	r.post("/domains", s.domainCreate)
 	r.get("/domains", s.domainList)

@@ -12,7 +12,8 @@ import (
 )
 
 // sendJSON is the Send record of API.md section 2. sequenceId and stepId
-// appear only on sequence sends (their absence means transactional),
+// appear only on sequence sends, broadcastId only on a broadcast's (the
+// absence of all three means transactional),
 // bounceType only on bounced ones; the outcome times are null until the
 // outcome happens.
 type sendJSON struct {
@@ -22,6 +23,7 @@ type sendJSON struct {
 	TemplateID     string  `json:"templateId"`
 	SequenceID     *string `json:"sequenceId,omitempty"`
 	StepID         *string `json:"stepId,omitempty"`
+	BroadcastID    *string `json:"broadcastId,omitempty"`
 	FromAddress    string  `json:"fromAddress"`
 	ToAddress      string  `json:"toAddress"`
 	Subject        string  `json:"subject"`
@@ -40,7 +42,7 @@ type sendJSON struct {
 
 func sendView(r queries.Send) sendJSON {
 	return sendJSON{SendID: r.ID, MessageID: r.MessageID, ContactID: r.ContactID, TemplateID: r.TemplateID,
-		SequenceID: r.SequenceID, StepID: r.StepID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
+		SequenceID: r.SequenceID, StepID: r.StepID, BroadcastID: r.BroadcastID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
 		Subject: r.Subject, DeliveryStatus: r.DeliveryStatus, BounceType: r.BounceType,
 		SentAt: formatTime(r.SentAt), DeliveredAt: formatTimePtr(r.DeliveredAt), OpenedAt: formatTimePtr(r.OpenedAt),
 		ClickedAt: formatTimePtr(r.ClickedAt), BouncedAt: formatTimePtr(r.BouncedAt),
@@ -53,7 +55,7 @@ func sendView(r queries.Send) sendJSON {
 func sendFilter(c *fiber.Ctx, contactID string) (delivery.Filter, error) {
 	var f apperr.Fields
 	flt := delivery.Filter{Status: c.Query("status"), TemplateID: c.Query("templateId"),
-		SequenceID: c.Query("sequenceId"), ContactID: contactID}
+		SequenceID: c.Query("sequenceId"), BroadcastID: c.Query("broadcastId"), ContactID: contactID}
 	if contactID == "" {
 		flt.ContactID = c.Query("contactId")
 	}

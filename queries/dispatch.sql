@@ -43,13 +43,14 @@ LEFT JOIN events ev ON ev.tenant_id = e.tenant_id AND ev.id = e.trigger_event_id
 -- SendInsert for a batch: rows is a JSON array of objects with the columns
 -- below; every record is born sending and in doubt.
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
-                   sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at,
+                   sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt)
 SELECT r.tenant_id, r.id, '', r.contact_id, r.template_id, r.template_version,
-       r.sequence_id, r.step_id, r.scheduled_send_id, r.from_address, r.to_address, r.subject, r.sent_at, true, true
+       r.sequence_id, r.step_id, r.scheduled_send_id, r.broadcast_id, r.from_address, r.to_address, r.subject,
+       r.sent_at, true, true
 FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, contact_id text, template_id text,
-    template_version integer, sequence_id text, step_id text, scheduled_send_id text, from_address text,
-    to_address text, subject text, sent_at timestamptz);
+    template_version integer, sequence_id text, step_id text, scheduled_send_id text, broadcast_id text,
+    from_address text, to_address text, subject text, sent_at timestamptz);
 
 -- name: SendDeleteMany :exec
 -- SendDelete for a batch of refused messages.
@@ -88,7 +89,8 @@ WITH locked AS (
         CASE WHEN k.scope = 'tenant' THEN (u.sent_at AT TIME ZONE 'UTC')::date
              ELSE date_trunc('month', u.sent_at AT TIME ZONE 'UTC')::date END,
         (pg_current_xact_id()::text::bigint % 16)::smallint, count(*), now()
-    FROM u CROSS JOIN LATERAL (VALUES (1, 'tenant', ''), (2, 'sequence', u.sequence_id), (3, 'template', u.template_id))
+    FROM u CROSS JOIN LATERAL (VALUES (1, 'tenant', ''), (2, 'sequence', u.sequence_id), (3, 'template', u.template_id),
+        (4, 'broadcast', u.broadcast_id))
         AS k(ord, scope, scope_id)
     WHERE @count::boolean AND k.scope_id IS NOT NULL
     GROUP BY u.tenant_id, k.ord, k.scope, k.scope_id, 4

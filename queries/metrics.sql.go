@@ -14,10 +14,10 @@ import (
 const metricsAdd = `-- name: MetricsAdd :exec
 
 INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, scheduled, sent, cancelled, delivered,
-    bounced_hard, bounced_soft, complained, opened, clicked, updated_at)
+    bounced_hard, bounced_soft, complained, opened, clicked, unsubscribed, updated_at)
 SELECT r.tenant_id, r.scope, r.scope_id, r.period, (pg_current_xact_id()::text::bigint % 16)::smallint,
     sum(r.scheduled), sum(r.sent), sum(r.cancelled), sum(r.delivered), sum(r.bounced_hard), sum(r.bounced_soft),
-    sum(r.complained), sum(r.opened), sum(r.clicked), now()
+    sum(r.complained), sum(r.opened), sum(r.clicked), sum(r.unsubscribed), now()
 FROM (
     SELECT u.tenant_id, u.scope, u.scope_id,
         CASE WHEN u.scope = 'tenant' THEN (coalesce(u.at, now()) AT TIME ZONE 'UTC')::date
@@ -25,10 +25,10 @@ FROM (
         coalesce(u.scheduled, 0) AS scheduled, coalesce(u.sent, 0) AS sent, coalesce(u.cancelled, 0) AS cancelled,
         coalesce(u.delivered, 0) AS delivered, coalesce(u.bounced_hard, 0) AS bounced_hard,
         coalesce(u.bounced_soft, 0) AS bounced_soft, coalesce(u.complained, 0) AS complained,
-        coalesce(u.opened, 0) AS opened, coalesce(u.clicked, 0) AS clicked
+        coalesce(u.opened, 0) AS opened, coalesce(u.clicked, 0) AS clicked, coalesce(u.unsubscribed, 0) AS unsubscribed
     FROM jsonb_to_recordset($1::jsonb) AS u(tenant_id text, scope text, scope_id text, at timestamptz,
         scheduled bigint, sent bigint, cancelled bigint, delivered bigint, bounced_hard bigint, bounced_soft bigint,
-        complained bigint, opened bigint, clicked bigint)
+        complained bigint, opened bigint, clicked bigint, unsubscribed bigint)
 ) r
 GROUP BY r.tenant_id, r.scope, r.scope_id, r.period
 ORDER BY r.tenant_id, r.scope <> 'tenant', r.scope, r.scope_id, r.period
@@ -42,6 +42,7 @@ ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
     complained   = m.complained + EXCLUDED.complained,
     opened       = m.opened + EXCLUDED.opened,
     clicked      = m.clicked + EXCLUDED.clicked,
+    unsubscribed = m.unsubscribed + EXCLUDED.unsubscribed,
     updated_at   = greatest(m.updated_at, EXCLUDED.updated_at)
 `
 

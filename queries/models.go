@@ -19,6 +19,48 @@ type ApiKey struct {
 	CreatedAt time.Time
 }
 
+type Broadcast struct {
+	TenantID         string
+	ID               string
+	Name             string
+	TemplateID       string
+	SegmentID        string
+	CampaignID       *string
+	FromAddress      *string
+	Topic            *string
+	Status           string
+	SendAt           *time.Time
+	LocalSendAt      *string
+	LocalTime        bool
+	StartsAt         *time.Time
+	ResumeTo         *string
+	Snapshotted      bool
+	Recipients       int64
+	Sent             int64
+	Skipped          int64
+	Failed           int64
+	Cancelled        int64
+	LastScheduledFor *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	StartedAt        *time.Time
+	CompletedAt      *time.Time
+}
+
+type BroadcastRecipient struct {
+	TenantID     string
+	BroadcastID  string
+	ContactID    string
+	Email        string
+	Status       string
+	SkipReason   *string
+	SendID       *string
+	ScheduledFor time.Time
+	Attempts     int32
+	ClaimedAt    *time.Time
+	LastError    *string
+}
+
 type Campaign struct {
 	TenantID    string
 	ID          string
@@ -105,21 +147,22 @@ type IdempotencyKey struct {
 }
 
 type MetricCount struct {
-	TenantID    string
-	Scope       string
-	ScopeID     string
-	Period      time.Time
-	Shard       int16
-	Scheduled   int64
-	Sent        int64
-	Cancelled   int64
-	Delivered   int64
-	BouncedHard int64
-	BouncedSoft int64
-	Complained  int64
-	Opened      int64
-	Clicked     int64
-	UpdatedAt   time.Time
+	TenantID     string
+	Scope        string
+	ScopeID      string
+	Period       time.Time
+	Shard        int16
+	Scheduled    int64
+	Sent         int64
+	Cancelled    int64
+	Delivered    int64
+	BouncedHard  int64
+	BouncedSoft  int64
+	Complained   int64
+	Opened       int64
+	Clicked      int64
+	UpdatedAt    time.Time
+	Unsubscribed int64
 }
 
 type ProviderEvent struct {
@@ -211,6 +254,7 @@ type Send struct {
 	ClickCount      int32
 	Sending         bool
 	InDoubt         bool
+	BroadcastID     *string
 }
 
 type Sequence struct {

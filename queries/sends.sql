@@ -4,10 +4,10 @@
 -- (SendSettleMany, SendDelete). Its id travels with the message as custom_arg
 -- send_id, so whatever happens next, the message has its record.
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
-                   sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at,
+                   sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt)
 VALUES (@tenant_id, @id, '', @contact_id, @template_id, @template_version,
-        @sequence_id, @step_id, @scheduled_send_id, @from_address, @to_address, @subject, @sent_at,
+        @sequence_id, @step_id, @scheduled_send_id, sqlc.narg(broadcast_id), @from_address, @to_address, @subject, @sent_at,
         true, true)
 RETURNING *;
 
@@ -58,6 +58,18 @@ SELECT * FROM sends
 WHERE tenant_id = @tenant_id AND contact_id = @contact_id
   AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
   AND (sqlc.narg(sequence_id)::text IS NULL OR sequence_id = sqlc.narg(sequence_id))
+  AND (sqlc.narg(broadcast_id)::text IS NULL OR broadcast_id = sqlc.narg(broadcast_id))
+  AND (sqlc.narg(template_id)::text IS NULL OR template_id = sqlc.narg(template_id))
+  AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
+  AND (NOT @in_doubt_only::boolean OR in_doubt)
+ORDER BY sent_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SendListByBroadcast :many
+-- The sequence filter has nothing to add: a broadcast's sends have none.
+SELECT * FROM sends
+WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id
+  AND (sent_at, id) < (@before_time::timestamptz, @before_id::text) AND sent_at >= @from_time::timestamptz
   AND (sqlc.narg(template_id)::text IS NULL OR template_id = sqlc.narg(template_id))
   AND (sqlc.narg(status)::text IS NULL OR delivery_status = sqlc.narg(status))
   AND (NOT @in_doubt_only::boolean OR in_doubt)

@@ -31,7 +31,7 @@ func (q *Queries) SendDelete(ctx context.Context, arg SendDeleteParams) (int64, 
 }
 
 const sendGet = `-- name: SendGet :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends WHERE tenant_id = $1 AND id = $2
 `
 
 type SendGetParams struct {
@@ -68,12 +68,13 @@ func (q *Queries) SendGet(ctx context.Context, arg SendGetParams) (Send, error) 
 		&i.ClickCount,
 		&i.Sending,
 		&i.InDoubt,
+		&i.BroadcastID,
 	)
 	return i, err
 }
 
 const sendGetForUpdate = `-- name: SendGetForUpdate :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SendGetForUpdateParams struct {
@@ -112,18 +113,19 @@ func (q *Queries) SendGetForUpdate(ctx context.Context, arg SendGetForUpdatePara
 		&i.ClickCount,
 		&i.Sending,
 		&i.InDoubt,
+		&i.BroadcastID,
 	)
 	return i, err
 }
 
 const sendInsert = `-- name: SendInsert :one
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
-                   sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, sent_at,
+                   sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt)
 VALUES ($1, $2, '', $3, $4, $5,
-        $6, $7, $8, $9, $10, $11, $12,
+        $6, $7, $8, $9, $10, $11, $12, $13,
         true, true)
-RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt
+RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id
 `
 
 type SendInsertParams struct {
@@ -135,6 +137,7 @@ type SendInsertParams struct {
 	SequenceID      *string
 	StepID          *string
 	ScheduledSendID *string
+	BroadcastID     *string
 	FromAddress     string
 	ToAddress       string
 	Subject         string
@@ -155,6 +158,7 @@ func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, e
 		arg.SequenceID,
 		arg.StepID,
 		arg.ScheduledSendID,
+		arg.BroadcastID,
 		arg.FromAddress,
 		arg.ToAddress,
 		arg.Subject,
@@ -187,13 +191,14 @@ func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, e
 		&i.ClickCount,
 		&i.Sending,
 		&i.InDoubt,
+		&i.BroadcastID,
 	)
 	return i, err
 }
 
 const sendList = `-- name: SendList :many
 
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
 WHERE tenant_id = $1
   AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
   AND (NOT $5::boolean OR in_doubt)
@@ -256,6 +261,7 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 			&i.ClickCount,
 			&i.Sending,
 			&i.InDoubt,
+			&i.BroadcastID,
 		); err != nil {
 			return nil, err
 		}
@@ -267,39 +273,37 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 	return items, nil
 }
 
-const sendListByContact = `-- name: SendListByContact :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
-WHERE tenant_id = $1 AND contact_id = $2
+const sendListByBroadcast = `-- name: SendListByBroadcast :many
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+WHERE tenant_id = $1 AND broadcast_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
-  AND ($6::text IS NULL OR sequence_id = $6)
-  AND ($7::text IS NULL OR template_id = $7)
-  AND ($8::text IS NULL OR delivery_status = $8)
-  AND (NOT $9::boolean OR in_doubt)
+  AND ($6::text IS NULL OR template_id = $6)
+  AND ($7::text IS NULL OR delivery_status = $7)
+  AND (NOT $8::boolean OR in_doubt)
 ORDER BY sent_at DESC, id DESC
-LIMIT $10
+LIMIT $9
 `
 
-type SendListByContactParams struct {
+type SendListByBroadcastParams struct {
 	TenantID    string
-	ContactID   string
+	BroadcastID *string
 	BeforeTime  time.Time
 	BeforeID    string
 	FromTime    time.Time
-	SequenceID  *string
 	TemplateID  *string
 	Status      *string
 	InDoubtOnly bool
 	Lim         int32
 }
 
-func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactParams) ([]Send, error) {
-	rows, err := q.db.Query(ctx, sendListByContact,
+// The sequence filter has nothing to add: a broadcast's sends have none.
+func (q *Queries) SendListByBroadcast(ctx context.Context, arg SendListByBroadcastParams) ([]Send, error) {
+	rows, err := q.db.Query(ctx, sendListByBroadcast,
 		arg.TenantID,
-		arg.ContactID,
+		arg.BroadcastID,
 		arg.BeforeTime,
 		arg.BeforeID,
 		arg.FromTime,
-		arg.SequenceID,
 		arg.TemplateID,
 		arg.Status,
 		arg.InDoubtOnly,
@@ -338,6 +342,93 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 			&i.ClickCount,
 			&i.Sending,
 			&i.InDoubt,
+			&i.BroadcastID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sendListByContact = `-- name: SendListByContact :many
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+WHERE tenant_id = $1 AND contact_id = $2
+  AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
+  AND ($6::text IS NULL OR sequence_id = $6)
+  AND ($7::text IS NULL OR broadcast_id = $7)
+  AND ($8::text IS NULL OR template_id = $8)
+  AND ($9::text IS NULL OR delivery_status = $9)
+  AND (NOT $10::boolean OR in_doubt)
+ORDER BY sent_at DESC, id DESC
+LIMIT $11
+`
+
+type SendListByContactParams struct {
+	TenantID    string
+	ContactID   string
+	BeforeTime  time.Time
+	BeforeID    string
+	FromTime    time.Time
+	SequenceID  *string
+	BroadcastID *string
+	TemplateID  *string
+	Status      *string
+	InDoubtOnly bool
+	Lim         int32
+}
+
+func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactParams) ([]Send, error) {
+	rows, err := q.db.Query(ctx, sendListByContact,
+		arg.TenantID,
+		arg.ContactID,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.FromTime,
+		arg.SequenceID,
+		arg.BroadcastID,
+		arg.TemplateID,
+		arg.Status,
+		arg.InDoubtOnly,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Send{}
+	for rows.Next() {
+		var i Send
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.MessageID,
+			&i.ContactID,
+			&i.TemplateID,
+			&i.TemplateVersion,
+			&i.SequenceID,
+			&i.StepID,
+			&i.ScheduledSendID,
+			&i.FromAddress,
+			&i.ToAddress,
+			&i.Subject,
+			&i.DeliveryStatus,
+			&i.BounceType,
+			&i.SentAt,
+			&i.DeliveredAt,
+			&i.OpenedAt,
+			&i.ClickedAt,
+			&i.BouncedAt,
+			&i.ComplainedAt,
+			&i.RejectedAt,
+			&i.OpenCount,
+			&i.ClickCount,
+			&i.Sending,
+			&i.InDoubt,
+			&i.BroadcastID,
 		); err != nil {
 			return nil, err
 		}
@@ -350,7 +441,7 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 }
 
 const sendListBySequence = `-- name: SendListBySequence :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
 WHERE tenant_id = $1 AND sequence_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR template_id = $6)
@@ -417,6 +508,7 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 			&i.ClickCount,
 			&i.Sending,
 			&i.InDoubt,
+			&i.BroadcastID,
 		); err != nil {
 			return nil, err
 		}
@@ -429,7 +521,7 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 }
 
 const sendListByStatus = `-- name: SendListByStatus :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
 WHERE tenant_id = $1 AND delivery_status = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND (NOT $6::boolean OR in_doubt)
@@ -490,6 +582,7 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 			&i.ClickCount,
 			&i.Sending,
 			&i.InDoubt,
+			&i.BroadcastID,
 		); err != nil {
 			return nil, err
 		}
@@ -502,7 +595,7 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 }
 
 const sendListByTemplate = `-- name: SendListByTemplate :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
 WHERE tenant_id = $1 AND template_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR delivery_status = $6)
@@ -566,6 +659,7 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 			&i.ClickCount,
 			&i.Sending,
 			&i.InDoubt,
+			&i.BroadcastID,
 		); err != nil {
 			return nil, err
 		}
@@ -578,7 +672,7 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 }
 
 const sendListInDoubt = `-- name: SendListInDoubt :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
 WHERE tenant_id = $1 AND in_doubt
   AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
 ORDER BY sent_at DESC, id DESC
@@ -634,6 +728,7 @@ func (q *Queries) SendListInDoubt(ctx context.Context, arg SendListInDoubtParams
 			&i.ClickCount,
 			&i.Sending,
 			&i.InDoubt,
+			&i.BroadcastID,
 		); err != nil {
 			return nil, err
 		}
@@ -686,7 +781,7 @@ func (q *Queries) SendListSending(ctx context.Context, arg SendListSendingParams
 }
 
 const sendLockMany = `-- name: SendLockMany :many
-SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt FROM sends s
+SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt, s.broadcast_id FROM sends s
 JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
   ON s.tenant_id = k.tenant_id AND s.id = k.id
 ORDER BY s.tenant_id, s.id
@@ -736,6 +831,7 @@ func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]S
 			&i.ClickCount,
 			&i.Sending,
 			&i.InDoubt,
+			&i.BroadcastID,
 		); err != nil {
 			return nil, err
 		}

@@ -3,11 +3,13 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"tidings/internal/broadcasts"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/tasks"
 	"tidings/internal/telemetry"
@@ -40,6 +42,12 @@ func HandleDispatch(d Deps) asynq.HandlerFunc {
 		deadline := time.Now().Add(dispatchBudget)
 		fanned := false
 		for {
+			// Broadcast recipients share the dispatch: one batch of each
+			// per round, so neither starves the other.
+			moreBroadcast, err := dispatchBroadcasts(ctx, d, broadcasts.DefaultBatch)
+			if err != nil {
+				d.Log.Error("broadcast dispatch failed; the sweep retries", "err", err)
+			}
 			res, err := d.Runner.Dispatch(ctx, engine.DefaultBatch)
 			if err != nil {
 				// The rows stay due; the sweep queues the fan-out again.
@@ -55,7 +63,7 @@ func HandleDispatch(d Deps) asynq.HandlerFunc {
 			if len(res) > 0 {
 				d.Log.Debug("scheduled sends dispatched", "count", len(res))
 			}
-			if len(res) < engine.DefaultBatch || ctx.Err() != nil {
+			if (len(res) < engine.DefaultBatch && !moreBroadcast) || ctx.Err() != nil {
 				return nil
 			}
 			// A full batch: more may be due. Let every slot help, once.
@@ -124,7 +132,16 @@ func handleScheduledSweep(d Deps) asynq.HandlerFunc {
 			d.Log.Info("scheduled sends swept", "reclaimed", res.Reclaimed, "dead", res.Dead,
 				"dispatch_tasks_queued", res.Queued)
 		}
-		return err
+		started, due, berr := sweepBroadcasts(ctx, d)
+		if started > 0 {
+			d.Log.Info("broadcasts started by the sweep", "count", started)
+		}
+		if due && berr == nil {
+			if _, berr = d.Tasks.FanOut(ctx, max(d.Config.WorkerConcurrency, 1)); berr != nil {
+				berr = fmt.Errorf("broadcast dispatch fan-out: %w", berr)
+			}
+		}
+		return errors.Join(err, berr)
 	}
 }
 

@@ -50,6 +50,7 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeScheduledSweep, handleScheduledSweep(d))
 	mux.Handle(tasks.TypeScheduledPrune, handleScheduledPrune(d))
 	mux.Handle(tasks.TypeSendingSweep, handleSendingSweep(d))
+	mux.Handle(tasks.TypeBroadcastStart, HandleBroadcastStart(d))
 	return mux
 }
 

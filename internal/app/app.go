@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/apikeys"
+	"tidings/internal/broadcasts"
 	"tidings/internal/campaigns"
 	"tidings/internal/config"
 	"tidings/internal/contacts"
@@ -98,6 +99,12 @@ type Services struct {
 	Enrolments *engine.Store
 	Runner     *engine.Runner
 	Sweeper    *engine.Sweeper
+
+	// Broadcasts keeps broadcasts and starts them; BroadcastDispatcher
+	// sends their recipients (with the scheduled sends, in the dispatch
+	// task).
+	Broadcasts          *broadcasts.Store
+	BroadcastDispatcher *broadcasts.Dispatcher
 }
 
 // KeyEvictChannel is the Redis channel on which a revoked key leaves every
@@ -164,5 +171,8 @@ func New(in Infra) (*Services, error) {
 	s.Runner = &engine.Runner{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts, Log: in.Log}
 	s.Sweeper = &engine.Sweeper{DB: db, Tasks: in.Tasks, MaxAttempts: cfg.SendMaxAttempts,
 		ClaimTimeout: cfg.SendClaimTimeout, FanOut: cfg.WorkerConcurrency, Log: in.Log}
+	s.Broadcasts = &broadcasts.Store{DB: db, From: s.Sender}
+	s.BroadcastDispatcher = &broadcasts.Dispatcher{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts,
+		ClaimTimeout: cfg.SendClaimTimeout, Log: in.Log}
 	return s, nil
 }

@@ -157,6 +157,7 @@ type insertRow struct {
 	SequenceID      *string   `json:"sequence_id"`
 	StepID          *string   `json:"step_id"`
 	ScheduledSendID *string   `json:"scheduled_send_id"`
+	BroadcastID     *string   `json:"broadcast_id"`
 	FromAddress     string    `json:"from_address"`
 	ToAddress       string    `json:"to_address"`
 	Subject         string    `json:"subject"`
@@ -171,7 +172,7 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) e
 		r := preps[i].rec
 		rows[k] = insertRow{TenantID: r.TenantID, ID: r.ID, ContactID: r.ContactID, TemplateID: r.TemplateID,
 			TemplateVersion: r.TemplateVersion, SequenceID: r.SequenceID, StepID: r.StepID,
-			ScheduledSendID: r.ScheduledSendID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
+			ScheduledSendID: r.ScheduledSendID, BroadcastID: r.BroadcastID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
 			Subject: r.Subject, SentAt: r.SentAt}
 	}
 	b, err := json.Marshal(rows)
@@ -252,6 +253,9 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 				props := map[string]any{"sendId": r.ID, "templateId": r.TemplateID}
 				if r.SequenceID != nil {
 					props["sequenceId"], props["stepId"] = *r.SequenceID, deref(r.StepID)
+				}
+				if r.BroadcastID != nil {
+					props["broadcastId"] = *r.BroadcastID
 				}
 				if r.InDoubt {
 					props["inDoubt"] = true

@@ -251,9 +251,12 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 		if s.InDoubt {
 			s.InDoubt, dirty[s] = false, true
 		}
+		if e.unsubscribe {
+			e.counts.Unsubscribed++
+		}
 		if e.counts != (metrics.Counts{}) {
 			facts = append(facts, metrics.Fact{TenantID: s.TenantID, TemplateID: s.TemplateID,
-				SequenceID: deref(s.SequenceID), At: o.At, Counts: e.counts})
+				SequenceID: deref(s.SequenceID), BroadcastID: deref(s.BroadcastID), At: o.At, Counts: e.counts})
 		}
 		if e.event != "" {
 			props := sendProps(s)
@@ -443,6 +446,9 @@ func sendProps(s *queries.Send) map[string]any {
 	}
 	if s.StepID != nil {
 		p["stepId"] = *s.StepID
+	}
+	if s.BroadcastID != nil {
+		p["broadcastId"] = *s.BroadcastID
 	}
 	return p
 }

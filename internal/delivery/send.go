@@ -148,6 +148,9 @@ func (s *Sender) Send(ctx context.Context, tenantID string, req Request) (Result
 type Step struct {
 	TenantID, ContactID, TemplateID     string
 	SequenceID, StepID, ScheduledSendID string
+	// BroadcastID is set instead of the sequence fields for a broadcast's
+	// recipient.
+	BroadcastID string
 	// From is the sequence's `from`; "" means the tenant's default.
 	From string
 	// Event is the event that enrolled the contact, for the render
@@ -232,7 +235,8 @@ func (s *Sender) stepOutgoing(ctx context.Context, st Step, c *stepCache) (outgo
 		c.putFrom(fk, from)
 	}
 	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from, event: st.Event,
-		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, inRecord: st.InRecord}, nil
+		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, broadcastID: st.BroadcastID,
+		inRecord: st.InRecord}, nil
 }
 
 func (c *stepCache) template(k [2]string) (queries.Template, bool) {
@@ -269,6 +273,22 @@ func (c *stepCache) putFrom(k [2]string, a provider.Address) {
 		c.froms[k] = a
 		c.mu.Unlock()
 	}
+}
+
+// CheckFrom checks a sender given for later sends (a broadcast's `from`)
+// as a send checks it: an address, on a domain of the tenant that is
+// verified with sending enabled. "" is always fine (the tenant's default
+// or the sandbox sender then).
+func (s *Sender) CheckFrom(ctx context.Context, tenantID, given string) error {
+	if given == "" {
+		return nil
+	}
+	t, err := s.DB.TenantGet(ctx, tenantID)
+	if err != nil {
+		return apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
+	}
+	_, err = s.fromAddress(ctx, t, given)
+	return err
 }
 
 // MayMail is the contact's own gate: it is subscribed and not suppressed.
@@ -319,6 +339,9 @@ type outgoing struct {
 	// sequenceID, stepID and scheduledSendID are set for sequence sends,
 	// which also carry List-Unsubscribe.
 	sequenceID, stepID, scheduledSendID string
+	// broadcastID is set for a broadcast's message, which carries
+	// List-Unsubscribe as sequence mail does.
+	broadcastID string
 	// inRecord is Step.InRecord; onRecord is Request.OnRecord.
 	inRecord, onRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
@@ -415,7 +438,7 @@ func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
 	}
 	out := provider.Message{SendID: sendID, TenantID: o.tenant.ID, From: o.from, To: o.contact.Email,
 		Subject: msg.Subject, HTML: html, Text: msg.Text}
-	if o.sequenceID != "" {
+	if o.sequenceID != "" || o.broadcastID != "" {
 		for name, v := range tracking.ListUnsubscribeHeaders(unsubURL) {
 			out.Headers = append(out.Headers, provider.Header{Name: name, Value: v})
 		}
@@ -423,7 +446,7 @@ func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
 	rec := queries.SendInsertParams{TenantID: o.tenant.ID, ID: sendID,
 		ContactID: o.contact.ID, TemplateID: o.tmpl.ID, TemplateVersion: o.tmpl.CurrentVersion,
 		SequenceID: opt(o.sequenceID), StepID: opt(o.stepID), ScheduledSendID: opt(o.scheduledSendID),
-		FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now()}
+		BroadcastID: opt(o.broadcastID), FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now()}
 	return prepared{msg: out, rec: rec}, nil
 }
 

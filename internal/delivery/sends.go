@@ -28,7 +28,7 @@ func SendNotFound() *apperr.Error { return apperr.NotFound("SEND_NOT_FOUND", "se
 
 // Filter narrows the send history; zero values mean "any".
 type Filter struct {
-	Status, ContactID, TemplateID, SequenceID string
+	Status, ContactID, TemplateID, SequenceID, BroadcastID string
 	// From and To bound sentAt, inclusive; zero means unbounded.
 	From, To time.Time
 	// InDoubt keeps only the sends still in doubt (InDoubt).
@@ -68,8 +68,15 @@ func (s *Sends) List(ctx context.Context, tenantID string, f Filter, p page.Para
 		case f.ContactID != "":
 			return s.DB.SendListByContact(ctx, queries.SendListByContactParams{TenantID: tenantID, ContactID: f.ContactID,
 				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from,
-				SequenceID: opt(f.SequenceID), TemplateID: opt(f.TemplateID), Status: opt(f.Status), InDoubtOnly: f.InDoubt,
-				Lim: q.Limit})
+				SequenceID: opt(f.SequenceID), BroadcastID: opt(f.BroadcastID), TemplateID: opt(f.TemplateID),
+				Status: opt(f.Status), InDoubtOnly: f.InDoubt, Lim: q.Limit})
+		case f.BroadcastID != "":
+			if f.SequenceID != "" {
+				return nil, nil // a broadcast's sends belong to no sequence
+			}
+			return s.DB.SendListByBroadcast(ctx, queries.SendListByBroadcastParams{TenantID: tenantID, BroadcastID: &f.BroadcastID,
+				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from,
+				TemplateID: opt(f.TemplateID), Status: opt(f.Status), InDoubtOnly: f.InDoubt, Lim: q.Limit})
 		case f.SequenceID != "":
 			return s.DB.SendListBySequence(ctx, queries.SendListBySequenceParams{TenantID: tenantID, SequenceID: &f.SequenceID,
 				BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, FromTime: from,

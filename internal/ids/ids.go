@@ -20,6 +20,7 @@ const (
 	Event         = "evt_"
 	ScheduledSend = "sch_"
 	Enrolment     = "enr_"
+	Broadcast     = "brd_"
 )
 
 // New returns prefix followed by a lower-case ULID. ULIDs sort by creation

@@ -36,6 +36,10 @@ type Counts struct {
 	Delivered, BouncedHard, BouncedSoft, Complained int64
 	// Opened and Clicked count a send's first open and first click.
 	Opened, Clicked int64
+	// Unsubscribed counts unsubscribes a message caused (its link, its
+	// one-click header, the provider's unsubscribe event); only a
+	// broadcast's stats show it.
+	Unsubscribed int64
 }
 
 // Bounced is hard plus soft bounces.
@@ -62,6 +66,8 @@ type Fact struct {
 	// TemplateID counts the fact for the template too; SequenceID (empty
 	// for a transactional send) for the sequence.
 	TemplateID, SequenceID string
+	// BroadcastID counts it for the broadcast too (its stats).
+	BroadcastID string
 	// At is when it happened, which decides its UTC day and month; zero
 	// means the transaction's now() (a scheduled send cancelled by the
 	// statement before, whose finished_at is that now()).
@@ -86,19 +92,20 @@ func Enabled() bool { return !off.Load() }
 
 // addRow is one row of queries.MetricsAdd.
 type addRow struct {
-	TenantID    string     `json:"tenant_id"`
-	Scope       string     `json:"scope"`
-	ScopeID     string     `json:"scope_id"`
-	At          *time.Time `json:"at,omitempty"`
-	Scheduled   int64      `json:"scheduled,omitempty"`
-	Sent        int64      `json:"sent,omitempty"`
-	Cancelled   int64      `json:"cancelled,omitempty"`
-	Delivered   int64      `json:"delivered,omitempty"`
-	BouncedHard int64      `json:"bounced_hard,omitempty"`
-	BouncedSoft int64      `json:"bounced_soft,omitempty"`
-	Complained  int64      `json:"complained,omitempty"`
-	Opened      int64      `json:"opened,omitempty"`
-	Clicked     int64      `json:"clicked,omitempty"`
+	TenantID     string     `json:"tenant_id"`
+	Scope        string     `json:"scope"`
+	ScopeID      string     `json:"scope_id"`
+	At           *time.Time `json:"at,omitempty"`
+	Scheduled    int64      `json:"scheduled,omitempty"`
+	Sent         int64      `json:"sent,omitempty"`
+	Cancelled    int64      `json:"cancelled,omitempty"`
+	Delivered    int64      `json:"delivered,omitempty"`
+	BouncedHard  int64      `json:"bounced_hard,omitempty"`
+	BouncedSoft  int64      `json:"bounced_soft,omitempty"`
+	Complained   int64      `json:"complained,omitempty"`
+	Opened       int64      `json:"opened,omitempty"`
+	Clicked      int64      `json:"clicked,omitempty"`
+	Unsubscribed int64      `json:"unsubscribed,omitempty"`
 }
 
 // Scopes of a counter row (schema 0011).
@@ -106,6 +113,9 @@ const (
 	scopeTenant   = "tenant"
 	scopeSequence = "sequence"
 	scopeTemplate = "template"
+	// scopeBroadcast rows are per UTC month too; a broadcast's stats sum
+	// its rows over every month.
+	scopeBroadcast = "broadcast"
 )
 
 // Adder is what counting needs of the caller's transaction: the generated
@@ -133,7 +143,7 @@ func Count(ctx context.Context, q Adder, facts ...Fact) error {
 		r := addRow{TenantID: f.TenantID, Scope: scopeTenant,
 			Scheduled: f.Scheduled, Sent: f.Sent, Cancelled: f.Cancelled, Delivered: f.Delivered,
 			BouncedHard: f.BouncedHard, BouncedSoft: f.BouncedSoft, Complained: f.Complained,
-			Opened: f.Opened, Clicked: f.Clicked}
+			Opened: f.Opened, Clicked: f.Clicked, Unsubscribed: f.Unsubscribed}
 		if !f.At.IsZero() {
 			at := f.At
 			r.At = &at
@@ -145,6 +155,10 @@ func Count(ctx context.Context, q Adder, facts ...Fact) error {
 		}
 		if f.SequenceID != "" {
 			r.Scope, r.ScopeID = scopeSequence, f.SequenceID
+			rows = append(rows, r)
+		}
+		if f.BroadcastID != "" {
+			r.Scope, r.ScopeID = scopeBroadcast, f.BroadcastID
 			rows = append(rows, r)
 		}
 	}

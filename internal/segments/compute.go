@@ -150,3 +150,24 @@ func (m MemberPage) ContactIDs() []string {
 	}
 	return out
 }
+
+// Predicate is the SQL predicate of segment id's current rules over
+// contacts aliased c, its arguments numbered from $first: what a caller
+// needs to select the segment's members in a statement of its own (a
+// broadcast's audience, INSERT ... SELECT). An unknown segment is
+// SEGMENT_NOT_FOUND.
+func Predicate(ctx context.Context, q *queries.Queries, tenantID, id string, first int) (string, []any, error) {
+	seg, err := q.SegmentGet(ctx, queries.SegmentGetParams{TenantID: tenantID, ID: id})
+	if err != nil {
+		return "", nil, notFound(err)
+	}
+	g, err := rulesFrom(ctx, q, tenantID, seg.DependsOn)
+	if err != nil {
+		return "", nil, err
+	}
+	node, err := rules.Parse(json.RawMessage(seg.Rules), rules.Options{})
+	if err != nil {
+		return "", nil, err
+	}
+	return rules.ToSQL(node, g.resolver(), first)
+}

@@ -39,6 +39,10 @@ const (
 	// TypeSendingSweep settles in doubt the transactional send records
 	// whose process died waiting for the provider.
 	TypeSendingSweep = "sends:sweep-sending"
+	// TypeBroadcastStart starts a broadcast whose time has come: the
+	// audience snapshot (broadcasts.Store.Start). Its recipients are
+	// dispatched by TypeDispatch with the sequence sends.
+	TypeBroadcastStart = "broadcasts:start"
 	// TypeIdempotencySweep deletes Idempotency-Key records past their 24
 	// hours.
 	TypeIdempotencySweep = "maintenance:idempotency-keys"
@@ -70,6 +74,12 @@ type Timer struct {
 type ScheduledPayload struct {
 	TenantID string `json:"tenantId"`
 	ID       string `json:"scheduledSendId"`
+}
+
+// BroadcastPayload is the payload of TypeBroadcastStart.
+type BroadcastPayload struct {
+	TenantID string `json:"tenantId"`
+	ID       string `json:"broadcastId"`
 }
 
 // WebhookPayload is the payload of TypeWebhookBatch.
@@ -149,6 +159,21 @@ func (c *Client) FanOut(ctx context.Context, n int) (int, error) {
 		}
 	}
 	return queued, nil
+}
+
+// BroadcastStart sets the timer of a broadcast's start at at (now when it
+// has passed), one task per broadcast and instant; a failure is logged and
+// left to the sweep, which starts whatever is due.
+func (c *Client) BroadcastStart(ctx context.Context, tenantID, id string, at time.Time) {
+	if c == nil {
+		return
+	}
+	payload, _ := json.Marshal(BroadcastPayload{TenantID: tenantID, ID: id})
+	t := task{t: asynq.NewTask(TypeBroadcastStart, payload, asynq.ProcessAt(at), asynq.MaxRetry(3),
+		asynq.Timeout(DispatchTimeout)), id: fmt.Sprintf("broadcast:%s:%s:%d", tenantID, id, at.Unix()), queue: QueueCritical}
+	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
+		c.log.Warn("broadcast start timer not set; the sweep will", "tenant_id", tenantID, "broadcast_id", id, "err", err)
+	}
 }
 
 // WebhookBatch enqueues the task that applies a stored webhook batch; a

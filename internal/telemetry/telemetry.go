@@ -46,6 +46,10 @@ var (
 		Name: "tidings_scheduled_sends_processed_total",
 		Help: "Scheduled sends the worker ran, by outcome (sent, skipped, held, cancelled, exited, failed, dead, none).",
 	}, []string{"outcome"})
+	broadcastRecipients = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_broadcast_recipients_total",
+		Help: "Broadcast recipients the worker processed, by outcome (sent, skipped, failed, retry).",
+	}, []string{"outcome"})
 )
 
 // Label values known in advance are created at start, so every series is
@@ -59,10 +63,13 @@ var (
 	// which sends through delivery, which counts here); the worker's tests
 	// check the two lists are the same.
 	runOutcomes = []string{"sent", "skipped", "held", "cancelled", "exited", "failed", "dead", "none"}
+	// recipientOutcomes are what a broadcast recipient's dispatch ends in.
+	recipientOutcomes = []string{"sent", "skipped", "failed", "retry"}
 )
 
 // own are Tidings's collectors, served by every process's registry.
-var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns}
+var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
+	broadcastRecipients}
 
 var createSeries sync.Once
 
@@ -82,6 +89,9 @@ func createKnownSeries() {
 	}
 	for _, o := range runOutcomes {
 		scheduledRuns.WithLabelValues(o)
+	}
+	for _, o := range recipientOutcomes {
+		broadcastRecipients.WithLabelValues(o)
 	}
 }
 
@@ -151,6 +161,16 @@ func WebhookEvents(applied, duplicates, dropped, ignored int) {
 
 // RunOutcomes are the outcome label values of scheduled-send runs.
 func RunOutcomes() []string { return slices.Clone(runOutcomes) }
+
+// BroadcastRecipients counts a dispatch batch's broadcast recipients by
+// outcome.
+func BroadcastRecipients(sent, skipped, failed, retry int) {
+	for o, n := range map[string]int{"sent": sent, "skipped": skipped, "failed": failed, "retry": retry} {
+		if n > 0 {
+			broadcastRecipients.WithLabelValues(o).Add(float64(n))
+		}
+	}
+}
 
 // ScheduledRun records the outcome of one run of a scheduled send.
 func ScheduledRun(outcome string) { scheduledRuns.WithLabelValues(outcome).Inc() }

@@ -1,0 +1,62 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"tidings/internal/tasks"
+	"tidings/internal/telemetry"
+)
+
+// Broadcasts (ADDENDUM 13). A broadcast's start is a TypeBroadcastStart
+// task at its instant (the audience snapshot, broadcasts.Store.Start); its
+// recipients are rows dispatched by the same TypeDispatch tasks as
+// scheduled sends, and the scheduled sweep starts broadcasts whose start
+// task was lost and queues the fan-out while recipients are due.
+
+// broadcastSweepPage bounds the broadcasts one sweep starts.
+const broadcastSweepPage = 20
+
+// HandleBroadcastStart starts one broadcast; exported for tests.
+func HandleBroadcastStart(d Deps) asynq.HandlerFunc {
+	return func(ctx context.Context, t *asynq.Task) error {
+		var p tasks.BroadcastPayload
+		if err := json.Unmarshal(t.Payload(), &p); err != nil || p.ID == "" || p.TenantID == "" {
+			return fmt.Errorf("broadcast payload %q: %w", t.Payload(), asynq.SkipRetry)
+		}
+		if err := d.Broadcasts.Start(ctx, p.TenantID, p.ID); err != nil {
+			// Retried by asynq; the sweep starts it if every try fails.
+			return err
+		}
+		return nil
+	}
+}
+
+// dispatchBroadcasts runs one batch of due broadcast recipients and
+// reports whether it was full (more may be due).
+func dispatchBroadcasts(ctx context.Context, d Deps, limit int) (bool, error) {
+	n, err := d.BroadcastDispatcher.Dispatch(ctx, limit)
+	if err != nil {
+		return false, err
+	}
+	telemetry.BroadcastRecipients(n.Sent, n.Skipped, n.Failed, n.Retry)
+	if n.Claimed > 0 {
+		d.Log.Debug("broadcast recipients dispatched", "claimed", n.Claimed, "sent", n.Sent,
+			"skipped", n.Skipped, "failed", n.Failed, "retry", n.Retry)
+	}
+	return n.Claimed >= limit, nil
+}
+
+// sweepBroadcasts starts due broadcasts and reports whether recipients are
+// due (the caller queues the fan-out then).
+func sweepBroadcasts(ctx context.Context, d Deps) (started int, due bool, err error) {
+	if started, err = d.Broadcasts.Due(ctx, broadcastSweepPage); err != nil {
+		return started, false, err
+	}
+	due, err = d.DB.BroadcastQueuedDue(ctx, time.Now().Add(-d.Config.SendClaimTimeout))
+	return started, due, err
+}
