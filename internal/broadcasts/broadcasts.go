@@ -319,7 +319,7 @@ func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
 
 // Stats are a broadcast's counters (ADDENDUM 13).
 type Stats struct {
-	Recipients, Queued, Sent, Skipped, Failed, Cancelled              int64
+	Recipients, Queued, Sent, Skipped, Failed, Cancelled          int64
 	Delivered, Opened, Clicked, Bounced, Complained, Unsubscribed int64
 }
 

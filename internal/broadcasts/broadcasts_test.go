@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"tidings/internal/apperr"
 	"tidings/internal/app"
 	"tidings/internal/app/apptest"
+	"tidings/internal/apperr"
 	"tidings/internal/broadcasts"
 	"tidings/internal/page"
 	"tidings/internal/provider"

@@ -13,7 +13,7 @@ func TestNext(t *testing.T) {
 		{Draft, MoveSend}: Sending, {Scheduled, MoveSend}: Sending,
 		{Scheduled, MovePause}: Paused, {Sending, MovePause}: Paused,
 		{Paused, MoveResume}: Scheduled, // resumeTo "" or scheduled
-		{Draft, MoveCancel}: Cancelled, {Scheduled, MoveCancel}: Cancelled, {Sending, MoveCancel}: Cancelled,
+		{Draft, MoveCancel}:  Cancelled, {Scheduled, MoveCancel}: Cancelled, {Sending, MoveCancel}: Cancelled,
 		{Paused, MoveCancel}: Cancelled,
 	}
 	for _, st := range Statuses {
