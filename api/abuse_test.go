@@ -54,13 +54,15 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	seg := b.expect("POST", "/api/segments", f.key, map[string]any{"name": "Victims",
 		"rules": rule("firstName", "equals", "Ann")}, 201).body["segmentId"].(string)
 	cmp := b.expect("POST", "/api/campaigns", f.key, map[string]any{"name": "Victim launch"}, 201).body["campaignId"].(string)
+	brd := b.expect("POST", "/api/broadcasts", f.key, map[string]any{"name": "Victim news", "templateId": "welcome",
+		"segmentId": seg}, 201).body["broadcastId"].(string)
 	keys := b.expect("GET", "/api/api-keys", f.key, nil, 200).items()
 	keyID := keys[0].(map[string]any)["keyId"].(string)
 	victim := f.org
 	contact := f.contactID
 	// What must never appear in an attacker's response. Ids chosen by the
 	// caller (welcome, vseq) are not secret: the attacker may use them too.
-	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, keyID, "victim.example", "Victim launch"}
+	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, keyID, "victim.example", "Victim launch", "Victim news"}
 
 	// The attacker, with a campaign and a sequence of its own for the
 	// routes that join two ids.
@@ -105,6 +107,7 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"GET", "/api/sends", nil, []int{200}},
 			{"GET", "/api/sends?contactId=" + contact, nil, nil},
 			{"GET", "/api/sends?templateId=welcome", nil, []int{200}},
+			{"GET", "/api/sends?broadcastId=" + brd, nil, []int{200}},
 		},
 		"GET /api/sends/:sendId":       {{"GET", "/api/sends/" + sendID, nil, nil}},
 		"POST /api/events":             {{"POST", "/api/events", map[string]any{"email": "ann@example.com", "name": "victim_signed_up"}, []int{201}}},
@@ -164,17 +167,30 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"POST", "/api/campaigns/" + acmp + "/templates/tips", nil, []int{400}},
 		},
 		"DELETE /api/campaigns/:campaignId/templates/:ref": {{"DELETE", "/api/campaigns/" + cmp + "/templates/own", nil, nil}},
-		"GET /api/metrics":                 {{"GET", "/api/metrics", nil, []int{200}}},
-		"GET /api/metrics/sequences":       {{"GET", "/api/metrics/sequences", nil, []int{200}}},
-		"GET /api/metrics/sequences/:id":   {{"GET", "/api/metrics/sequences/vseq", nil, nil}},
-		"GET /api/metrics/templates":       {{"GET", "/api/metrics/templates", nil, []int{200}}},
-		"GET /api/metrics/templates/:id":   {{"GET", "/api/metrics/templates/tips", nil, nil}},
-		"POST /api/domains":                {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
-		"GET /api/domains":                 {{"GET", "/api/domains", nil, []int{200}}},
-		"GET /api/domains/:domain":         {{"GET", "/api/domains/victim.example", nil, []int{200}}},
-		"PATCH /api/domains/:domain":       {{"PATCH", "/api/domains/victim.example", map[string]any{"sendingEnabled": true}, []int{400, 422}}},
-		"DELETE /api/domains/:domain":      {{"DELETE", "/api/domains/victim.example", nil, []int{204}}},
-		"POST /api/domains/:domain/verify": {{"POST", "/api/domains/victim.example/verify", nil, []int{200, 503}}},
+		"POST /api/broadcasts": {
+			{"POST", "/api/broadcasts", map[string]any{"name": "B", "templateId": "own", "segmentId": seg}, []int{404}},
+			{"POST", "/api/broadcasts", map[string]any{"name": "B", "templateId": "own", "segmentId": "seg_none", "campaignId": cmp}, []int{404}},
+		},
+		"GET /api/broadcasts":                {{"GET", "/api/broadcasts", nil, []int{200}}},
+		"GET /api/broadcasts/:id":            {{"GET", "/api/broadcasts/" + brd, nil, nil}},
+		"PATCH /api/broadcasts/:id":          {{"PATCH", "/api/broadcasts/" + brd, map[string]any{"name": "x"}, nil}},
+		"DELETE /api/broadcasts/:id":         {{"DELETE", "/api/broadcasts/" + brd, nil, nil}},
+		"POST /api/broadcasts/:id/send":      {{"POST", "/api/broadcasts/" + brd + "/send", nil, nil}},
+		"POST /api/broadcasts/:id/pause":     {{"POST", "/api/broadcasts/" + brd + "/pause", nil, nil}},
+		"POST /api/broadcasts/:id/resume":    {{"POST", "/api/broadcasts/" + brd + "/resume", nil, nil}},
+		"POST /api/broadcasts/:id/cancel":    {{"POST", "/api/broadcasts/" + brd + "/cancel", nil, nil}},
+		"GET /api/broadcasts/:id/recipients": {{"GET", "/api/broadcasts/" + brd + "/recipients", nil, nil}},
+		"GET /api/metrics":                   {{"GET", "/api/metrics", nil, []int{200}}},
+		"GET /api/metrics/sequences":         {{"GET", "/api/metrics/sequences", nil, []int{200}}},
+		"GET /api/metrics/sequences/:id":     {{"GET", "/api/metrics/sequences/vseq", nil, nil}},
+		"GET /api/metrics/templates":         {{"GET", "/api/metrics/templates", nil, []int{200}}},
+		"GET /api/metrics/templates/:id":     {{"GET", "/api/metrics/templates/tips", nil, nil}},
+		"POST /api/domains":                  {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
+		"GET /api/domains":                   {{"GET", "/api/domains", nil, []int{200}}},
+		"GET /api/domains/:domain":           {{"GET", "/api/domains/victim.example", nil, []int{200}}},
+		"PATCH /api/domains/:domain":         {{"PATCH", "/api/domains/victim.example", map[string]any{"sendingEnabled": true}, []int{400, 422}}},
+		"DELETE /api/domains/:domain":        {{"DELETE", "/api/domains/victim.example", nil, []int{204}}},
+		"POST /api/domains/:domain/verify":   {{"POST", "/api/domains/victim.example/verify", nil, []int{200, 503}}},
 	}
 	// The domain probes run in order after POST /api/domains: the
 	// attacker's own claim on the name is what they may touch.
