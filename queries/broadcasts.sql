@@ -1,7 +1,9 @@
 -- Broadcasts (internal/broadcasts). Every statement is scoped by tenant.
 -- Recipients are moved by a few batch statements, each of which moves the
--- broadcast's counters in the same statement, from the status a row had
--- (locked) to the one it gets: the counters never drift from the rows.
+-- broadcast's counters (broadcast_counts, the transaction's shard) in the
+-- same statement, from the status a row had (locked) to the one it gets:
+-- the counters never drift from the rows. Recipient rows are locked in key
+-- order (tenant, broadcast, contact) by every statement that moves several.
 
 -- name: BroadcastInsert :one
 INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic,
@@ -36,6 +38,8 @@ RETURNING *;
 -- name: BroadcastDelete :exec
 WITH r AS (
     DELETE FROM broadcast_recipients br WHERE br.tenant_id = @tenant_id AND br.broadcast_id = @id
+), c AS (
+    DELETE FROM broadcast_counts bc WHERE bc.tenant_id = @tenant_id AND bc.broadcast_id = @id
 )
 DELETE FROM broadcasts b WHERE b.tenant_id = @tenant_id AND b.id = @id;
 
@@ -89,31 +93,47 @@ SELECT DISTINCT date_trunc('second', scheduled_for)::timestamptz AS at FROM broa
 WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND status = 'queued'
 ORDER BY 1 LIMIT 1000;
 
--- name: BroadcastCancelRecipients :one
+-- name: BroadcastCancelRecipients :exec
 -- Cancel: every recipient not yet sent is cancelled (a claimed one whose
 -- message is leaving is settled `sent` all the same, and counted back).
-WITH c AS (
-    UPDATE broadcast_recipients br SET status = 'cancelled'
+WITH locked AS (
+    SELECT br.tenant_id, br.broadcast_id, br.contact_id FROM broadcast_recipients br
     WHERE br.tenant_id = @tenant_id AND br.broadcast_id = @id AND br.status = 'queued'
+    ORDER BY br.tenant_id, br.broadcast_id, br.contact_id
+    FOR UPDATE
+), c AS (
+    UPDATE broadcast_recipients br SET status = 'cancelled'
+    FROM locked l
+    WHERE br.tenant_id = l.tenant_id AND br.broadcast_id = l.broadcast_id AND br.contact_id = l.contact_id
     RETURNING 1
 )
-UPDATE broadcasts b SET cancelled = b.cancelled + (SELECT count(*) FROM c), updated_at = now()
-WHERE b.tenant_id = @tenant_id AND b.id = @id
-RETURNING *;
+INSERT INTO broadcast_counts AS bc (tenant_id, broadcast_id, shard, cancelled)
+SELECT @tenant_id, @id, (pg_current_xact_id()::text::bigint % 16)::smallint, count(*) FROM c
+ON CONFLICT (tenant_id, broadcast_id, shard) DO UPDATE SET cancelled = bc.cancelled + EXCLUDED.cancelled
+RETURNING bc.cancelled;
+
+-- name: BroadcastsDispatchable :many
+-- The broadcasts whose recipients may go out: sending, with their
+-- audience, of a tenant that is not paused (ADDENDUM 6: held, not
+-- cancelled). Few rows: the claim then walks each one's due index.
+SELECT b.tenant_id, b.id FROM broadcasts b
+JOIN tenants t ON t.id = b.tenant_id
+WHERE b.status = 'sending' AND b.snapshotted AND t.sending_status <> 'paused'
+ORDER BY b.starts_at
+LIMIT 200;
 
 -- name: BroadcastClaim :many
--- Claims up to lim queued recipients that are due, oldest first, skipping
--- rows another worker holds and claims younger than @reclaim_before (their
--- worker is still at it). Only recipients of a broadcast that is sending,
--- of a tenant that is not paused (ADDENDUM 6: held, not cancelled).
--- sent_id is the message's record when an earlier claim wrote it.
+-- Claims up to lim queued recipients of one broadcast that are due, oldest
+-- first, skipping rows another worker holds and claims younger than
+-- @reclaim_before (their worker is still at it): a range of the due index.
+-- sent_id is the message's record when an earlier claim wrote it. Every
+-- recipient moves twice (claim, finish): each move makes a new row
+-- version, which autovacuum reclaims as it goes.
 WITH due AS (
-    SELECT r.tenant_id, r.broadcast_id, r.contact_id FROM broadcast_recipients r
-    JOIN broadcasts b ON b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
-    JOIN tenants t ON t.id = r.tenant_id
-    WHERE r.status = 'queued' AND r.scheduled_for <= now()
+    SELECT r.tenant_id, r.broadcast_id, r.contact_id, r.claimed_at AS was_claimed FROM broadcast_recipients r
+    WHERE r.tenant_id = @tenant_id AND r.broadcast_id = @broadcast_id
+      AND r.status = 'queued' AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < @reclaim_before::timestamptz)
-      AND b.status = 'sending' AND t.sending_status <> 'paused'
     ORDER BY r.scheduled_for
     LIMIT @lim
     FOR UPDATE OF r SKIP LOCKED
@@ -122,8 +142,11 @@ UPDATE broadcast_recipients r SET claimed_at = now(), attempts = r.attempts + 1
 FROM due
 WHERE r.tenant_id = due.tenant_id AND r.broadcast_id = due.broadcast_id AND r.contact_id = due.contact_id
 RETURNING sqlc.embed(r),
-    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = r.tenant_id AND s.broadcast_id = r.broadcast_id
-              AND s.contact_id = r.contact_id), '')::text AS sent_id;
+    -- Only a claim taken again can find a record: a first claim skips the
+    -- lookup.
+    CASE WHEN due.was_claimed IS NULL THEN '' ELSE
+        coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = r.tenant_id AND s.broadcast_id = r.broadcast_id
+                  AND s.contact_id = r.contact_id), '') END::text AS sent_id;
 
 -- name: ContactGetMany :many
 -- The contacts of a batch of recipients, unlocked (a deleted one is absent).
@@ -165,17 +188,36 @@ WITH was AS (
         count(*) FILTER (WHERE m.was = 'cancelled') AS uncancelled
     FROM moved m GROUP BY m.tenant_id, m.broadcast_id
 )
-UPDATE broadcasts b SET sent = b.sent + d.sent, skipped = b.skipped + d.skipped, failed = b.failed + d.failed,
-    cancelled = b.cancelled - d.uncancelled, updated_at = now()
-FROM (SELECT * FROM delta ORDER BY tenant_id, broadcast_id) d
-WHERE b.tenant_id = d.tenant_id AND b.id = d.broadcast_id
-RETURNING b.tenant_id, b.id;
+INSERT INTO broadcast_counts AS bc (tenant_id, broadcast_id, shard, sent, skipped, failed, cancelled)
+SELECT d.tenant_id, d.broadcast_id, (pg_current_xact_id()::text::bigint % 16)::smallint,
+    d.sent, d.skipped, d.failed, -d.uncancelled
+FROM delta d
+ORDER BY d.tenant_id, d.broadcast_id
+ON CONFLICT (tenant_id, broadcast_id, shard) DO UPDATE SET sent = bc.sent + EXCLUDED.sent,
+    skipped = bc.skipped + EXCLUDED.skipped, failed = bc.failed + EXCLUDED.failed,
+    cancelled = bc.cancelled + EXCLUDED.cancelled
+RETURNING bc.tenant_id, bc.broadcast_id;
 
--- name: BroadcastComplete :exec
--- A sending broadcast whose every recipient has ended is sent.
-UPDATE broadcasts SET status = 'sent', completed_at = now(), updated_at = now()
-WHERE tenant_id = @tenant_id AND id = @id AND status = 'sending' AND snapshotted
-  AND sent + skipped + failed + cancelled >= recipients;
+-- name: BroadcastComplete :execrows
+-- A sending broadcast whose every recipient has ended is sent. Run after
+-- the commit that moved recipients: of two batches that end the last ones
+-- at once, the later check sees both.
+UPDATE broadcasts b SET status = 'sent', completed_at = now(), updated_at = now()
+WHERE b.tenant_id = @tenant_id AND b.id = @id AND b.status = 'sending' AND b.snapshotted
+  AND b.recipients <= (SELECT coalesce(sum(c.sent + c.skipped + c.failed + c.cancelled), 0) FROM broadcast_counts c
+                       WHERE c.tenant_id = b.tenant_id AND c.broadcast_id = b.id);
+
+-- name: BroadcastsSending :many
+-- The sweep's completion check: broadcasts sending with their audience.
+SELECT tenant_id, id FROM broadcasts WHERE status = 'sending' AND snapshotted LIMIT 1000;
+
+-- name: BroadcastCounts :many
+-- The recipient counters of broadcasts, their shards summed.
+SELECT broadcast_id, sum(sent)::bigint AS sent, sum(skipped)::bigint AS skipped, sum(failed)::bigint AS failed,
+    sum(cancelled)::bigint AS cancelled
+FROM broadcast_counts
+WHERE tenant_id = @tenant_id AND broadcast_id = ANY (@ids::text[])
+GROUP BY broadcast_id;
 
 -- name: BroadcastQueuedDue :one
 -- Whether any recipient of a sending broadcast is due (the sweep queues the
@@ -199,12 +241,3 @@ GROUP BY scope_id;
 
 -- name: CampaignExists :one
 SELECT EXISTS (SELECT 1 FROM campaigns WHERE tenant_id = @tenant_id AND id = @id);
-
--- name: BroadcastLockMany :exec
--- Locks broadcasts in key order before their recipients move (the lock
--- order: a broadcast, then its recipients, as Cancel and Start take them).
-SELECT 1 FROM broadcasts b
-JOIN (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
-  ON b.tenant_id = k.tenant_id AND b.id = k.id
-ORDER BY b.tenant_id, b.id
-FOR UPDATE OF b;

@@ -11,15 +11,22 @@ import (
 	"time"
 )
 
-const broadcastCancelRecipients = `-- name: BroadcastCancelRecipients :one
-WITH c AS (
-    UPDATE broadcast_recipients br SET status = 'cancelled'
+const broadcastCancelRecipients = `-- name: BroadcastCancelRecipients :exec
+WITH locked AS (
+    SELECT br.tenant_id, br.broadcast_id, br.contact_id FROM broadcast_recipients br
     WHERE br.tenant_id = $1 AND br.broadcast_id = $2 AND br.status = 'queued'
+    ORDER BY br.tenant_id, br.broadcast_id, br.contact_id
+    FOR UPDATE
+), c AS (
+    UPDATE broadcast_recipients br SET status = 'cancelled'
+    FROM locked l
+    WHERE br.tenant_id = l.tenant_id AND br.broadcast_id = l.broadcast_id AND br.contact_id = l.contact_id
     RETURNING 1
 )
-UPDATE broadcasts b SET cancelled = b.cancelled + (SELECT count(*) FROM c), updated_at = now()
-WHERE b.tenant_id = $1 AND b.id = $2
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at
+INSERT INTO broadcast_counts AS bc (tenant_id, broadcast_id, shard, cancelled)
+SELECT $1, $2, (pg_current_xact_id()::text::bigint % 16)::smallint, count(*) FROM c
+ON CONFLICT (tenant_id, broadcast_id, shard) DO UPDATE SET cancelled = bc.cancelled + EXCLUDED.cancelled
+RETURNING bc.cancelled
 `
 
 type BroadcastCancelRecipientsParams struct {
@@ -29,60 +36,35 @@ type BroadcastCancelRecipientsParams struct {
 
 // Cancel: every recipient not yet sent is cancelled (a claimed one whose
 // message is leaving is settled `sent` all the same, and counted back).
-func (q *Queries) BroadcastCancelRecipients(ctx context.Context, arg BroadcastCancelRecipientsParams) (Broadcast, error) {
-	row := q.db.QueryRow(ctx, broadcastCancelRecipients, arg.TenantID, arg.ID)
-	var i Broadcast
-	err := row.Scan(
-		&i.TenantID,
-		&i.ID,
-		&i.Name,
-		&i.TemplateID,
-		&i.SegmentID,
-		&i.CampaignID,
-		&i.FromAddress,
-		&i.Topic,
-		&i.Status,
-		&i.SendAt,
-		&i.LocalSendAt,
-		&i.LocalTime,
-		&i.StartsAt,
-		&i.ResumeTo,
-		&i.Snapshotted,
-		&i.Recipients,
-		&i.Sent,
-		&i.Skipped,
-		&i.Failed,
-		&i.Cancelled,
-		&i.LastScheduledFor,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.StartedAt,
-		&i.CompletedAt,
-	)
-	return i, err
+func (q *Queries) BroadcastCancelRecipients(ctx context.Context, arg BroadcastCancelRecipientsParams) error {
+	_, err := q.db.Exec(ctx, broadcastCancelRecipients, arg.TenantID, arg.ID)
+	return err
 }
 
 const broadcastClaim = `-- name: BroadcastClaim :many
 WITH due AS (
-    SELECT r.tenant_id, r.broadcast_id, r.contact_id FROM broadcast_recipients r
-    JOIN broadcasts b ON b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
-    JOIN tenants t ON t.id = r.tenant_id
-    WHERE r.status = 'queued' AND r.scheduled_for <= now()
-      AND (r.claimed_at IS NULL OR r.claimed_at < $1::timestamptz)
-      AND b.status = 'sending' AND t.sending_status <> 'paused'
+    SELECT r.tenant_id, r.broadcast_id, r.contact_id, r.claimed_at AS was_claimed FROM broadcast_recipients r
+    WHERE r.tenant_id = $1 AND r.broadcast_id = $2
+      AND r.status = 'queued' AND r.scheduled_for <= now()
+      AND (r.claimed_at IS NULL OR r.claimed_at < $3::timestamptz)
     ORDER BY r.scheduled_for
-    LIMIT $2
+    LIMIT $4
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE broadcast_recipients r SET claimed_at = now(), attempts = r.attempts + 1
 FROM due
 WHERE r.tenant_id = due.tenant_id AND r.broadcast_id = due.broadcast_id AND r.contact_id = due.contact_id
 RETURNING r.tenant_id, r.broadcast_id, r.contact_id, r.email, r.status, r.skip_reason, r.send_id, r.scheduled_for, r.attempts, r.claimed_at, r.last_error,
-    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = r.tenant_id AND s.broadcast_id = r.broadcast_id
-              AND s.contact_id = r.contact_id), '')::text AS sent_id
+    -- Only a claim taken again can find a record: a first claim skips the
+    -- lookup.
+    CASE WHEN due.was_claimed IS NULL THEN '' ELSE
+        coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = r.tenant_id AND s.broadcast_id = r.broadcast_id
+                  AND s.contact_id = r.contact_id), '') END::text AS sent_id
 `
 
 type BroadcastClaimParams struct {
+	TenantID      string
+	BroadcastID   string
 	ReclaimBefore time.Time
 	Lim           int32
 }
@@ -92,13 +74,19 @@ type BroadcastClaimRow struct {
 	SentID             string
 }
 
-// Claims up to lim queued recipients that are due, oldest first, skipping
-// rows another worker holds and claims younger than @reclaim_before (their
-// worker is still at it). Only recipients of a broadcast that is sending,
-// of a tenant that is not paused (ADDENDUM 6: held, not cancelled).
-// sent_id is the message's record when an earlier claim wrote it.
+// Claims up to lim queued recipients of one broadcast that are due, oldest
+// first, skipping rows another worker holds and claims younger than
+// @reclaim_before (their worker is still at it): a range of the due index.
+// sent_id is the message's record when an earlier claim wrote it. Every
+// recipient moves twice (claim, finish): each move makes a new row
+// version, which autovacuum reclaims as it goes.
 func (q *Queries) BroadcastClaim(ctx context.Context, arg BroadcastClaimParams) ([]BroadcastClaimRow, error) {
-	rows, err := q.db.Query(ctx, broadcastClaim, arg.ReclaimBefore, arg.Lim)
+	rows, err := q.db.Query(ctx, broadcastClaim,
+		arg.TenantID,
+		arg.BroadcastID,
+		arg.ReclaimBefore,
+		arg.Lim,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +118,11 @@ func (q *Queries) BroadcastClaim(ctx context.Context, arg BroadcastClaimParams) 
 	return items, nil
 }
 
-const broadcastComplete = `-- name: BroadcastComplete :exec
-UPDATE broadcasts SET status = 'sent', completed_at = now(), updated_at = now()
-WHERE tenant_id = $1 AND id = $2 AND status = 'sending' AND snapshotted
-  AND sent + skipped + failed + cancelled >= recipients
+const broadcastComplete = `-- name: BroadcastComplete :execrows
+UPDATE broadcasts b SET status = 'sent', completed_at = now(), updated_at = now()
+WHERE b.tenant_id = $1 AND b.id = $2 AND b.status = 'sending' AND b.snapshotted
+  AND b.recipients <= (SELECT coalesce(sum(c.sent + c.skipped + c.failed + c.cancelled), 0) FROM broadcast_counts c
+                       WHERE c.tenant_id = b.tenant_id AND c.broadcast_id = b.id)
 `
 
 type BroadcastCompleteParams struct {
@@ -141,15 +130,70 @@ type BroadcastCompleteParams struct {
 	ID       string
 }
 
-// A sending broadcast whose every recipient has ended is sent.
-func (q *Queries) BroadcastComplete(ctx context.Context, arg BroadcastCompleteParams) error {
-	_, err := q.db.Exec(ctx, broadcastComplete, arg.TenantID, arg.ID)
-	return err
+// A sending broadcast whose every recipient has ended is sent. Run after
+// the commit that moved recipients: of two batches that end the last ones
+// at once, the later check sees both.
+func (q *Queries) BroadcastComplete(ctx context.Context, arg BroadcastCompleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, broadcastComplete, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const broadcastCounts = `-- name: BroadcastCounts :many
+SELECT broadcast_id, sum(sent)::bigint AS sent, sum(skipped)::bigint AS skipped, sum(failed)::bigint AS failed,
+    sum(cancelled)::bigint AS cancelled
+FROM broadcast_counts
+WHERE tenant_id = $1 AND broadcast_id = ANY ($2::text[])
+GROUP BY broadcast_id
+`
+
+type BroadcastCountsParams struct {
+	TenantID string
+	Ids      []string
+}
+
+type BroadcastCountsRow struct {
+	BroadcastID string
+	Sent        int64
+	Skipped     int64
+	Failed      int64
+	Cancelled   int64
+}
+
+// The recipient counters of broadcasts, their shards summed.
+func (q *Queries) BroadcastCounts(ctx context.Context, arg BroadcastCountsParams) ([]BroadcastCountsRow, error) {
+	rows, err := q.db.Query(ctx, broadcastCounts, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastCountsRow{}
+	for rows.Next() {
+		var i BroadcastCountsRow
+		if err := rows.Scan(
+			&i.BroadcastID,
+			&i.Sent,
+			&i.Skipped,
+			&i.Failed,
+			&i.Cancelled,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const broadcastDelete = `-- name: BroadcastDelete :exec
 WITH r AS (
     DELETE FROM broadcast_recipients br WHERE br.tenant_id = $1 AND br.broadcast_id = $2
+), c AS (
+    DELETE FROM broadcast_counts bc WHERE bc.tenant_id = $1 AND bc.broadcast_id = $2
 )
 DELETE FROM broadcasts b WHERE b.tenant_id = $1 AND b.id = $2
 `
@@ -244,16 +288,20 @@ WITH was AS (
         count(*) FILTER (WHERE m.was = 'cancelled') AS uncancelled
     FROM moved m GROUP BY m.tenant_id, m.broadcast_id
 )
-UPDATE broadcasts b SET sent = b.sent + d.sent, skipped = b.skipped + d.skipped, failed = b.failed + d.failed,
-    cancelled = b.cancelled - d.uncancelled, updated_at = now()
-FROM (SELECT tenant_id, broadcast_id, sent, skipped, failed, uncancelled FROM delta ORDER BY tenant_id, broadcast_id) d
-WHERE b.tenant_id = d.tenant_id AND b.id = d.broadcast_id
-RETURNING b.tenant_id, b.id
+INSERT INTO broadcast_counts AS bc (tenant_id, broadcast_id, shard, sent, skipped, failed, cancelled)
+SELECT d.tenant_id, d.broadcast_id, (pg_current_xact_id()::text::bigint % 16)::smallint,
+    d.sent, d.skipped, d.failed, -d.uncancelled
+FROM delta d
+ORDER BY d.tenant_id, d.broadcast_id
+ON CONFLICT (tenant_id, broadcast_id, shard) DO UPDATE SET sent = bc.sent + EXCLUDED.sent,
+    skipped = bc.skipped + EXCLUDED.skipped, failed = bc.failed + EXCLUDED.failed,
+    cancelled = bc.cancelled + EXCLUDED.cancelled
+RETURNING bc.tenant_id, bc.broadcast_id
 `
 
 type BroadcastFinishRow struct {
-	TenantID string
-	ID       string
+	TenantID    string
+	BroadcastID string
 }
 
 // Moves a batch of claimed recipients to where they end (sent with their
@@ -273,7 +321,7 @@ func (q *Queries) BroadcastFinish(ctx context.Context, batch json.RawMessage) ([
 	items := []BroadcastFinishRow{}
 	for rows.Next() {
 		var i BroadcastFinishRow
-		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.BroadcastID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -285,7 +333,7 @@ func (q *Queries) BroadcastFinish(ctx context.Context, batch json.RawMessage) ([
 }
 
 const broadcastGet = `-- name: BroadcastGet :one
-SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts WHERE tenant_id = $1 AND id = $2
 `
 
 type BroadcastGetParams struct {
@@ -313,10 +361,6 @@ func (q *Queries) BroadcastGet(ctx context.Context, arg BroadcastGetParams) (Bro
 		&i.ResumeTo,
 		&i.Snapshotted,
 		&i.Recipients,
-		&i.Sent,
-		&i.Skipped,
-		&i.Failed,
-		&i.Cancelled,
 		&i.LastScheduledFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -327,7 +371,7 @@ func (q *Queries) BroadcastGet(ctx context.Context, arg BroadcastGetParams) (Bro
 }
 
 const broadcastGetForUpdate = `-- name: BroadcastGetForUpdate :one
-SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type BroadcastGetForUpdateParams struct {
@@ -355,10 +399,6 @@ func (q *Queries) BroadcastGetForUpdate(ctx context.Context, arg BroadcastGetFor
 		&i.ResumeTo,
 		&i.Snapshotted,
 		&i.Recipients,
-		&i.Sent,
-		&i.Skipped,
-		&i.Failed,
-		&i.Cancelled,
 		&i.LastScheduledFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -374,7 +414,7 @@ INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, campaign_i
     send_at, local_send_at, local_time)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11)
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
 `
 
 type BroadcastInsertParams struct {
@@ -393,8 +433,10 @@ type BroadcastInsertParams struct {
 
 // Broadcasts (internal/broadcasts). Every statement is scoped by tenant.
 // Recipients are moved by a few batch statements, each of which moves the
-// broadcast's counters in the same statement, from the status a row had
-// (locked) to the one it gets: the counters never drift from the rows.
+// broadcast's counters (broadcast_counts, the transaction's shard) in the
+// same statement, from the status a row had (locked) to the one it gets:
+// the counters never drift from the rows. Recipient rows are locked in key
+// order (tenant, broadcast, contact) by every statement that moves several.
 func (q *Queries) BroadcastInsert(ctx context.Context, arg BroadcastInsertParams) (Broadcast, error) {
 	row := q.db.QueryRow(ctx, broadcastInsert,
 		arg.TenantID,
@@ -427,10 +469,6 @@ func (q *Queries) BroadcastInsert(ctx context.Context, arg BroadcastInsertParams
 		&i.ResumeTo,
 		&i.Snapshotted,
 		&i.Recipients,
-		&i.Sent,
-		&i.Skipped,
-		&i.Failed,
-		&i.Cancelled,
 		&i.LastScheduledFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -441,7 +479,7 @@ func (q *Queries) BroadcastInsert(ctx context.Context, arg BroadcastInsertParams
 }
 
 const broadcastList = `-- name: BroadcastList :many
-SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts
+SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR status = $2)
   AND (created_at, id) < ($3::timestamptz, $4::text)
@@ -489,10 +527,6 @@ func (q *Queries) BroadcastList(ctx context.Context, arg BroadcastListParams) ([
 			&i.ResumeTo,
 			&i.Snapshotted,
 			&i.Recipients,
-			&i.Sent,
-			&i.Skipped,
-			&i.Failed,
-			&i.Cancelled,
 			&i.LastScheduledFor,
 			&i.CreatedAt,
 			&i.UpdatedAt,
@@ -507,26 +541,6 @@ func (q *Queries) BroadcastList(ctx context.Context, arg BroadcastListParams) ([
 		return nil, err
 	}
 	return items, nil
-}
-
-const broadcastLockMany = `-- name: BroadcastLockMany :exec
-SELECT 1 FROM broadcasts b
-JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
-  ON b.tenant_id = k.tenant_id AND b.id = k.id
-ORDER BY b.tenant_id, b.id
-FOR UPDATE OF b
-`
-
-type BroadcastLockManyParams struct {
-	TenantIds []string
-	Ids       []string
-}
-
-// Locks broadcasts in key order before their recipients move (the lock
-// order: a broadcast, then its recipients, as Cancel and Start take them).
-func (q *Queries) BroadcastLockMany(ctx context.Context, arg BroadcastLockManyParams) error {
-	_, err := q.db.Exec(ctx, broadcastLockMany, arg.TenantIds, arg.Ids)
-	return err
 }
 
 const broadcastQueuedDue = `-- name: BroadcastQueuedDue :one
@@ -640,7 +654,7 @@ UPDATE broadcasts SET status = $1, starts_at = $2, resume_to = $3,
     completed_at = CASE WHEN $1 IN ('sent', 'cancelled') THEN coalesce(completed_at, now()) ELSE completed_at END,
     updated_at = now()
 WHERE tenant_id = $4 AND id = $5
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
 `
 
 type BroadcastSetStatusParams struct {
@@ -679,10 +693,6 @@ func (q *Queries) BroadcastSetStatus(ctx context.Context, arg BroadcastSetStatus
 		&i.ResumeTo,
 		&i.Snapshotted,
 		&i.Recipients,
-		&i.Sent,
-		&i.Skipped,
-		&i.Failed,
-		&i.Cancelled,
 		&i.LastScheduledFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -700,7 +710,7 @@ UPDATE broadcasts b SET snapshotted = true, recipients = $1,
     completed_at = CASE WHEN $1::bigint = 0 THEN now() ELSE completed_at END,
     updated_at = now()
 WHERE b.tenant_id = $2 AND b.id = $3
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
 `
 
 type BroadcastSnapshottedParams struct {
@@ -731,10 +741,6 @@ func (q *Queries) BroadcastSnapshotted(ctx context.Context, arg BroadcastSnapsho
 		&i.ResumeTo,
 		&i.Snapshotted,
 		&i.Recipients,
-		&i.Sent,
-		&i.Skipped,
-		&i.Failed,
-		&i.Cancelled,
 		&i.LastScheduledFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -777,7 +783,7 @@ UPDATE broadcasts SET name = $1, template_id = $2, segment_id = $3,
     send_at = $7, local_send_at = $8, local_time = $9,
     starts_at = $10, updated_at = now()
 WHERE tenant_id = $11 AND id = $12
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, sent, skipped, failed, cancelled, last_scheduled_for, created_at, updated_at, started_at, completed_at
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
 `
 
 type BroadcastUpdateParams struct {
@@ -829,10 +835,6 @@ func (q *Queries) BroadcastUpdate(ctx context.Context, arg BroadcastUpdateParams
 		&i.ResumeTo,
 		&i.Snapshotted,
 		&i.Recipients,
-		&i.Sent,
-		&i.Skipped,
-		&i.Failed,
-		&i.Cancelled,
 		&i.LastScheduledFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -840,6 +842,42 @@ func (q *Queries) BroadcastUpdate(ctx context.Context, arg BroadcastUpdateParams
 		&i.CompletedAt,
 	)
 	return i, err
+}
+
+const broadcastsDispatchable = `-- name: BroadcastsDispatchable :many
+SELECT b.tenant_id, b.id FROM broadcasts b
+JOIN tenants t ON t.id = b.tenant_id
+WHERE b.status = 'sending' AND b.snapshotted AND t.sending_status <> 'paused'
+ORDER BY b.starts_at
+LIMIT 200
+`
+
+type BroadcastsDispatchableRow struct {
+	TenantID string
+	ID       string
+}
+
+// The broadcasts whose recipients may go out: sending, with their
+// audience, of a tenant that is not paused (ADDENDUM 6: held, not
+// cancelled). Few rows: the claim then walks each one's due index.
+func (q *Queries) BroadcastsDispatchable(ctx context.Context) ([]BroadcastsDispatchableRow, error) {
+	rows, err := q.db.Query(ctx, broadcastsDispatchable)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastsDispatchableRow{}
+	for rows.Next() {
+		var i BroadcastsDispatchableRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const broadcastsDue = `-- name: BroadcastsDue :many
@@ -865,6 +903,36 @@ func (q *Queries) BroadcastsDue(ctx context.Context, lim int32) ([]BroadcastsDue
 	items := []BroadcastsDueRow{}
 	for rows.Next() {
 		var i BroadcastsDueRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const broadcastsSending = `-- name: BroadcastsSending :many
+SELECT tenant_id, id FROM broadcasts WHERE status = 'sending' AND snapshotted LIMIT 1000
+`
+
+type BroadcastsSendingRow struct {
+	TenantID string
+	ID       string
+}
+
+// The sweep's completion check: broadcasts sending with their audience.
+func (q *Queries) BroadcastsSending(ctx context.Context) ([]BroadcastsSendingRow, error) {
+	rows, err := q.db.Query(ctx, broadcastsSending)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastsSendingRow{}
+	for rows.Next() {
+		var i BroadcastsSendingRow
 		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
 			return nil, err
 		}

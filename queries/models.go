@@ -36,15 +36,21 @@ type Broadcast struct {
 	ResumeTo         *string
 	Snapshotted      bool
 	Recipients       int64
-	Sent             int64
-	Skipped          int64
-	Failed           int64
-	Cancelled        int64
 	LastScheduledFor *time.Time
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	StartedAt        *time.Time
 	CompletedAt      *time.Time
+}
+
+type BroadcastCount struct {
+	TenantID    string
+	BroadcastID string
+	Shard       int16
+	Sent        int64
+	Skipped     int64
+	Failed      int64
+	Cancelled   int64
 }
 
 type BroadcastRecipient struct {

@@ -28,14 +28,8 @@ CREATE TABLE broadcasts (
     resume_to     text,
     -- The audience has been written (recipients holds its size).
     snapshotted   boolean NOT NULL DEFAULT false,
-    -- Recipient counters, moved by the statements that move recipients
-    -- (queued is recipients minus the others): a broadcast's stats are one
-    -- row read, not a count over a million rows.
+    -- The audience's size; what became of it is in broadcast_counts.
     recipients    bigint NOT NULL DEFAULT 0,
-    sent          bigint NOT NULL DEFAULT 0,
-    skipped       bigint NOT NULL DEFAULT 0,
-    failed        bigint NOT NULL DEFAULT 0,
-    cancelled     bigint NOT NULL DEFAULT 0,
     -- The latest scheduledFor of a recipient: when a local-time broadcast
     -- will have reached its last zone.
     last_scheduled_for timestamptz,
@@ -68,8 +62,23 @@ CREATE TABLE broadcast_recipients (
     last_error    text,
     PRIMARY KEY (tenant_id, broadcast_id, contact_id)
 );
--- The dispatch claim: queued recipients by due time.
-CREATE INDEX broadcast_recipients_due ON broadcast_recipients (scheduled_for) WHERE status = 'queued';
+-- The dispatch claim: a broadcast's queued recipients by due time.
+CREATE INDEX broadcast_recipients_due ON broadcast_recipients (tenant_id, broadcast_id, scheduled_for) WHERE status = 'queued';
+
+-- Recipient counters (queued is recipients minus the others), moved by the
+-- statements that move recipients, on the transaction's shard of 16: a
+-- broadcast's stats are a few rows read, not a count over a million, and
+-- concurrent dispatch batches do not queue on one hot row.
+CREATE TABLE broadcast_counts (
+    tenant_id    text NOT NULL,
+    broadcast_id text NOT NULL,
+    shard        smallint NOT NULL CHECK (shard BETWEEN 0 AND 15),
+    sent         bigint NOT NULL DEFAULT 0,
+    skipped      bigint NOT NULL DEFAULT 0,
+    failed       bigint NOT NULL DEFAULT 0,
+    cancelled    bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, broadcast_id, shard)
+);
 
 -- A broadcast's send records; unique per recipient, so however a claim is
 -- repeated, one contact gets at most one message of a broadcast.
@@ -92,5 +101,6 @@ ALTER TABLE metric_counts ADD CONSTRAINT metric_counts_scope_check CHECK (scope 
 DROP INDEX sends_broadcast_list;
 DROP INDEX sends_broadcast;
 ALTER TABLE sends DROP COLUMN broadcast_id;
+DROP TABLE broadcast_counts;
 DROP TABLE broadcast_recipients;
 DROP TABLE broadcasts;

@@ -51,10 +51,14 @@ func dispatchBroadcasts(ctx context.Context, d Deps, limit int) (bool, error) {
 	return n.Claimed >= limit, nil
 }
 
-// sweepBroadcasts starts due broadcasts and reports whether recipients are
-// due (the caller queues the fan-out then).
+// sweepBroadcasts starts due broadcasts, completes those whose last batch
+// died before its completion check, and reports whether recipients are due
+// (the caller queues the fan-out then).
 func sweepBroadcasts(ctx context.Context, d Deps) (started int, due bool, err error) {
 	if started, err = d.Broadcasts.Due(ctx, broadcastSweepPage); err != nil {
+		return started, false, err
+	}
+	if _, err = d.Broadcasts.Complete(ctx); err != nil {
 		return started, false, err
 	}
 	due, err = d.DB.BroadcastQueuedDue(ctx, time.Now().Add(-d.Config.SendClaimTimeout))

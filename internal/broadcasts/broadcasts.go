@@ -323,19 +323,30 @@ type Stats struct {
 	Delivered, Opened, Clicked, Bounced, Complained, Unsubscribed int64
 }
 
-// StatsOf reads the stats of broadcasts: the recipient counters from their
-// rows, the outcomes from the metrics counters, one statement for all.
+// StatsOf reads the stats of broadcasts: the recipient counters and the
+// outcomes (metrics counters), two statements for all of them.
 func (s *Store) StatsOf(ctx context.Context, tenantID string, bs []queries.Broadcast) ([]Stats, error) {
 	out := make([]Stats, len(bs))
 	idList := make([]string, len(bs))
 	for i, b := range bs {
 		idList[i] = b.ID
-		out[i] = Stats{Recipients: b.Recipients, Sent: b.Sent, Skipped: b.Skipped, Failed: b.Failed,
-			Cancelled: b.Cancelled}
-		out[i].Queued = max(0, b.Recipients-b.Sent-b.Skipped-b.Failed-b.Cancelled)
+		out[i].Recipients = b.Recipients
 	}
 	if len(bs) == 0 {
 		return out, nil
+	}
+	counts, err := s.DB.BroadcastCounts(ctx, queries.BroadcastCountsParams{TenantID: tenantID, Ids: idList})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range counts {
+		if i := slices.Index(idList, c.BroadcastID); i >= 0 {
+			out[i].Sent, out[i].Skipped, out[i].Failed, out[i].Cancelled = c.Sent, c.Skipped, c.Failed, c.Cancelled
+		}
+	}
+	for i := range out {
+		st := &out[i]
+		st.Queued = max(0, st.Recipients-st.Sent-st.Skipped-st.Failed-st.Cancelled)
 	}
 	rows, err := s.DB.BroadcastEngagement(ctx, queries.BroadcastEngagementParams{TenantID: tenantID, Ids: idList})
 	if err != nil {
@@ -350,6 +361,25 @@ func (s *Store) StatsOf(ctx context.Context, tenantID string, bs []queries.Broad
 		out[i].Bounced, out[i].Complained, out[i].Unsubscribed = r.Bounced, r.Complained, r.Unsubscribed
 	}
 	return out, nil
+}
+
+// Complete marks sent every sending broadcast whose recipients have all
+// ended (the sweep's check, for a completion whose batch died before it):
+// it returns how many it completed.
+func (s *Store) Complete(ctx context.Context) (int, error) {
+	rows, err := s.DB.BroadcastsSending(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range rows {
+		tag, err := s.DB.BroadcastComplete(ctx, queries.BroadcastCompleteParams{TenantID: r.TenantID, ID: r.ID})
+		if err != nil {
+			return n, err
+		}
+		n += int(tag)
+	}
+	return n, nil
 }
 
 // Recipients returns a page of a broadcast's recipients, by contact id,

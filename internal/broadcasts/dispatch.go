@@ -1,12 +1,11 @@
 package broadcasts
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
-	"maps"
-	"slices"
+	"math/rand/v2"
+
 	"time"
 
 	"tidings/internal/delivery"
@@ -91,8 +90,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 	if claimTimeout <= 0 {
 		claimTimeout = 5 * time.Minute
 	}
-	claimed, err := d.DB.BroadcastClaim(ctx, queries.BroadcastClaimParams{
-		ReclaimBefore: time.Now().Add(-claimTimeout), Lim: int32(limit)})
+	claimed, err := d.claim(ctx, limit, time.Now().Add(-claimTimeout))
 	if err != nil || len(claimed) == 0 {
 		return n, err
 	}
@@ -129,6 +127,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 		// The recipients sent are moved in the transaction that settles
 		// their records: no window between "settled" and "sent".
 		var settledRows []finishRow
+		var touched []queries.BroadcastFinishRow
 		results := d.Sender.SendSteps(ctx, steps, d.Parallel, func(ctx context.Context, q *store.Tx, settled []delivery.Settled) error {
 			settledRows = settledRows[:0]
 			for _, st := range settled {
@@ -137,8 +136,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 				settledRows = append(settledRows, finishRow{TenantID: r.TenantID, BroadcastID: r.BroadcastID,
 					ContactID: r.ContactID, Status: RecipientSent, SendID: &id})
 			}
-			return d.finish(ctx, q.Queries, settledRows)
+			var err error
+			touched, err = d.finish(ctx, q.Queries, settledRows)
+			return err
 		})
+		d.complete(ctx, touched)
 		for i, res := range results {
 			r := stepRows[i]
 			switch {
@@ -165,7 +167,35 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 	if len(done) == 0 {
 		return n, nil
 	}
-	return n, d.DB.Tx(ctx, func(q *queries.Queries) error { return d.finish(ctx, q, done) })
+	touched, err := d.finish(ctx, d.DB.Queries, done)
+	if err != nil {
+		return n, err
+	}
+	d.complete(ctx, touched)
+	return n, nil
+}
+
+// claim takes up to limit due recipients, broadcast by broadcast, starting
+// at a random one so that concurrent dispatchers and tenants share.
+func (d *Dispatcher) claim(ctx context.Context, limit int, reclaimBefore time.Time) ([]queries.BroadcastClaimRow, error) {
+	bs, err := d.DB.BroadcastsDispatchable(ctx)
+	if err != nil || len(bs) == 0 {
+		return nil, err
+	}
+	var out []queries.BroadcastClaimRow
+	first := rand.IntN(len(bs))
+	for i := range bs {
+		b := bs[(first+i)%len(bs)]
+		rows, err := d.DB.BroadcastClaim(ctx, queries.BroadcastClaimParams{TenantID: b.TenantID, BroadcastID: b.ID,
+			ReclaimBefore: reclaimBefore, Lim: int32(limit - len(out))})
+		if err != nil {
+			return out, err
+		}
+		if out = append(out, rows...); len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
 }
 
 // check reads the batch's contacts and tenants and re-checks each
@@ -226,39 +256,32 @@ func (d *Dispatcher) check(ctx context.Context, live []queries.BroadcastRecipien
 	return steps, stepRows, nil
 }
 
-// finish moves recipients and their broadcasts' counters in one statement,
-// then completes the broadcasts whose every recipient has ended.
-func (d *Dispatcher) finish(ctx context.Context, q *queries.Queries, rows []finishRow) error {
+// finish moves recipients and their broadcasts' counters in one
+// statement, and returns the broadcasts touched (to complete once the
+// transaction has committed).
+func (d *Dispatcher) finish(ctx context.Context, q *queries.Queries, rows []finishRow) ([]queries.BroadcastFinishRow, error) {
 	if len(rows) == 0 {
-		return nil
-	}
-	// The lock order: broadcasts (in key order), then their recipients.
-	keys := map[[2]string]bool{}
-	for _, r := range rows {
-		keys[[2]string{r.TenantID, r.BroadcastID}] = true
-	}
-	sorted := slices.SortedFunc(maps.Keys(keys), func(x, y [2]string) int {
-		return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1]))
-	})
-	var lock queries.BroadcastLockManyParams
-	for _, k := range sorted {
-		lock.TenantIds, lock.Ids = append(lock.TenantIds, k[0]), append(lock.Ids, k[1])
-	}
-	if err := q.BroadcastLockMany(ctx, lock); err != nil {
-		return err
+		return nil, nil
 	}
 	b, err := json.Marshal(rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	touched, err := q.BroadcastFinish(ctx, b)
-	if err != nil {
-		return err
-	}
+	return q.BroadcastFinish(ctx, b)
+}
+
+// complete marks sent the broadcasts whose every recipient has ended; run
+// after the commit that moved them.
+func (d *Dispatcher) complete(ctx context.Context, touched []queries.BroadcastFinishRow) {
+	seen := map[[2]string]bool{}
 	for _, t := range touched {
-		if err := q.BroadcastComplete(ctx, queries.BroadcastCompleteParams{TenantID: t.TenantID, ID: t.ID}); err != nil {
-			return err
+		k := [2]string{t.TenantID, t.BroadcastID}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if _, err := d.DB.BroadcastComplete(ctx, queries.BroadcastCompleteParams{TenantID: t.TenantID, ID: t.BroadcastID}); err != nil {
+			d.Log.Warn("broadcast completion not checked; the sweep will", "err", err, "broadcast_id", t.BroadcastID)
 		}
 	}
-	return nil
 }

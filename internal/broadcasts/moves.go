@@ -139,7 +139,7 @@ func (s *Store) Cancel(ctx context.Context, tenantID, id string) (queries.Broadc
 		if err != nil {
 			return b, err
 		}
-		if _, err := q.BroadcastCancelRecipients(ctx, queries.BroadcastCancelRecipientsParams{TenantID: tenantID, ID: id}); err != nil {
+		if err := q.BroadcastCancelRecipients(ctx, queries.BroadcastCancelRecipientsParams{TenantID: tenantID, ID: id}); err != nil {
 			return b, err
 		}
 		return q.BroadcastSetStatus(ctx, queries.BroadcastSetStatusParams{TenantID: tenantID, ID: id,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"tidings/internal/localtime"
@@ -32,7 +33,8 @@ WHERE c.tenant_id = $1 AND c.created_at <= $5::timestamptz AND (%s)`
 // all of them. It sets the dispatch timers of the recipients' due times.
 // Anything else (not due, paused, started already) is left alone.
 func (s *Store) Start(ctx context.Context, tenantID, id string) error {
-	return s.DB.InTx(ctx, func(q *store.Tx) error {
+	wrote := int64(0)
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		b, err := q.BroadcastGetForUpdate(ctx, queries.BroadcastGetForUpdateParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return notFound(err)
@@ -79,8 +81,9 @@ func (s *Store) Start(ctx context.Context, tenantID, id string) error {
 		if err != nil {
 			return store.Translate(err)
 		}
+		wrote = tag.RowsAffected()
 		if _, err := q.BroadcastSnapshotted(ctx, queries.BroadcastSnapshottedParams{TenantID: tenantID, ID: id,
-			Recipients: tag.RowsAffected()}); err != nil {
+			Recipients: wrote}); err != nil {
 			return err
 		}
 		due, err := q.BroadcastRecipientsDueAt(ctx, queries.BroadcastRecipientsDueAtParams{TenantID: tenantID, BroadcastID: id})
@@ -92,7 +95,21 @@ func (s *Store) Start(ctx context.Context, tenantID, id string) error {
 		}
 		return nil
 	})
+	if err == nil && wrote >= analyzeAfter {
+		// A large audience changes the table's shape at once: without fresh
+		// statistics (autovacuum gets to it a minute later, or never where
+		// it is off) the dispatch claim is planned for an empty table and
+		// scans the broadcast's every row per batch.
+		if _, aerr := s.DB.Pool.Exec(ctx, `ANALYZE broadcast_recipients`); aerr != nil {
+			slog.Default().Warn("broadcast recipients not analyzed", "err", aerr)
+		}
+	}
+	return err
 }
+
+// analyzeAfter is the audience size from which a snapshot is followed by
+// ANALYZE.
+const analyzeAfter = 1000
 
 // Due starts every broadcast whose start has come (the sweep, for start
 // timers lost with Redis): it returns how many it started.
