@@ -71,8 +71,7 @@ SELECT DISTINCT coalesce(properties->>'timezone', '')::text AS zone FROM contact
 -- After the audience INSERT: the counters, the latest scheduledFor, and
 -- `sent` at once when there is nobody to send to.
 UPDATE broadcasts b SET snapshotted = true, recipients = @recipients,
-    last_scheduled_for = (SELECT max(r.scheduled_for) FROM broadcast_recipients r
-                          WHERE r.tenant_id = b.tenant_id AND r.broadcast_id = b.id),
+    last_scheduled_for = CASE WHEN @recipients::bigint = 0 THEN NULL ELSE @last_scheduled_for::timestamptz END,
     status = CASE WHEN @recipients::bigint = 0 THEN 'sent' ELSE status END,
     completed_at = CASE WHEN @recipients::bigint = 0 THEN now() ELSE completed_at END,
     updated_at = now()
@@ -85,6 +84,11 @@ WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND contact_id > @
   AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
 ORDER BY contact_id
 LIMIT @lim;
+
+-- name: BroadcastRecipientsLast :one
+-- The latest scheduledFor of a local-time broadcast's recipients.
+SELECT coalesce(max(scheduled_for), now())::timestamptz FROM broadcast_recipients
+WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id;
 
 -- name: BroadcastRecipientsDueAt :many
 -- The distinct seconds at which a broadcast's queued recipients fall due:

@@ -648,6 +648,24 @@ func (q *Queries) BroadcastRecipientsDueAt(ctx context.Context, arg BroadcastRec
 	return items, nil
 }
 
+const broadcastRecipientsLast = `-- name: BroadcastRecipientsLast :one
+SELECT coalesce(max(scheduled_for), now())::timestamptz FROM broadcast_recipients
+WHERE tenant_id = $1 AND broadcast_id = $2
+`
+
+type BroadcastRecipientsLastParams struct {
+	TenantID    string
+	BroadcastID string
+}
+
+// The latest scheduledFor of a local-time broadcast's recipients.
+func (q *Queries) BroadcastRecipientsLast(ctx context.Context, arg BroadcastRecipientsLastParams) (time.Time, error) {
+	row := q.db.QueryRow(ctx, broadcastRecipientsLast, arg.TenantID, arg.BroadcastID)
+	var column_1 time.Time
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const broadcastSetStatus = `-- name: BroadcastSetStatus :one
 UPDATE broadcasts SET status = $1, starts_at = $2, resume_to = $3,
     started_at = CASE WHEN $1 = 'sending' THEN coalesce(started_at, now()) ELSE started_at END,
@@ -704,25 +722,30 @@ func (q *Queries) BroadcastSetStatus(ctx context.Context, arg BroadcastSetStatus
 
 const broadcastSnapshotted = `-- name: BroadcastSnapshotted :one
 UPDATE broadcasts b SET snapshotted = true, recipients = $1,
-    last_scheduled_for = (SELECT max(r.scheduled_for) FROM broadcast_recipients r
-                          WHERE r.tenant_id = b.tenant_id AND r.broadcast_id = b.id),
+    last_scheduled_for = CASE WHEN $1::bigint = 0 THEN NULL ELSE $2::timestamptz END,
     status = CASE WHEN $1::bigint = 0 THEN 'sent' ELSE status END,
     completed_at = CASE WHEN $1::bigint = 0 THEN now() ELSE completed_at END,
     updated_at = now()
-WHERE b.tenant_id = $2 AND b.id = $3
+WHERE b.tenant_id = $3 AND b.id = $4
 RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
 `
 
 type BroadcastSnapshottedParams struct {
-	Recipients int64
-	TenantID   string
-	ID         string
+	Recipients       int64
+	LastScheduledFor time.Time
+	TenantID         string
+	ID               string
 }
 
 // After the audience INSERT: the counters, the latest scheduledFor, and
 // `sent` at once when there is nobody to send to.
 func (q *Queries) BroadcastSnapshotted(ctx context.Context, arg BroadcastSnapshottedParams) (Broadcast, error) {
-	row := q.db.QueryRow(ctx, broadcastSnapshotted, arg.Recipients, arg.TenantID, arg.ID)
+	row := q.db.QueryRow(ctx, broadcastSnapshotted,
+		arg.Recipients,
+		arg.LastScheduledFor,
+		arg.TenantID,
+		arg.ID,
+	)
 	var i Broadcast
 	err := row.Scan(
 		&i.TenantID,

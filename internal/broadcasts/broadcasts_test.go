@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 const tenant = "ten_b"
 
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	svc     *app.Services
 	sg      *providertest.SendGrid
@@ -37,7 +37,7 @@ type fixture struct {
 // newFixture is a tenant that may send (enabled, a verified domain), a
 // template "news", a segment of the contacts whose property plan is "pro",
 // and the contacts given (email → properties JSON).
-func newFixture(t *testing.T, contacts map[string]string) *fixture {
+func newFixture(t testing.TB, contacts map[string]string) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), sg: providertest.NewSendGrid(t)}
 	cfg := apptest.Config(t)

@@ -82,12 +82,19 @@ func (s *Store) Start(ctx context.Context, tenantID, id string) error {
 			return store.Translate(err)
 		}
 		wrote = tag.RowsAffected()
-		if _, err := q.BroadcastSnapshotted(ctx, queries.BroadcastSnapshottedParams{TenantID: tenantID, ID: id,
-			Recipients: wrote}); err != nil {
-			return err
+		// Every recipient of a broadcast at one instant is due at the
+		// start; a local-time one's due times are read back (one scan).
+		last, due := started, []time.Time{started}
+		if b.LocalTime {
+			if last, err = q.BroadcastRecipientsLast(ctx, queries.BroadcastRecipientsLastParams{TenantID: tenantID, BroadcastID: id}); err != nil {
+				return err
+			}
+			if due, err = q.BroadcastRecipientsDueAt(ctx, queries.BroadcastRecipientsDueAtParams{TenantID: tenantID, BroadcastID: id}); err != nil {
+				return err
+			}
 		}
-		due, err := q.BroadcastRecipientsDueAt(ctx, queries.BroadcastRecipientsDueAtParams{TenantID: tenantID, BroadcastID: id})
-		if err != nil {
+		if _, err := q.BroadcastSnapshotted(ctx, queries.BroadcastSnapshottedParams{TenantID: tenantID, ID: id,
+			Recipients: wrote, LastScheduledFor: last}); err != nil {
 			return err
 		}
 		for _, at := range due {
