@@ -94,6 +94,7 @@ type run struct {
 	procs                   map[string]*proc
 	mu                      sync.Mutex
 	key                     string
+	segment                 string
 	apis                    []string // base URLs
 	faults                  map[string]int
 	clusterNodes            []*exec.Cmd
@@ -169,6 +170,7 @@ func (r *run) main(ctx context.Context) error {
 	for i := range 3 {
 		wg.Go(func() { w.sends(wctx, r, i) })
 	}
+	wg.Go(func() { w.broadcasts(wctx, r) })
 	wg.Go(func() { r.inject(wctx) })
 	wg.Wait()
 	for name, p := range r.procs { // a process killed at the very end comes back for the settle
@@ -413,7 +415,55 @@ func (r *run) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	// Every contact: the audience of the broadcasts the workload sends.
+	var seg struct {
+		SegmentID string `json:"segmentId"`
+	}
+	if _, err := r.call(ctx, api, "POST", "/api/segments", map[string]any{"name": "Everyone",
+		"rules": map[string]any{"operator": "and", "conditions": []any{
+			map[string]any{"type": "property", "field": "nothing", "operator": "notExists"}}}}, nil, &seg); err != nil {
+		return err
+	}
+	r.segment = seg.SegmentID
 	return nil
+}
+
+// broadcasts sends a broadcast to every contact now and then, each
+// created and sent with an Idempotency-Key-free retry on the other api
+// (a create that failed made nothing; a send that failed is sent again,
+// which the status table makes harmless).
+func (w *workload) broadcasts(ctx context.Context, r *run) {
+	for n := 0; ctx.Err() == nil; n++ {
+		if !sleep(ctx, 15*time.Second) {
+			return
+		}
+		var b struct {
+			BroadcastID string `json:"broadcastId"`
+		}
+		ok := false
+		for attempt := 0; attempt < 10 && !ok; attempt++ {
+			_, err := r.call(context.WithoutCancel(ctx), r.apis[attempt%2], "POST", "/api/broadcasts",
+				map[string]any{"name": fmt.Sprintf("News %d", n), "templateId": "welcome", "segmentId": r.segment}, nil, &b)
+			ok = err == nil
+			if !ok {
+				time.Sleep(300 * time.Millisecond)
+			}
+		}
+		if !ok {
+			w.failed.Add(1)
+			continue
+		}
+		for attempt := 0; attempt < 20; attempt++ {
+			status, err := r.call(context.WithoutCancel(ctx), r.apis[attempt%2], "POST", "/api/broadcasts/"+b.BroadcastID+"/send", nil, nil, nil)
+			if err == nil || status == 400 { // 400: an earlier try went through
+				w.mu.Lock()
+				w.broadcastIDs = append(w.broadcastIDs, b.BroadcastID)
+				w.mu.Unlock()
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
 }
 
 func contactEmail(i int) string { return fmt.Sprintf("c%d@chaos.example", i) }
@@ -424,8 +474,10 @@ type workload struct {
 	sendIDs  []string
 	// doubtIDs are the transactional sends answered 502 in doubt.
 	doubtIDs []string
-	failed   atomic.Int64
-	next     atomic.Int64
+	// broadcastIDs are the broadcasts sent.
+	broadcastIDs []string
+	failed       atomic.Int64
+	next         atomic.Int64
 }
 
 // events posts signed_up for a new contact (each contact enters the drip
@@ -515,7 +567,8 @@ func (r *run) reconcile(ctx context.Context, w *workload) error {
 	for {
 		var open int
 		if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM scheduled_sends WHERE status IN ('pending', 'claimed', 'failed'))
-			+ (SELECT count(*) FROM sends WHERE sending)`).Scan(&open); err != nil {
+			+ (SELECT count(*) FROM sends WHERE sending)
+			+ (SELECT count(*) FROM broadcasts WHERE status IN ('scheduled', 'sending'))`).Scan(&open); err != nil {
 			return err
 		}
 		if open == 0 || time.Now().After(deadline) {
@@ -599,6 +652,25 @@ func (r *run) reconcile(ctx context.Context, w *workload) error {
 	report(total == 3*enrolled || byStatus["cancelled"] > 0 || byStatus["dead"] > 0,
 		"drips: %d enrolments, 3 emails each = %d scheduled sends expected, %d written", enrolled, 3*enrolled, total)
 
+	// Broadcasts: each sent, every recipient ended, each one sent has its
+	// record, and no contact has two records of one broadcast.
+	var bcSent, bcOpen, recSent, recQueued, recNoRecord, recOther int
+	if err := db.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM broadcasts WHERE status = 'sent'),
+			(SELECT count(*) FROM broadcasts WHERE status <> 'sent'),
+			(SELECT count(*) FROM broadcast_recipients WHERE status = 'sent'),
+			(SELECT count(*) FROM broadcast_recipients WHERE status = 'queued'),
+			(SELECT count(*) FROM broadcast_recipients r WHERE status = 'sent' AND NOT EXISTS (SELECT 1 FROM sends s
+				WHERE s.tenant_id = r.tenant_id AND s.id = r.send_id AND s.broadcast_id = r.broadcast_id)),
+			(SELECT count(*) FROM broadcast_recipients WHERE status NOT IN ('sent', 'queued'))`).
+		Scan(&bcSent, &bcOpen, &recSent, &recQueued, &recNoRecord, &recOther); err != nil {
+		return err
+	}
+	lost += bcOpen + recQueued + recNoRecord + recOther
+	report(len(w.broadcastIDs) == bcSent && bcOpen == 0 && recQueued == 0 && recNoRecord == 0 && recOther == 0,
+		"broadcasts: %d sent of %d sent by the workload (%d not sent), %d recipients sent, %d still queued, %d skipped or failed, %d sent without a send record",
+		bcSent, len(w.broadcastIDs), bcOpen, recSent, recQueued, recOther, recNoRecord)
+
 	// The provider's view: no send_id twice, every one recorded.
 	seen := r.fake.snapshot()
 	recorded := map[string]bool{} // send id -> in doubt
@@ -670,8 +742,8 @@ func (r *run) reconcile(ctx context.Context, w *workload) error {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	fmt.Printf("chaos: %d faults injected (%s); workload %d events, %d transactional sends, %d scheduled sends; lost %d, duplicated %d, in doubt %d\n",
-		faults, strings.Join(kinds, ", "), len(w.eventIDs), len(w.sendIDs), total, lost, dup, inDoubt)
+	fmt.Printf("chaos: %d faults injected (%s); workload %d events, %d transactional sends, %d scheduled sends, %d broadcasts (%d recipients); lost %d, duplicated %d, in doubt %d\n",
+		faults, strings.Join(kinds, ", "), len(w.eventIDs), len(w.sendIDs), total, len(w.broadcastIDs), recSent, lost, dup, inDoubt)
 	if lost > 0 || dup > 0 || !metricsMatch {
 		return errors.New("reconciliation failed")
 	}
