@@ -51,6 +51,13 @@ WHERE e.tenant_id = @tenant_id AND e.id = @enrolment_id;
 UPDATE scheduled_sends SET status = 'pending', attempts = greatest(attempts - 1, 0), claimed_at = NULL, updated_at = now()
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at = @claimed_at;
 
+-- name: ScheduledSendDefer :execrows
+-- Gives a claimed row back untried to wait for its sequence's send window
+-- (ADDENDUM 13): pending at @scheduled_for, the claim not an attempt.
+UPDATE scheduled_sends SET status = 'pending', attempts = greatest(attempts - 1, 0), claimed_at = NULL,
+    scheduled_for = date_trunc('milliseconds', @scheduled_for::timestamptz), updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at = @claimed_at;
+
 -- name: ScheduledSendFinish :execrows
 -- Ends this claim: failed (retry at scheduled_for), dead, or cancelled.
 UPDATE scheduled_sends SET status = @status::text, last_error = sqlc.narg(last_error)::text,

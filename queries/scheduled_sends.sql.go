@@ -175,6 +175,34 @@ func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaim
 	return i, err
 }
 
+const scheduledSendDefer = `-- name: ScheduledSendDefer :execrows
+UPDATE scheduled_sends SET status = 'pending', attempts = greatest(attempts - 1, 0), claimed_at = NULL,
+    scheduled_for = date_trunc('milliseconds', $1::timestamptz), updated_at = now()
+WHERE tenant_id = $2 AND id = $3 AND status = 'claimed' AND claimed_at = $4
+`
+
+type ScheduledSendDeferParams struct {
+	ScheduledFor time.Time
+	TenantID     string
+	ID           string
+	ClaimedAt    *time.Time
+}
+
+// Gives a claimed row back untried to wait for its sequence's send window
+// (ADDENDUM 13): pending at @scheduled_for, the claim not an attempt.
+func (q *Queries) ScheduledSendDefer(ctx context.Context, arg ScheduledSendDeferParams) (int64, error) {
+	result, err := q.db.Exec(ctx, scheduledSendDefer,
+		arg.ScheduledFor,
+		arg.TenantID,
+		arg.ID,
+		arg.ClaimedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const scheduledSendDue = `-- name: ScheduledSendDue :many
 SELECT ss.tenant_id, ss.id, ss.scheduled_for FROM scheduled_sends ss
 JOIN tenants t ON t.id = ss.tenant_id

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"time"
 
+	"tidings/internal/localtime"
 	"tidings/internal/rules"
 )
 
@@ -40,6 +41,9 @@ type Definition struct {
 	Trigger Trigger `json:"trigger"`
 	// From overrides the tenant's default from address; empty when not set.
 	From string `json:"from,omitempty"`
+	// Window is when steps may go out, in the contact's zone; nil: any
+	// time.
+	Window *Window `json:"window,omitempty"`
 	// Gates must hold before every step; nil when there are none.
 	Gates *rules.Node `json:"gates,omitempty"`
 	// Exit ends the enrolment when it holds; nil when there is none.
@@ -47,6 +51,26 @@ type Definition struct {
 	Steps []Step      `json:"steps"`
 	// Warnings describe what is valid but probably not meant.
 	Warnings []string `json:"-"`
+}
+
+// Window is a send window as written (ADDENDUM 13): the days (mon..sun;
+// none: every day) and the hours, from inclusive to exclusive, of the
+// contact's clock.
+type Window struct {
+	Days []string `json:"days,omitempty"`
+	From string   `json:"from"`
+	To   string   `json:"to"`
+}
+
+// Next is the first instant at or after t inside the window on loc's
+// clock (localtime.Window.Next); t when the window cannot be read, which
+// Parse never lets through.
+func (w *Window) Next(t time.Time, loc *time.Location) time.Time {
+	lw, err := localtime.ParseWindow(w.Days, w.From, w.To)
+	if err != nil {
+		return t
+	}
+	return lw.Next(t, loc)
 }
 
 // Trigger says which custom event enrols a contact.

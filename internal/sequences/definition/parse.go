@@ -18,6 +18,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/ids"
+	"tidings/internal/localtime"
 	"tidings/internal/rules"
 )
 
@@ -47,7 +48,8 @@ const (
 )
 
 var (
-	topKeys     = []string{"name", "trigger", "from", "gates", "exit", "steps"}
+	topKeys     = []string{"name", "trigger", "from", "window", "gates", "exit", "steps"}
+	windowKeys  = []string{"days", "from", "to"}
 	triggerKeys = []string{"event", "reenroll"}
 	stepKeys    = []string{"id", "send", "delay", "action", "template", "duration", "conditions"}
 )
@@ -363,6 +365,9 @@ func (p *parser) definition(root *yaml.Node, opt Options) *Definition {
 			d.From = p.from(e.line, s)
 		}
 	}
+	if e, ok := got["window"]; ok && !isNull(e.val) {
+		d.Window = p.window(e)
+	}
 	if e, ok := got["gates"]; ok && !isNull(e.val) {
 		d.Gates = p.rule("gates", e.line, e.val)
 	}
@@ -375,6 +380,70 @@ func (p *parser) definition(root *yaml.Node, opt Options) *Definition {
 		p.errorf("steps", lineOr(e, root), "is required: a list of steps")
 	}
 	return d
+}
+
+// window reads the send window: {days: [mon, ...], from: "09:00", to:
+// "17:00"}; days optional (every day).
+func (p *parser) window(e entry) *Window {
+	if e.val.Kind != yaml.MappingNode {
+		p.errorf("window", e.line, "must be a mapping such as {days: [mon, tue], from: \"09:00\", to: \"17:00\"}")
+		return nil
+	}
+	got := map[string]entry{}
+	for _, we := range p.mapping("window", e.val, windowKeys, "window") {
+		got[we.key] = we
+	}
+	w := &Window{}
+	ok := true
+	for _, k := range []string{"from", "to"} {
+		we, present := got[k]
+		if !present || isNull(we.val) {
+			p.errorf("window."+k, e.line, "is required: a time of day, HH:MM (24-hour clock)")
+			ok = false
+			continue
+		}
+		s, good := p.text("window."+k, we.line, we.val, true)
+		if !good {
+			ok = false
+			continue
+		}
+		if k == "from" {
+			w.From = s
+		} else {
+			w.To = s
+		}
+	}
+	if de, present := got["days"]; present && !isNull(de.val) {
+		if de.val.Kind != yaml.SequenceNode {
+			p.errorf("window.days", de.line, "must be a list of days such as [mon, tue, wed, thu, fri]")
+			ok = false
+		} else {
+			for i, n := range de.val.Content {
+				s, good := p.text(fmt.Sprintf("window.days[%d]", i), n.Line, n, true)
+				if !good {
+					ok = false
+					continue
+				}
+				w.Days = append(w.Days, s)
+			}
+		}
+	}
+	if !ok {
+		return nil
+	}
+	if _, err := localtime.ParseWindow(w.Days, w.From, w.To); err != nil {
+		field, msg, found := strings.Cut(err.Error(), ": ")
+		if !found {
+			field, msg = "", err.Error()
+		}
+		path := "window"
+		if field != "" {
+			path += "." + field
+		}
+		p.errorf(path, e.line, "%s", msg)
+		return nil
+	}
+	return w
 }
 
 // lineOr is the line of e's key when present (as null), else of the

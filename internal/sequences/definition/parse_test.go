@@ -218,7 +218,7 @@ func TestParseErrors(t *testing.T) {
 		{desc: "blank name", src: "name: '  '\n" + ok, want: map[string]string{"name": "line 1: must not be blank"}},
 		{desc: "long name", src: "name: " + strings.Repeat("é", 257) + "\n" + ok, want: map[string]string{"name": "at most 256 characters"}},
 		{desc: "name is a list", src: "name: [a]\n" + ok, want: map[string]string{"name": "must be a string, not a list"}},
-		{desc: "unknown top-level key", src: ok + "description: x\n", want: map[string]string{"description": "line 3: is not a known key: a sequence has name, trigger, from, gates, exit, steps"}},
+		{desc: "unknown top-level key", src: ok + "description: x\n", want: map[string]string{"description": "line 3: is not a known key: a sequence has name, trigger, from, window, gates, exit, steps"}},
 		{desc: "top-level key a list", src: ok + "? [a]\n: x\n", want: map[string]string{"content": "line 3: has a key that is not a string"}},
 		{desc: "empty top-level key", src: ok + "? \n: x\n", want: map[string]string{`""`: "line 3: is not a known key"}},
 		{desc: "duplicate top-level key", src: ok + "trigger: {event: f}\n", want: map[string]string{"trigger": "line 3: is a duplicate key (first at line 1)"}},
@@ -373,6 +373,38 @@ func TestMisindentedLine(t *testing.T) {
 		_, err := Parse([]byte(tc.src), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+// The send window: parsed, kept through the stored JSON, and refused with
+// its path when it is not one.
+func TestWindow(t *testing.T) {
+	t.Parallel()
+	d, err := Parse([]byte("name: x\ntrigger: {event: a}\nwindow: {days: [mon, fri], from: \"09:00\", to: \"17:30\"}\nsteps: [{send: w}]\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Window == nil || d.Window.From != "09:00" || d.Window.To != "17:30" || len(d.Window.Days) != 2 {
+		t.Fatalf("%+v", d.Window)
+	}
+	j, _ := json.Marshal(d)
+	var back Definition
+	if err := json.Unmarshal(j, &back); err != nil || back.Window == nil || back.Window.To != "17:30" {
+		t.Fatalf("round trip %s: %+v %v", j, back.Window, err)
+	}
+	for src, field := range map[string]string{
+		`window: {from: "17:00", to: "09:00"}`:                 "window",
+		`window: {from: "9am", to: "17:00"}`:                   "window.from",
+		`window: {from: "09:00"}`:                              "window.to",
+		`window: {days: [funday], from: "09:00", to: "17:00"}`: "window.days",
+		`window: {days: mon, from: "09:00", to: "17:00"}`:      "window.days",
+		`window: {from: "09:00", to: "17:00", tz: UTC}`:        "window.tz",
+		`window: always`: "window",
+	} {
+		_, err := Parse([]byte("name: x\ntrigger: {event: a}\n"+src+"\nsteps: [{send: w}]\n"), Options{})
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want an error naming %s", src, err, field)
 		}
 	}
 }

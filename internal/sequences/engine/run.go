@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,10 +10,12 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/delivery"
+	"tidings/internal/localtime"
 	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/store"
+	"tidings/internal/tasks"
 	"tidings/internal/tenants"
 	"tidings/queries"
 )
@@ -26,7 +29,7 @@ const (
 	OutcomeNone      Outcome = "none"      // not claimable: done, cancelled, not due, or another worker has it
 	OutcomeSent      Outcome = "sent"      // sent (or found sent by an earlier attempt)
 	OutcomeSkipped   Outcome = "skipped"   // step conditions false
-	OutcomeHeld      Outcome = "held"      // sequence disabled: back to pending
+	OutcomeHeld      Outcome = "held"      // sequence disabled, or outside its send window: back to pending
 	OutcomeCancelled Outcome = "cancelled" // step removed, sequence deleted, enrolment ended
 	OutcomeExited    Outcome = "exited"    // gate blocked or exit condition
 	OutcomeFailed    Outcome = "failed"    // temporary failure, retried later
@@ -65,6 +68,27 @@ type Runner struct {
 	// delivery default).
 	Parallel int
 	Log      *slog.Logger
+	// Now is the clock of send windows; nil means time.Now.
+	Now func() time.Time
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// windowOpen is when a step of seq may go out for contact c of tenant t
+// from now on: now when its window is open (or it has none), else the
+// window's next opening on the contact's clock (ADDENDUM 13).
+func windowOpen(seq Sequence, c queries.Contact, t queries.Tenant, now time.Time) time.Time {
+	if seq.Def.Window == nil {
+		return now
+	}
+	var props map[string]any
+	_ = json.Unmarshal(c.Properties, &props)
+	return seq.Def.Window.Next(now, localtime.Zone(props["timezone"], t.Timezone))
 }
 
 // Result is what Run did.
@@ -139,6 +163,9 @@ func (r *Runner) quick(ctx context.Context, row queries.ScheduledSend, x *querie
 		return nil, nil, nil
 	}
 	step := seq.Def.Steps[idx]
+	if now := r.now(); windowOpen(seq, x.Contact, x.Tenant, now).After(now) {
+		return nil, nil, nil // outside the window: check defers it
+	}
 	evr, err := newEvaluator(ctx, r.DB.Queries, x.Contact, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
 	if err != nil {
 		return nil, nil, err
@@ -219,6 +246,17 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 	c, err := q.ContactGet(ctx, queries.ContactGetParams{TenantID: row.TenantID, ID: row.ContactID})
 	if err != nil {
 		return "", nil, err
+	}
+	// Outside the sequence's send window the step waits, untried, for the
+	// window's next opening (its scheduledFor moves there).
+	if now := r.now(); windowOpen(seq, c, t, now).After(now) {
+		at := windowOpen(seq, c, t, now)
+		if _, err := q.ScheduledSendDefer(ctx, queries.ScheduledSendDeferParams{TenantID: row.TenantID, ID: row.ID,
+			ScheduledFor: at, ClaimedAt: row.ClaimedAt}); err != nil {
+			return "", nil, err
+		}
+		q.Schedule(tasks.Timer{TenantID: row.TenantID, ID: row.ID, At: at})
+		return OutcomeHeld, nil, nil
 	}
 	evr, err := newEvaluator(ctx, q.Queries, c, seq.Def, e.EnrolledAt, deref(e.TriggerEventID))
 	if err != nil {
