@@ -432,3 +432,21 @@ func TestSendRefusedLeavesNoRecord(t *testing.T) {
 		t.Fatalf("records after the retry: %v", items)
 	}
 }
+
+// PROVIDER_RATE_PER_SECOND: a provider's 429 holds the shared bucket for
+// as long as it asked, and sends go on once it has passed.
+func TestSendProviderRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newSendFixture(t, "org_sendrate", func(c *config.Config) { c.ProviderRatePerSecond = 1000 })
+	b := f.b
+	b.sg.FailNext(1, 429, 2*time.Second)
+	b.expectError("POST", "/api/send", f.key, map[string]any{"to": "ann@example.com", "template": "welcome"}, 502, "PROVIDER_ERROR")
+	if ttl := b.rdb.PTTL(t.Context(), b.prefix+"sendrate:{provider}:hold").Val(); ttl <= 0 || ttl > 2*time.Second {
+		t.Fatalf("hold %v after a 429 asking for 2 s", ttl)
+	}
+	start := time.Now()
+	b.expect("POST", "/api/send", f.key, map[string]any{"to": "ann@example.com", "template": "welcome"}, 200)
+	if waited := time.Since(start); waited < time.Second {
+		t.Fatalf("the next send went out %v after the 429", waited)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"tidings/internal/provider"
 	"tidings/internal/render"
 	"tidings/internal/segments"
+	"tidings/internal/sendrate"
 	"tidings/internal/sequences"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
@@ -166,7 +167,8 @@ func New(in Infra) (*Services, error) {
 	s.Webhooks = &delivery.Webhooks{DB: db, Outcomes: s.Outcomes, Tasks: in.Tasks}
 	s.Sender = &delivery.Sender{DB: db, Templates: s.TemplateRenderer, Domains: s.Domains,
 		Provider: in.Provider, Tracking: signer, BaseURL: cfg.PublicBaseURL,
-		SandboxFrom: cfg.SandboxFromAddress, Events: s.Events, Log: in.Log}
+		SandboxFrom: cfg.SandboxFromAddress, Events: s.Events, Log: in.Log,
+		Rate: sendrate.New(in.Redis, in.RedisPrefix, cfg.ProviderRatePerSecond)}
 	s.Enrolments = &engine.Store{DB: db, Templates: s.TemplateRenderer, BaseURL: cfg.PublicBaseURL}
 	s.Runner = &engine.Runner{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts, Log: in.Log}
 	s.Sweeper = &engine.Sweeper{DB: db, Tasks: in.Tasks, MaxAttempts: cfg.SendMaxAttempts,

@@ -65,8 +65,11 @@ type Config struct {
 	SendClaimTimeout time.Duration
 	// ProviderTimeout is PROVIDER_TIMEOUT: the longest wait for the
 	// provider's answer to one message; no answer leaves it in doubt.
-	ProviderTimeout     time.Duration
-	DomainCheckInterval time.Duration
+	ProviderTimeout time.Duration
+	// ProviderRatePerSecond is PROVIDER_RATE_PER_SECOND: messages a second
+	// to the provider for every process together; 0 is no limit.
+	ProviderRatePerSecond int
+	DomainCheckInterval   time.Duration
 
 	PlanFreeContacts  int
 	PlanFreeTemplates int
@@ -148,6 +151,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
 		SendClaimTimeout:         r.duration("SEND_CLAIM_TIMEOUT", 5*time.Minute),
 		ProviderTimeout:          r.duration("PROVIDER_TIMEOUT", 30*time.Second),
+		ProviderRatePerSecond:    r.nonNegativeInt("PROVIDER_RATE_PER_SECOND", 0),
 		DomainCheckInterval:      r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
 		PlanFreeContacts:         r.positiveInt("PLAN_FREE_CONTACTS", 1000),
 		PlanFreeTemplates:        r.positiveInt("PLAN_FREE_TEMPLATES", 100),
@@ -288,6 +292,19 @@ func (r *reader) positiveInt(name string, def int) int {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n <= 0 {
 		r.fail(name, fmt.Sprintf("must be a positive integer, got %q", v))
+		return def
+	}
+	return n
+}
+
+func (r *reader) nonNegativeInt(name string, def int) int {
+	v, ok := r.lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		r.fail(name, fmt.Sprintf("must be an integer, 0 or more, got %q", v))
 		return def
 	}
 	return n

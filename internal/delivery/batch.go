@@ -11,6 +11,7 @@ import (
 	"tidings/internal/events"
 	"tidings/internal/metrics"
 	"tidings/internal/provider"
+	"tidings/internal/sendrate"
 	"tidings/internal/store"
 	"tidings/internal/telemetry"
 	"tidings/queries"
@@ -200,7 +201,15 @@ func (s *Sender) callMany(ctx context.Context, preps []*prepared, idx []int, par
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			// Sequence steps and broadcasts take what transactional sends
+			// leave of the provider's rate. A wait cut short sent nothing:
+			// the record is deleted and the step tried again.
+			if err := s.Rate.Wait(ctx, sendrate.Low); err != nil {
+				answers[i] = answer{err: &provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err}}
+				return
+			}
 			id, err := s.Provider.Send(ctx, preps[i].msg)
+			s.backoff(err)
 			telemetry.Send(s.Provider.Name(), true, err, provider.IsTemporary(err))
 			answers[i] = answer{id: id, err: err}
 		})

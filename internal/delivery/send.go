@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/mail"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"tidings/internal/ids"
 	"tidings/internal/provider"
 	"tidings/internal/render"
+	"tidings/internal/sendrate"
 	"tidings/internal/store"
 	"tidings/internal/telemetry"
 	"tidings/internal/templates"
@@ -81,6 +83,9 @@ type Sender struct {
 	SandboxFrom string
 	Events      *events.Recorder
 	Log         *slog.Logger
+	// Rate is PROVIDER_RATE_PER_SECOND's shared bucket; nil: no limit.
+	// Transactional sends take from it with priority.
+	Rate *sendrate.Bucket
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -366,11 +371,20 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		return Result{}, err
 	}
 	out, rec, sendID := p.msg, p.rec, p.rec.ID
+	prio := sendrate.Low
+	if o.sequenceID == "" && o.broadcastID == "" {
+		prio = sendrate.High
+	}
+	// The provider's rate first, so no record waits `sending` for it.
+	if err := s.Rate.Wait(ctx, prio); err != nil {
+		return Result{}, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err})
+	}
 	if err := s.recordFirst(ctx, rec, o.onRecord); err != nil {
 		return Result{}, err
 	}
 
 	messageID, perr := s.Provider.Send(ctx, out)
+	s.backoff(perr)
 	telemetry.Send(s.Provider.Name(), o.sequenceID != "", perr, provider.IsTemporary(perr))
 	// From here the answer is decided: it is written even if the request or
 	// task has been abandoned meanwhile.
@@ -401,6 +415,20 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		return res, inDoubtError(sendID, perr)
 	}
 	return res, nil
+}
+
+// backoff holds the shared rate bucket when the provider said it is over
+// its rate (HTTP 429), for as long as it asked.
+func (s *Sender) backoff(err error) {
+	var pe *provider.Error
+	if s.Rate == nil || !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.Rate.Backoff(ctx, pe.RetryAfter); err != nil {
+		s.Log.Warn("provider rate backoff not set", "err", err)
+	}
 }
 
 // prepared is a message ready to leave and its record.
