@@ -19,8 +19,8 @@ func TestSendWindow(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name, window, contactTZ, tenantTZ string
-		wantSent                           bool
-		wantAt                             time.Time
+		wantSent                          bool
+		wantAt                            time.Time
 	}{
 		{"outside, UTC", `{from: "09:00", to: "10:00"}`, "", "UTC", false, time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)},
 		{"inside, UTC", `{from: "11:00", to: "13:00"}`, "", "UTC", true, time.Time{}},
