@@ -28,6 +28,7 @@ import (
 	"tidings/internal/idempotency"
 	"tidings/internal/keycache"
 	"tidings/internal/metrics"
+	"tidings/internal/outbound"
 	"tidings/internal/page"
 	"tidings/internal/ratelimit"
 	"tidings/internal/segments"
@@ -74,6 +75,8 @@ type Server struct {
 	feed      *events.Feed
 	segments  *segments.Store
 	campaigns *campaigns.Store
+	// outbound keeps the tenant's webhook endpoints.
+	outbound *outbound.Store
 	// broadcasts keeps broadcasts and moves their status.
 	broadcasts *broadcasts.Store
 	templates  *templates.Store
@@ -108,7 +111,7 @@ func New(d Deps) (*fiber.App, error) {
 		feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
-		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts}
+		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
@@ -223,6 +226,16 @@ func New(d Deps) (*fiber.App, error) {
 	r.post("/broadcasts/:id/resume", s.broadcastMove(s.broadcasts.Resume))
 	r.post("/broadcasts/:id/cancel", s.broadcastMove(s.broadcasts.Cancel))
 	r.get("/broadcasts/:id/recipients", s.broadcastRecipients)
+
+	r.post("/webhooks", s.webhookCreate)
+	r.get("/webhooks", s.webhookList)
+	r.get("/webhooks/:id", s.webhookGet)
+	r.patch("/webhooks/:id", s.webhookUpdate)
+	r.delete("/webhooks/:id", s.webhookDelete)
+	r.post("/webhooks/:id/rotate-secret", s.webhookRotate)
+	r.post("/webhooks/:id/test", s.webhookTest)
+	r.get("/webhooks/:id/deliveries", s.webhookDeliveries)
+	r.post("/webhooks/:id/deliveries/:messageId/retry", s.webhookRetry)
 
 	r.post("/domains", s.domainCreate)
 	r.get("/domains", s.domainList)

@@ -341,3 +341,40 @@ type WebhookBatch struct {
 	Duplicates int32
 	Dropped    int32
 }
+
+type WebhookDelivery struct {
+	TenantID       string
+	EndpointID     string
+	MessageID      string
+	Status         string
+	Attempts       int32
+	NextAttemptAt  time.Time
+	LastStatusCode *int32
+	LastError      *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type WebhookEndpoint struct {
+	TenantID       string
+	ID             string
+	Url            string
+	Events         []string
+	Description    string
+	Enabled        bool
+	DisabledReason *string
+	Secret         string
+	PreviousSecret *string
+	PreviousUntil  *time.Time
+	FailingSince   *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type WebhookMessage struct {
+	TenantID  string
+	ID        string
+	Type      string
+	Data      json.RawMessage
+	CreatedAt time.Time
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"tidings/internal/telemetry"
 )
@@ -15,11 +16,11 @@ import (
 // tasks; readOnly (ASYNQMON_READONLY, the default) lets it only look. The
 // listener binds loopback by default (WORKER_ADMIN_ADDR) for the same
 // reason: the dashboard has no login of its own.
-func AdminHandler(opt asynq.RedisConnOpt, ins *asynq.Inspector, readOnly bool) (http.Handler, func()) {
+func AdminHandler(opt asynq.RedisConnOpt, ins *asynq.Inspector, readOnly bool, extra ...prometheus.Collector) (http.Handler, func()) {
 	mon := asynqmon.New(asynqmon.Options{RootPath: "/monitoring", RedisConnOpt: opt, ReadOnly: readOnly})
 	mux := http.NewServeMux()
 	mux.Handle("/monitoring/", mon)
-	mux.Handle("/metrics", telemetry.Handler(telemetry.NewQueueCollector(ins)))
+	mux.Handle("/metrics", telemetry.Handler(append([]prometheus.Collector{telemetry.NewQueueCollector(ins)}, extra...)...))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}`))

@@ -51,6 +51,8 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeScheduledPrune, handleScheduledPrune(d))
 	mux.Handle(tasks.TypeSendingSweep, handleSendingSweep(d))
 	mux.Handle(tasks.TypeBroadcastStart, HandleBroadcastStart(d))
+	mux.Handle(tasks.TypeOutboundDeliver, HandleOutboundDeliver(d))
+	mux.Handle(tasks.TypeOutboundSweep, handleOutboundSweep(d))
 	return mux
 }
 
@@ -58,5 +60,5 @@ func NewMux(d Deps) *asynq.ServeMux {
 // theirs here.
 func PeriodicTasks() []Periodic {
 	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic(),
-		scheduledSweepPeriodic(), scheduledPrunePeriodic(), sendingSweepPeriodic()}
+		scheduledSweepPeriodic(), scheduledPrunePeriodic(), sendingSweepPeriodic(), outboundSweepPeriodic()}
 }

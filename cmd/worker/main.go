@@ -18,6 +18,7 @@ import (
 
 	"tidings/internal/app"
 	"tidings/internal/config"
+	"tidings/internal/telemetry"
 	"tidings/worker"
 )
 
@@ -64,7 +65,12 @@ func run(log *slog.Logger) error {
 		worker.NewScheduler(periodic, worker.PeriodicTasks(), log).Run(schedCtx)
 	}()
 
-	adminHandler, closeAdmin := worker.AdminHandler(infra.AsynqOpt, infra.Inspector, cfg.AsynqmonReadOnly)
+	listenCtx, stopListen := context.WithCancel(context.Background())
+	listenDone := make(chan struct{})
+	go func() { defer close(listenDone); worker.ListenWebhooks(listenCtx, svc) }()
+
+	adminHandler, closeAdmin := worker.AdminHandler(infra.AsynqOpt, infra.Inspector, cfg.AsynqmonReadOnly,
+		telemetry.NewDeliveriesCollector(svc.Outbound.DeliveryCounts))
 	defer closeAdmin()
 	admin := &http.Server{Addr: cfg.WorkerAdminAddr, Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -79,6 +85,8 @@ func run(log *slog.Logger) error {
 	log.Info("shutting down: draining in-flight tasks")
 	stopSched()
 	<-schedDone
+	stopListen()
+	<-listenDone
 	srv.Shutdown() // waits up to ShutdownTimeout for running tasks
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -23,6 +23,7 @@ import (
 	"tidings/internal/idempotency"
 	"tidings/internal/keycache"
 	"tidings/internal/metrics"
+	"tidings/internal/outbound"
 	"tidings/internal/page"
 	"tidings/internal/provider"
 	"tidings/internal/render"
@@ -106,6 +107,11 @@ type Services struct {
 	// task).
 	Broadcasts          *broadcasts.Store
 	BroadcastDispatcher *broadcasts.Dispatcher
+
+	// Outbound keeps the tenant's webhook endpoints; Deliverer posts their
+	// deliveries (worker).
+	Outbound  *outbound.Store
+	Deliverer *outbound.Deliverer
 }
 
 // KeyEvictChannel is the Redis channel on which a revoked key leaves every
@@ -176,5 +182,9 @@ func New(in Infra) (*Services, error) {
 	s.Broadcasts = &broadcasts.Store{DB: db, From: s.Sender}
 	s.BroadcastDispatcher = &broadcasts.Dispatcher{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts,
 		ClaimTimeout: cfg.SendClaimTimeout, Log: in.Log}
+	guard := &outbound.Guard{AllowPrivate: cfg.WebhookAllowPrivateTargets}
+	s.Outbound = &outbound.Store{DB: db, Guard: guard}
+	s.Deliverer = &outbound.Deliverer{DB: db, Client: outbound.NewClient(guard), Schedule: cfg.WebhookRetrySchedule,
+		Parallel: 32, PerEndpoint: 8, Log: in.Log}
 	return s, nil
 }

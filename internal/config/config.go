@@ -70,6 +70,12 @@ type Config struct {
 	// to the provider for every process together; 0 is no limit.
 	ProviderRatePerSecond int
 	DomainCheckInterval   time.Duration
+	// WebhookRetrySchedule is WEBHOOK_RETRY_SCHEDULE: the waits between
+	// outbound webhook attempts.
+	WebhookRetrySchedule []time.Duration
+	// WebhookAllowPrivateTargets is WEBHOOK_ALLOW_PRIVATE_TARGETS: outbound
+	// webhooks may reach loopback and private addresses (development).
+	WebhookAllowPrivateTargets bool
 
 	PlanFreeContacts  int
 	PlanFreeTemplates int
@@ -152,14 +158,17 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		SendClaimTimeout:         r.duration("SEND_CLAIM_TIMEOUT", 5*time.Minute),
 		ProviderTimeout:          r.duration("PROVIDER_TIMEOUT", 30*time.Second),
 		ProviderRatePerSecond:    r.nonNegativeInt("PROVIDER_RATE_PER_SECOND", 0),
-		DomainCheckInterval:      r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
-		PlanFreeContacts:         r.positiveInt("PLAN_FREE_CONTACTS", 1000),
-		PlanFreeTemplates:        r.positiveInt("PLAN_FREE_TEMPLATES", 100),
-		PlanFreeSequences:        r.positiveInt("PLAN_FREE_SEQUENCES", 20),
-		RenderMaxLoopIterations:  r.positiveInt("RENDER_MAX_LOOP_ITERATIONS", 100_000),
-		RenderMaxStringBytes:     r.positiveInt("RENDER_MAX_STRING_BYTES", 10<<20),
-		RenderMaxOutputBytes:     r.positiveInt("RENDER_MAX_OUTPUT_BYTES", 10<<20),
-		RenderMaxTime:            r.duration("RENDER_MAX_TIME", 2*time.Second),
+		WebhookRetrySchedule: r.durations("WEBHOOK_RETRY_SCHEDULE", []time.Duration{5 * time.Second, 5 * time.Minute,
+			30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}),
+		WebhookAllowPrivateTargets: r.boolean("WEBHOOK_ALLOW_PRIVATE_TARGETS", false),
+		DomainCheckInterval:        r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
+		PlanFreeContacts:           r.positiveInt("PLAN_FREE_CONTACTS", 1000),
+		PlanFreeTemplates:          r.positiveInt("PLAN_FREE_TEMPLATES", 100),
+		PlanFreeSequences:          r.positiveInt("PLAN_FREE_SEQUENCES", 20),
+		RenderMaxLoopIterations:    r.positiveInt("RENDER_MAX_LOOP_ITERATIONS", 100_000),
+		RenderMaxStringBytes:       r.positiveInt("RENDER_MAX_STRING_BYTES", 10<<20),
+		RenderMaxOutputBytes:       r.positiveInt("RENDER_MAX_OUTPUT_BYTES", 10<<20),
+		RenderMaxTime:              r.duration("RENDER_MAX_TIME", 2*time.Second),
 	}
 	// Tracking links are signed by whichever process rendered the message
 	// and checked by the api: both must share the key, so a real provider
@@ -334,6 +343,29 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// durations reads a comma-separated list of positive durations (at most
+// 20).
+func (r *reader) durations(name string, def []time.Duration) []time.Duration {
+	v, ok := r.lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	var out []time.Duration
+	for _, part := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			r.fail(name, fmt.Sprintf("must be a comma-separated list of positive durations such as 5s,5m,30m, got %q", v))
+			return def
+		}
+		out = append(out, d)
+	}
+	if len(out) > 20 {
+		r.fail(name, "must list at most 20 waits")
+		return def
+	}
+	return out
 }
 
 // durationUpTo reads a duration within 0-max; 0 is allowed (it disables

@@ -21,6 +21,7 @@ const (
 	ScheduledSend = "sch_"
 	Enrolment     = "enr_"
 	Broadcast     = "brd_"
+	Webhook       = "whk_"
 )
 
 // New returns prefix followed by a lower-case ULID. ULIDs sort by creation

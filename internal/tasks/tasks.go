@@ -43,6 +43,12 @@ const (
 	// audience snapshot (broadcasts.Store.Start). Its recipients are
 	// dispatched by TypeDispatch with the sequence sends.
 	TypeBroadcastStart = "broadcasts:start"
+	// TypeOutboundDeliver posts due outbound webhook deliveries
+	// (outbound.Deliverer) until none is left; TypeOutboundSweep queues it
+	// whenever one is due (a NOTIFY lost, a retry time come) and prunes
+	// deliveries past their 30 days.
+	TypeOutboundDeliver = "webhooks:deliver"
+	TypeOutboundSweep   = "webhooks:outbound-sweep"
 	// TypeIdempotencySweep deletes Idempotency-Key records past their 24
 	// hours.
 	TypeIdempotencySweep = "maintenance:idempotency-keys"
@@ -173,6 +179,21 @@ func (c *Client) BroadcastStart(ctx context.Context, tenantID, id string, at tim
 		asynq.Timeout(DispatchTimeout)), id: fmt.Sprintf("broadcast:%s:%s:%d", tenantID, id, at.Unix()), queue: QueueCritical}
 	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
 		c.log.Warn("broadcast start timer not set; the sweep will", "tenant_id", tenantID, "broadcast_id", id, "err", err)
+	}
+}
+
+// OutboundDeliver wakes the outbound webhook deliverer: one task per
+// second however many facts wake it (a running one loops until nothing is
+// due); a failure is left to the sweep.
+func (c *Client) OutboundDeliver(ctx context.Context) {
+	if c == nil {
+		return
+	}
+	sec := time.Now().Unix()
+	t := task{t: asynq.NewTask(TypeOutboundDeliver, nil, asynq.MaxRetry(0), asynq.Timeout(DispatchTimeout),
+		asynq.Retention(time.Minute)), id: fmt.Sprintf("whout:%d", sec), queue: QueueDefault}
+	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
+		c.log.Warn("outbound webhook delivery not queued; the sweep will", "err", err)
 	}
 }
 

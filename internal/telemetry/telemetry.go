@@ -46,6 +46,15 @@ var (
 		Name: "tidings_scheduled_sends_processed_total",
 		Help: "Scheduled sends the worker ran, by outcome (sent, skipped, held, cancelled, exited, failed, dead, none).",
 	}, []string{"outcome"})
+	webhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_webhook_deliveries_total",
+		Help: "Outbound webhook delivery attempts, by outcome (succeeded, failed: any non-2xx, timeout or refused address).",
+	}, []string{"outcome"})
+	webhookAttemptSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tidings_webhook_attempt_duration_seconds",
+		Help:    "Duration of one outbound webhook attempt, connection to answer.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15},
+	})
 	broadcastRecipients = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidings_broadcast_recipients_total",
 		Help: "Broadcast recipients the worker processed, by outcome (sent, skipped, failed, retry).",
@@ -69,7 +78,7 @@ var (
 
 // own are Tidings's collectors, served by every process's registry.
 var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
-	broadcastRecipients}
+	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds}
 
 var createSeries sync.Once
 
@@ -93,6 +102,8 @@ func createKnownSeries() {
 	for _, o := range recipientOutcomes {
 		broadcastRecipients.WithLabelValues(o)
 	}
+	webhookDeliveries.WithLabelValues("succeeded")
+	webhookDeliveries.WithLabelValues("failed")
 }
 
 // Handler serves, in the Prometheus text format, a registry of the
@@ -161,6 +172,16 @@ func WebhookEvents(applied, duplicates, dropped, ignored int) {
 
 // RunOutcomes are the outcome label values of scheduled-send runs.
 func RunOutcomes() []string { return slices.Clone(runOutcomes) }
+
+// WebhookDelivery records one outbound webhook attempt.
+func WebhookDelivery(ok bool, d time.Duration) {
+	outcome := "failed"
+	if ok {
+		outcome = "succeeded"
+	}
+	webhookDeliveries.WithLabelValues(outcome).Inc()
+	webhookAttemptSeconds.Observe(d.Seconds())
+}
 
 // BroadcastRecipients counts a dispatch batch's broadcast recipients by
 // outcome.

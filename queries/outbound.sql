@@ -1,0 +1,144 @@
+-- Outbound webhooks (internal/outbound, schema 0016). Every statement is
+-- scoped by tenant but the worker's claim and sweeps, which serve every
+-- tenant and carry each row's tenant with it.
+
+-- name: WebhookEndpointInsert :one
+-- At most @max_endpoints per tenant: the count and the insert are one
+-- statement under the tenant's row lock, so concurrent creates cannot pass
+-- it together.
+WITH t AS (SELECT id FROM tenants WHERE id = @tenant_id FOR UPDATE)
+INSERT INTO webhook_endpoints (tenant_id, id, url, events, description, enabled, secret)
+SELECT t.id, @id, @url, @events::text[], @description, @enabled, @secret FROM t
+WHERE (SELECT count(*) FROM webhook_endpoints e WHERE e.tenant_id = @tenant_id) < @max_endpoints::int
+RETURNING *;
+
+-- name: WebhookEndpointGet :one
+SELECT * FROM webhook_endpoints WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: WebhookEndpointList :many
+SELECT * FROM webhook_endpoints
+WHERE tenant_id = @tenant_id AND (created_at, id) < (@before_time::timestamptz, @before_id::text)
+ORDER BY created_at DESC, id DESC
+LIMIT @lim;
+
+-- name: WebhookEndpointUpdate :one
+-- Enabling an endpoint clears why it was disabled and its failing streak.
+UPDATE webhook_endpoints SET url = @url, events = @events::text[], description = @description, enabled = @enabled,
+    disabled_reason = CASE WHEN @enabled THEN NULL ELSE disabled_reason END,
+    failing_since = CASE WHEN @enabled AND NOT enabled THEN NULL ELSE failing_since END,
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: WebhookEndpointDelete :execrows
+DELETE FROM webhook_endpoints WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: WebhookEndpointRotate :one
+-- The new secret signs from now on; the old one too for 24 hours.
+UPDATE webhook_endpoints SET previous_secret = secret, previous_until = now() + interval '24 hours',
+    secret = @secret, updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: WebhookTestInsert :exec
+-- A webhook.test message for one endpoint (it goes to that endpoint only,
+-- whatever its event filter).
+WITH m AS (
+    INSERT INTO webhook_messages (tenant_id, id, type, data)
+    VALUES (@tenant_id, @message_id, 'webhook.test', jsonb_build_object('webhookId', @endpoint_id::text))
+    RETURNING tenant_id, id
+)
+INSERT INTO webhook_deliveries (tenant_id, endpoint_id, message_id)
+SELECT m.tenant_id, @endpoint_id, m.id FROM m;
+
+-- name: WebhookNotify :exec
+SELECT pg_notify('tidings_webhooks', '');
+
+-- name: WebhookDeliveryList :many
+SELECT d.*, m.type FROM webhook_deliveries d
+JOIN webhook_messages m ON m.tenant_id = d.tenant_id AND m.id = d.message_id
+WHERE d.tenant_id = @tenant_id AND d.endpoint_id = @endpoint_id
+  AND (sqlc.narg(status)::text IS NULL OR d.status = sqlc.narg(status))
+  AND (d.created_at, d.message_id) < (@before_time::timestamptz, @before_id::text)
+ORDER BY d.created_at DESC, d.message_id DESC
+LIMIT @lim;
+
+-- name: WebhookDeliveryRetry :execrows
+-- One more attempt of the same message, at once.
+UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), updated_at = now()
+WHERE tenant_id = @tenant_id AND endpoint_id = @endpoint_id AND message_id = @message_id;
+
+-- name: WebhookDeliveryClaim :many
+-- Claims up to lim due deliveries of enabled endpoints, at most
+-- @per_endpoint of one endpoint (a slow endpoint cannot take every slot),
+-- moving each a lease ahead: a worker that dies mid-attempt leaves it due
+-- again then. Deliveries of a disabled endpoint wait.
+WITH due AS (
+    SELECT d.tenant_id, d.endpoint_id, d.message_id FROM webhook_deliveries d
+    WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+    ORDER BY d.next_attempt_at
+    LIMIT @scan
+    FOR UPDATE OF d SKIP LOCKED
+), ranked AS (
+    SELECT due.*, row_number() OVER (PARTITION BY due.tenant_id, due.endpoint_id) AS n FROM due
+    JOIN webhook_endpoints e ON e.tenant_id = due.tenant_id AND e.id = due.endpoint_id AND e.enabled
+), picked AS (
+    SELECT * FROM ranked WHERE n <= @per_endpoint::int LIMIT @lim
+)
+UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => @lease_seconds::float8), updated_at = now()
+FROM picked
+WHERE d.tenant_id = picked.tenant_id AND d.endpoint_id = picked.endpoint_id AND d.message_id = picked.message_id
+RETURNING d.tenant_id, d.endpoint_id, d.message_id, d.attempts,
+    (SELECT m.type FROM webhook_messages m WHERE m.tenant_id = d.tenant_id AND m.id = d.message_id) AS type,
+    (SELECT m.data FROM webhook_messages m WHERE m.tenant_id = d.tenant_id AND m.id = d.message_id) AS data,
+    (SELECT m.created_at FROM webhook_messages m WHERE m.tenant_id = d.tenant_id AND m.id = d.message_id)::timestamptz AS message_at,
+    (SELECT e.url FROM webhook_endpoints e WHERE e.tenant_id = d.tenant_id AND e.id = d.endpoint_id) AS url,
+    (SELECT e.secret FROM webhook_endpoints e WHERE e.tenant_id = d.tenant_id AND e.id = d.endpoint_id) AS secret,
+    coalesce((SELECT CASE WHEN e.previous_until > now() THEN e.previous_secret END FROM webhook_endpoints e
+              WHERE e.tenant_id = d.tenant_id AND e.id = d.endpoint_id), '')::text AS previous_secret;
+
+-- name: WebhookDeliveryFinish :exec
+-- Writes a batch of attempts: rows holds {tenant_id, endpoint_id,
+-- message_id, ok, status_code, error, next_attempt_at}; a row with ok
+-- false and no next_attempt_at has failed for good. Endpoints move their
+-- failing streak (a success ends it), and one failing for 5 days is
+-- disabled with the reason.
+WITH done AS (
+    UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
+        status = CASE WHEN r.ok THEN 'succeeded' WHEN r.next_attempt_at IS NULL THEN 'failed' ELSE 'pending' END,
+        next_attempt_at = coalesce(r.next_attempt_at, d.next_attempt_at),
+        last_status_code = r.status_code, last_error = r.error, updated_at = now()
+    FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, endpoint_id text, message_id text, ok boolean,
+        status_code integer, error text, next_attempt_at timestamptz)
+    WHERE d.tenant_id = r.tenant_id AND d.endpoint_id = r.endpoint_id AND d.message_id = r.message_id
+    RETURNING d.tenant_id, d.endpoint_id, d.status
+)
+UPDATE webhook_endpoints ep SET
+    failing_since = CASE WHEN e.ok THEN NULL ELSE coalesce(ep.failing_since, now()) END,
+    enabled = CASE WHEN NOT e.ok AND ep.failing_since < now() - interval '5 days' THEN false ELSE ep.enabled END,
+    disabled_reason = CASE WHEN NOT e.ok AND ep.failing_since < now() - interval '5 days'
+        THEN 'every delivery failed for 5 days' ELSE ep.disabled_reason END,
+    updated_at = now()
+FROM (SELECT done.tenant_id, done.endpoint_id, bool_or(done.status = 'succeeded') AS ok
+      FROM done GROUP BY done.tenant_id, done.endpoint_id) e
+WHERE ep.tenant_id = e.tenant_id AND ep.id = e.endpoint_id;
+
+-- name: WebhookDeliveryDue :one
+SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now());
+
+-- name: WebhookDeliveryPrune :execrows
+-- Delivery attempts are kept 30 days; then they and their messages go.
+WITH gone AS (
+    DELETE FROM webhook_deliveries d
+    WHERE d.created_at < now() - interval '30 days' AND d.status <> 'pending'
+    RETURNING d.tenant_id, d.message_id
+)
+DELETE FROM webhook_messages m
+USING (SELECT DISTINCT tenant_id, message_id FROM gone) g
+WHERE m.tenant_id = g.tenant_id AND m.id = g.message_id
+  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d2 WHERE d2.tenant_id = m.tenant_id AND d2.message_id = m.id
+                  AND d2.status = 'pending');
+
+-- name: WebhookDeliveryCounts :many
+-- Queue depth per state, for Prometheus.
+SELECT status, count(*)::bigint AS n FROM webhook_deliveries GROUP BY status;
