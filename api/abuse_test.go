@@ -54,6 +54,12 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	seg := b.expect("POST", "/api/segments", f.key, map[string]any{"name": "Victims",
 		"rules": rule("firstName", "equals", "Ann")}, 201).body["segmentId"].(string)
 	cmp := b.expect("POST", "/api/campaigns", f.key, map[string]any{"name": "Victim launch"}, 201).body["campaignId"].(string)
+	whk := b.expect("POST", "/api/webhooks", f.key, map[string]any{"url": "https://8.8.8.8/victim-hook"}, 201).body["webhookId"].(string)
+	b.expect("POST", "/api/webhooks/"+whk+"/test", f.key, nil, 202)
+	var whMsg string
+	if err := b.db.Pool.QueryRow(t.Context(), `SELECT message_id FROM webhook_deliveries WHERE endpoint_id = $1`, whk).Scan(&whMsg); err != nil {
+		t.Fatal(err)
+	}
 	brd := b.expect("POST", "/api/broadcasts", f.key, map[string]any{"name": "Victim news", "templateId": "welcome",
 		"segmentId": seg}, 201).body["broadcastId"].(string)
 	keys := b.expect("GET", "/api/api-keys", f.key, nil, 200).items()
@@ -62,7 +68,7 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	contact := f.contactID
 	// What must never appear in an attacker's response. Ids chosen by the
 	// caller (welcome, vseq) are not secret: the attacker may use them too.
-	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, keyID, "victim.example", "Victim launch", "Victim news"}
+	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, whk, whMsg, "victim-hook", keyID, "victim.example", "Victim launch", "Victim news"}
 
 	// The attacker, with a campaign and a sequence of its own for the
 	// routes that join two ids.
@@ -171,26 +177,35 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"POST", "/api/broadcasts", map[string]any{"name": "B", "templateId": "own", "segmentId": seg}, []int{404}},
 			{"POST", "/api/broadcasts", map[string]any{"name": "B", "templateId": "own", "segmentId": "seg_none", "campaignId": cmp}, []int{404}},
 		},
-		"GET /api/broadcasts":                {{"GET", "/api/broadcasts", nil, []int{200}}},
-		"GET /api/broadcasts/:id":            {{"GET", "/api/broadcasts/" + brd, nil, nil}},
-		"PATCH /api/broadcasts/:id":          {{"PATCH", "/api/broadcasts/" + brd, map[string]any{"name": "x"}, nil}},
-		"DELETE /api/broadcasts/:id":         {{"DELETE", "/api/broadcasts/" + brd, nil, nil}},
-		"POST /api/broadcasts/:id/send":      {{"POST", "/api/broadcasts/" + brd + "/send", nil, nil}},
-		"POST /api/broadcasts/:id/pause":     {{"POST", "/api/broadcasts/" + brd + "/pause", nil, nil}},
-		"POST /api/broadcasts/:id/resume":    {{"POST", "/api/broadcasts/" + brd + "/resume", nil, nil}},
-		"POST /api/broadcasts/:id/cancel":    {{"POST", "/api/broadcasts/" + brd + "/cancel", nil, nil}},
-		"GET /api/broadcasts/:id/recipients": {{"GET", "/api/broadcasts/" + brd + "/recipients", nil, nil}},
-		"GET /api/metrics":                   {{"GET", "/api/metrics", nil, []int{200}}},
-		"GET /api/metrics/sequences":         {{"GET", "/api/metrics/sequences", nil, []int{200}}},
-		"GET /api/metrics/sequences/:id":     {{"GET", "/api/metrics/sequences/vseq", nil, nil}},
-		"GET /api/metrics/templates":         {{"GET", "/api/metrics/templates", nil, []int{200}}},
-		"GET /api/metrics/templates/:id":     {{"GET", "/api/metrics/templates/tips", nil, nil}},
-		"POST /api/domains":                  {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
-		"GET /api/domains":                   {{"GET", "/api/domains", nil, []int{200}}},
-		"GET /api/domains/:domain":           {{"GET", "/api/domains/victim.example", nil, []int{200}}},
-		"PATCH /api/domains/:domain":         {{"PATCH", "/api/domains/victim.example", map[string]any{"sendingEnabled": true}, []int{400, 422}}},
-		"DELETE /api/domains/:domain":        {{"DELETE", "/api/domains/victim.example", nil, []int{204}}},
-		"POST /api/domains/:domain/verify":   {{"POST", "/api/domains/victim.example/verify", nil, []int{200, 503}}},
+		"GET /api/broadcasts":                                {{"GET", "/api/broadcasts", nil, []int{200}}},
+		"GET /api/broadcasts/:id":                            {{"GET", "/api/broadcasts/" + brd, nil, nil}},
+		"PATCH /api/broadcasts/:id":                          {{"PATCH", "/api/broadcasts/" + brd, map[string]any{"name": "x"}, nil}},
+		"DELETE /api/broadcasts/:id":                         {{"DELETE", "/api/broadcasts/" + brd, nil, nil}},
+		"POST /api/broadcasts/:id/send":                      {{"POST", "/api/broadcasts/" + brd + "/send", nil, nil}},
+		"POST /api/broadcasts/:id/pause":                     {{"POST", "/api/broadcasts/" + brd + "/pause", nil, nil}},
+		"POST /api/broadcasts/:id/resume":                    {{"POST", "/api/broadcasts/" + brd + "/resume", nil, nil}},
+		"POST /api/broadcasts/:id/cancel":                    {{"POST", "/api/broadcasts/" + brd + "/cancel", nil, nil}},
+		"GET /api/broadcasts/:id/recipients":                 {{"GET", "/api/broadcasts/" + brd + "/recipients", nil, nil}},
+		"POST /api/webhooks":                                 {{"POST", "/api/webhooks", map[string]any{"url": "https://8.8.4.4/mine"}, []int{201}}},
+		"GET /api/webhooks":                                  {{"GET", "/api/webhooks", nil, []int{200}}},
+		"GET /api/webhooks/:id":                              {{"GET", "/api/webhooks/" + whk, nil, nil}},
+		"PATCH /api/webhooks/:id":                            {{"PATCH", "/api/webhooks/" + whk, map[string]any{"enabled": false}, nil}},
+		"DELETE /api/webhooks/:id":                           {{"DELETE", "/api/webhooks/" + whk, nil, nil}},
+		"POST /api/webhooks/:id/rotate-secret":               {{"POST", "/api/webhooks/" + whk + "/rotate-secret", nil, nil}},
+		"POST /api/webhooks/:id/test":                        {{"POST", "/api/webhooks/" + whk + "/test", nil, nil}},
+		"GET /api/webhooks/:id/deliveries":                   {{"GET", "/api/webhooks/" + whk + "/deliveries", nil, nil}},
+		"POST /api/webhooks/:id/deliveries/:messageId/retry": {{"POST", "/api/webhooks/" + whk + "/deliveries/" + whMsg + "/retry", nil, nil}},
+		"GET /api/metrics":                                   {{"GET", "/api/metrics", nil, []int{200}}},
+		"GET /api/metrics/sequences":                         {{"GET", "/api/metrics/sequences", nil, []int{200}}},
+		"GET /api/metrics/sequences/:id":                     {{"GET", "/api/metrics/sequences/vseq", nil, nil}},
+		"GET /api/metrics/templates":                         {{"GET", "/api/metrics/templates", nil, []int{200}}},
+		"GET /api/metrics/templates/:id":                     {{"GET", "/api/metrics/templates/tips", nil, nil}},
+		"POST /api/domains":                                  {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
+		"GET /api/domains":                                   {{"GET", "/api/domains", nil, []int{200}}},
+		"GET /api/domains/:domain":                           {{"GET", "/api/domains/victim.example", nil, []int{200}}},
+		"PATCH /api/domains/:domain":                         {{"PATCH", "/api/domains/victim.example", map[string]any{"sendingEnabled": true}, []int{400, 422}}},
+		"DELETE /api/domains/:domain":                        {{"DELETE", "/api/domains/victim.example", nil, []int{204}}},
+		"POST /api/domains/:domain/verify":                   {{"POST", "/api/domains/victim.example/verify", nil, []int{200, 503}}},
 	}
 	// The domain probes run in order after POST /api/domains: the
 	// attacker's own claim on the name is what they may touch.
