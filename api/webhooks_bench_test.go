@@ -34,8 +34,21 @@ import (
 // sends of 2,000 contacts in 5 tenants; each send gets delivered, three
 // opens and a click, shuffled across batches as SendGrid mixes them.
 //
+// With outbound=on every tenant has an outbound webhook endpoint that takes
+// every event type, so each applied outcome also writes its message and
+// delivery (schema 0016's triggers): the cost of the outbox, against
+// outbound=off in the same run.
+//
 //	go test ./api/ -run '^$' -bench SendgridWebhook -benchtime 1x
 func BenchmarkSendgridWebhook(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("outbound=%v", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
+			benchSendgridWebhook(b, on)
+		})
+	}
+}
+
+func benchSendgridWebhook(b *testing.B, outboundOn bool) {
 	const (
 		tenants, contactsPer, sendsPer = 5, 400, 5 // 10,000 sends
 		perSend, batchSize             = 5, 1000   // 50,000 events
@@ -76,6 +89,8 @@ func BenchmarkSendgridWebhook(b *testing.B) {
 		fmt.Sprintf(`INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version, from_address, to_address, subject, sent_at)
 			SELECT 'ten_' || t, 'snd_' || c || '_' || s, 'm', 'cnt_' || c, 'welcome', 1, 'a@acme.test', 'c@example.com', 'Hi', now()
 			FROM generate_series(1, %d) t, generate_series(1, %d) c, generate_series(1, %d) s`, tenants, contactsPer, sendsPer),
+		map[bool]string{false: `SELECT 1`, true: fmt.Sprintf(`INSERT INTO webhook_endpoints (tenant_id, id, url, secret)
+			SELECT 'ten_' || t, 'whk_' || t, 'https://8.8.8.8/hook', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' FROM generate_series(1, %d) t`, tenants)}[outboundOn],
 		`ANALYZE`,
 	} {
 		if _, err := db.Pool.Exec(ctx, q); err != nil {
@@ -162,4 +177,11 @@ func BenchmarkSendgridWebhook(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/acceptTime.Seconds(), "accept_events/s")
 	b.ReportMetric(float64(events)/applyTime.Seconds(), "apply_events/s")
+	if outboundOn {
+		var msgs int64
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_messages`).Scan(&msgs); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(msgs)/applyTime.Seconds(), "outbox_messages/s")
+	}
 }

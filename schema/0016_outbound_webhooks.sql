@@ -36,7 +36,7 @@ CREATE TABLE webhook_messages (
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, id)
 );
-CREATE INDEX webhook_messages_created ON webhook_messages (created_at);
+-- (no index on created_at: messages are pruned with their deliveries)
 
 CREATE TABLE webhook_deliveries (
     tenant_id        text NOT NULL,
@@ -56,7 +56,9 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_list ON webhook_deliveries (tenant_id, endpoint_id, created_at DESC, message_id DESC);
+-- The 30-day prune.
 CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at);
+
 
 -- webhook_emit writes a message of type p_type and its deliveries, when
 -- the tenant has an enabled endpoint that wants it (else nothing: a tenant
@@ -82,21 +84,37 @@ END $$;
 -- +goose StatementEnd
 
 -- email.* facts are system events: their properties (sendId, templateId,
--- sequenceId, broadcastId, bounceType...) with the contact.
+-- sequenceId, broadcastId, bounceType...) with the contact. Outcomes arrive
+-- in batches of up to a thousand rows per statement, so this trigger is
+-- per statement, set-based (two INSERT ... SELECT for the whole batch):
+-- per row it cost a third of the webhook apply rate, measured.
 -- +goose StatementBegin
-CREATE FUNCTION webhook_on_event() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION webhook_on_events() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.name IN ('email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced',
-                    'email.complained', 'email.unsubscribed') THEN
-        PERFORM webhook_emit(NEW.tenant_id, NEW.name, NEW.properties || jsonb_build_object(
-            'contactId', NEW.contact_id,
-            'email', (SELECT email FROM contacts WHERE tenant_id = NEW.tenant_id AND id = NEW.contact_id),
-            'eventId', NEW.id));
+    WITH m AS (
+        INSERT INTO webhook_messages (tenant_id, id, type, data)
+        SELECT n.tenant_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), n.name,
+            n.properties || jsonb_build_object('contactId', n.contact_id, 'email', c.email, 'eventId', n.id)
+        FROM new_rows n
+        LEFT JOIN contacts c ON c.tenant_id = n.tenant_id AND c.id = n.contact_id
+        WHERE n.name IN ('email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced',
+                         'email.complained', 'email.unsubscribed')
+          AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.tenant_id = n.tenant_id AND e.enabled
+                      AND (cardinality(e.events) = 0 OR n.name = ANY (e.events)))
+        RETURNING tenant_id, id, type
+    )
+    INSERT INTO webhook_deliveries (tenant_id, endpoint_id, message_id)
+    SELECT m.tenant_id, e.id, m.id FROM m
+    JOIN webhook_endpoints e ON e.tenant_id = m.tenant_id AND e.enabled
+        AND (cardinality(e.events) = 0 OR m.type = ANY (e.events));
+    IF FOUND THEN
+        PERFORM pg_notify('tidings_webhooks', '');
     END IF;
     RETURN NULL;
 END $$;
 -- +goose StatementEnd
-CREATE TRIGGER webhook_on_event AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION webhook_on_event();
+CREATE TRIGGER webhook_on_events AFTER INSERT ON events REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION webhook_on_events();
 
 -- contact.* facts: created, deleted, unsubscribed, suppressed, and updated
 -- when what the tenant set changed (email, userId, properties, resubscribed);
@@ -175,8 +193,8 @@ DROP TRIGGER webhook_on_tenant ON tenants;
 DROP TRIGGER webhook_on_broadcast ON broadcasts;
 DROP TRIGGER webhook_on_timeline ON timeline_entries;
 DROP TRIGGER webhook_on_contact ON contacts;
-DROP TRIGGER webhook_on_event ON events;
-DROP FUNCTION webhook_on_tenant, webhook_on_broadcast, webhook_on_timeline, webhook_on_contact, webhook_on_event, webhook_emit;
+DROP TRIGGER webhook_on_events ON events;
+DROP FUNCTION webhook_on_tenant, webhook_on_broadcast, webhook_on_timeline, webhook_on_contact, webhook_on_events, webhook_emit;
 DROP TABLE webhook_deliveries;
 DROP TABLE webhook_messages;
 DROP TABLE webhook_endpoints;

@@ -185,6 +185,6 @@ func New(in Infra) (*Services, error) {
 	guard := &outbound.Guard{AllowPrivate: cfg.WebhookAllowPrivateTargets}
 	s.Outbound = &outbound.Store{DB: db, Guard: guard}
 	s.Deliverer = &outbound.Deliverer{DB: db, Client: outbound.NewClient(guard), Schedule: cfg.WebhookRetrySchedule,
-		Parallel: 32, PerEndpoint: 8, Log: in.Log}
+		Parallel: outbound.DefaultBatch, PerEndpoint: outbound.DefaultBatch / 3, Log: in.Log}
 	return s, nil
 }
