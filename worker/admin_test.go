@@ -9,8 +9,11 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"tidings/internal/app"
+	"tidings/internal/app/apptest"
 	"tidings/internal/config"
 	"tidings/internal/tasks"
+	"tidings/internal/telemetry"
 	"tidings/internal/telemetry/telemetrytest"
 	"tidings/internal/testenv"
 )
@@ -31,7 +34,9 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	}
 	ins := asynq.NewInspector(opt)
 	t.Cleanup(func() { _ = ins.Close() })
-	h, closeAdmin := AdminHandler(opt, ins, true)
+	// As cmd/worker wires it, with the outbound deliveries' gauge.
+	svc := apptest.Services(t, app.Infra{})
+	h, closeAdmin := AdminHandler(opt, ins, true, telemetry.NewDeliveriesCollector(svc.Outbound.DeliveryCounts))
 	t.Cleanup(closeAdmin)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
