@@ -373,7 +373,7 @@ func (s *Store) Complete(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, r := range rows {
-		tag, err := s.DB.BroadcastComplete(ctx, queries.BroadcastCompleteParams{TenantID: r.TenantID, ID: r.ID})
+		tag, err := s.DB.BroadcastComplete(ctx, queries.BroadcastCompleteParams(r))
 		if err != nil {
 			return n, err
 		}
