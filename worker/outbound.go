@@ -6,7 +6,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"tidings/internal/outbound"
 	"tidings/internal/tasks"
 )
 
@@ -34,7 +33,10 @@ func HandleOutboundDeliver(d Deps) asynq.HandlerFunc {
 				d.Log.Error("outbound webhook deliveries failed; the sweep retries", "err", err)
 				return nil
 			}
-			if n < outbound.DefaultBatch {
+			// A claim holds at most a third of a batch per endpoint, so
+			// a short batch does not mean nothing is left: only an empty
+			// one does.
+			if n == 0 {
 				return nil
 			}
 		}

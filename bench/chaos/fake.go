@@ -115,3 +115,47 @@ func (f *fakeSendGrid) snapshot() map[string]int {
 	}
 	return out
 }
+
+// receiver is the tenant's outbound webhook endpoint: it counts each
+// webhook-id it is sent and fails one delivery in ten (500), so the
+// retries run under the faults too.
+type receiver struct {
+	srv  *http.Server
+	url  string
+	mu   sync.Mutex
+	seen map[string]int
+	n    atomic.Int64
+}
+
+func newReceiver() *receiver { return &receiver{seen: map[string]int{}} }
+
+func (h *receiver) start() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	h.url = "http://" + ln.Addr().String() + "/hook"
+	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if h.n.Add(1)%10 == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		h.mu.Lock()
+		h.seen[r.Header.Get("webhook-id")]++
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = h.srv.Serve(ln) }()
+	return nil
+}
+
+func (h *receiver) snapshot() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int, len(h.seen))
+	for k, v := range h.seen {
+		out[k] = v
+	}
+	return out
+}

@@ -95,6 +95,7 @@ type run struct {
 	mu                      sync.Mutex
 	key                     string
 	segment                 string
+	hooks                   *receiver
 	apis                    []string // base URLs
 	faults                  map[string]int
 	clusterNodes            []*exec.Cmd
@@ -113,6 +114,10 @@ func (r *run) main(ctx context.Context) error {
 		return err
 	}
 	r.faults = map[string]int{}
+	r.hooks = newReceiver()
+	if err := r.hooks.start(); err != nil {
+		return err
+	}
 	r.fake = newFake()
 	fakeURL, err := r.fake.start()
 	if err != nil {
@@ -134,6 +139,7 @@ func (r *run) main(ctx context.Context) error {
 	env := []string{"DATABASE_URL=" + r.dbURL, "REDIS_URL=" + r.redisURL, fmt.Sprintf("REDIS_CLUSTER=%v", *cluster),
 		"EMAIL_PROVIDER=sendgrid", "SENDGRID_API_KEY=SG.chaos", "SENDGRID_API_URL=" + fakeURL,
 		"TRACKING_SECRET=chaos-tracking-secret", "DASHBOARD_JWT_SECRET=" + jwtSecret,
+		"WEBHOOK_ALLOW_PRIVATE_TARGETS=true", "WEBHOOK_RETRY_SCHEDULE=1s,2s,5s,10s,10s,10s",
 		"RATE_LIMIT_PER_MINUTE=1000000", "PROVIDER_TIMEOUT=3s", "SEND_CLAIM_TIMEOUT=15s", "LOG_LEVEL=warn",
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	r.procs = map[string]*proc{}
@@ -425,6 +431,11 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	r.segment = seg.SegmentID
+	// An outbound webhook endpoint taking every event type, on the
+	// harness's receiver (which fails one delivery in ten, so retries run).
+	if _, err := r.call(ctx, api, "POST", "/api/webhooks", map[string]any{"url": r.hooks.url}, nil, nil); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -670,6 +681,57 @@ func (r *run) reconcile(ctx context.Context, w *workload) error {
 	report(len(w.broadcastIDs) == bcSent && bcOpen == 0 && recQueued == 0 && recNoRecord == 0 && recOther == 0,
 		"broadcasts: %d sent of %d sent by the workload (%d not sent), %d recipients sent, %d still queued, %d skipped or failed, %d sent without a send record",
 		bcSent, len(w.broadcastIDs), bcOpen, recSent, recQueued, recOther, recNoRecord)
+
+	// Outbound webhooks: every message written with a fact was delivered
+	// (at least once), and the receiver saw no message the database does
+	// not hold (none without its fact).
+	hookDeadline := time.Now().Add(2 * time.Minute)
+	var msgs, pendingHooks int
+	for {
+		if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_messages),
+			(SELECT count(*) FROM webhook_deliveries WHERE status <> 'succeeded')`).Scan(&msgs, &pendingHooks); err != nil {
+			return err
+		}
+		if pendingHooks == 0 || time.Now().After(hookDeadline) {
+			break
+		}
+		sleep(ctx, time.Second)
+	}
+	known := map[string]bool{}
+	rows, err = db.Query(ctx, `SELECT id FROM webhook_messages`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		_ = rows.Scan(&id)
+		known[id] = true
+	}
+	rows.Close()
+	got := r.hooks.snapshot()
+	undelivered, unknown, repeats := 0, 0, 0
+	for id := range known {
+		if got[id] == 0 {
+			undelivered++
+		}
+	}
+	for id, n := range got {
+		if !known[id] {
+			unknown++
+		}
+		repeats += n - 1
+	}
+	if pendingHooks > 0 {
+		var detail string
+		_ = db.QueryRow(ctx, `SELECT string_agg(status || ' ' || n || ' (attempts ' || a || ', next ' || nx || ')', '; ')
+			FROM (SELECT status, count(*) AS n, max(attempts) AS a, max(next_attempt_at)::text AS nx
+			      FROM webhook_deliveries WHERE status <> 'succeeded' GROUP BY status) x`).Scan(&detail)
+		fmt.Printf("  info outbound deliveries not succeeded: %s\n", detail)
+	}
+	lost += undelivered + unknown
+	report(undelivered == 0 && unknown == 0 && pendingHooks == 0,
+		"outbound webhooks: %d messages written with their facts, %d delivered, %d not delivered, %d deliveries not succeeded, %d received without a fact, %d received more than once (at least once)",
+		len(known), len(known)-undelivered, undelivered, pendingHooks, unknown, repeats)
 
 	// The provider's view: no send_id twice, every one recorded.
 	seen := r.fake.snapshot()
