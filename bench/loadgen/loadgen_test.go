@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,7 +127,9 @@ func TestCompareReportsRatio(t *testing.T) {
 			medians++
 		}
 	}
-	if medians != 2 || !strings.Contains(out.String(), "ratio slow/fast: 0.") {
+	// The report, not the figure: which server is faster on a machine that
+	// CI shares is not this test's to judge (a run saw 1.27 under load).
+	if medians != 2 || !regexp.MustCompile(`ratio slow/fast: \d+\.\d{3} \(median of 2 back-to-back rounds`).MatchString(out.String()) {
 		t.Fatalf("output lacks the medians or the ratio:\n%s", out.String())
 	}
 }
