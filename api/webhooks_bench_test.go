@@ -179,7 +179,7 @@ func benchSendgridWebhook(b *testing.B, outboundOn bool) {
 	b.ReportMetric(float64(events)/applyTime.Seconds(), "apply_events/s")
 	if outboundOn {
 		var msgs int64
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_messages`).Scan(&msgs); err != nil {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox`).Scan(&msgs); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(msgs)/applyTime.Seconds(), "outbox_messages/s")

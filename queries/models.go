@@ -378,3 +378,11 @@ type WebhookMessage struct {
 	Data      json.RawMessage
 	CreatedAt time.Time
 }
+
+type WebhookOutbox struct {
+	ID        int64
+	TenantID  string
+	Type      string
+	Data      json.RawMessage
+	CreatedAt time.Time
+}

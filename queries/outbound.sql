@@ -68,6 +68,39 @@ LIMIT @lim;
 UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), updated_at = now()
 WHERE tenant_id = @tenant_id AND endpoint_id = @endpoint_id AND message_id = @message_id;
 
+-- name: WebhookFanOut :execrows
+-- Turns up to lim outbox rows (schema 0017) into messages, with one
+-- delivery per enabled endpoint of the tenant that wants the type, and
+-- deletes them, in one transaction: a crash before its commit leaves the
+-- rows to the next fan-out. A fact naming a contact gets its email here
+-- (null if the contact was deleted in between: its contact.deleted message
+-- names it); a fact whose tenant no longer has a matching endpoint is
+-- dropped.
+WITH o AS (
+    DELETE FROM webhook_outbox WHERE id IN (
+        SELECT id FROM webhook_outbox ORDER BY id LIMIT @lim FOR UPDATE SKIP LOCKED)
+    RETURNING tenant_id, type, data, created_at
+), m AS (
+    INSERT INTO webhook_messages (tenant_id, id, type, data, created_at)
+    SELECT o.tenant_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), o.type,
+        CASE WHEN o.data ? 'email' OR NOT o.data ? 'contactId' THEN o.data
+             ELSE o.data || jsonb_build_object('email',
+                 (SELECT c.email FROM contacts c WHERE c.tenant_id = o.tenant_id AND c.id = o.data->>'contactId'))
+        END,
+        o.created_at
+    FROM o
+    WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.tenant_id = o.tenant_id AND e.enabled
+                  AND (cardinality(e.events) = 0 OR o.type = ANY (e.events)))
+    RETURNING tenant_id, id, type
+)
+INSERT INTO webhook_deliveries (tenant_id, endpoint_id, message_id)
+SELECT m.tenant_id, e.id, m.id FROM m
+JOIN webhook_endpoints e ON e.tenant_id = m.tenant_id AND e.enabled
+    AND (cardinality(e.events) = 0 OR m.type = ANY (e.events));
+
+-- name: WebhookOutboxWaiting :one
+SELECT EXISTS (SELECT 1 FROM webhook_outbox);
+
 -- name: WebhookDeliveryClaim :many
 -- Claims up to lim due deliveries of enabled endpoints, at most
 -- @per_endpoint of one endpoint (a slow endpoint cannot take every slot),
@@ -140,5 +173,8 @@ WHERE m.tenant_id = g.tenant_id AND m.id = g.message_id
                   AND d2.status = 'pending');
 
 -- name: WebhookDeliveryCounts :many
--- Queue depth per state, for Prometheus.
-SELECT status, count(*)::bigint AS n FROM webhook_deliveries GROUP BY status;
+-- Queue depth per state, for Prometheus; 'outbox' counts facts not yet
+-- fanned out into messages.
+SELECT status, count(*)::bigint AS n FROM webhook_deliveries GROUP BY status
+UNION ALL
+SELECT 'outbox', count(*)::bigint FROM webhook_outbox;

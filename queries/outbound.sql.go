@@ -99,6 +99,8 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, arg WebhookDeliveryC
 
 const webhookDeliveryCounts = `-- name: WebhookDeliveryCounts :many
 SELECT status, count(*)::bigint AS n FROM webhook_deliveries GROUP BY status
+UNION ALL
+SELECT 'outbox', count(*)::bigint FROM webhook_outbox
 `
 
 type WebhookDeliveryCountsRow struct {
@@ -106,7 +108,8 @@ type WebhookDeliveryCountsRow struct {
 	N      int64
 }
 
-// Queue depth per state, for Prometheus.
+// Queue depth per state, for Prometheus; 'outbox' counts facts not yet
+// fanned out into messages.
 func (q *Queries) WebhookDeliveryCounts(ctx context.Context) ([]WebhookDeliveryCountsRow, error) {
 	rows, err := q.db.Query(ctx, webhookDeliveryCounts)
 	if err != nil {
@@ -522,6 +525,45 @@ func (q *Queries) WebhookEndpointUpdate(ctx context.Context, arg WebhookEndpoint
 	return i, err
 }
 
+const webhookFanOut = `-- name: WebhookFanOut :execrows
+WITH o AS (
+    DELETE FROM webhook_outbox WHERE id IN (
+        SELECT id FROM webhook_outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING tenant_id, type, data, created_at
+), m AS (
+    INSERT INTO webhook_messages (tenant_id, id, type, data, created_at)
+    SELECT o.tenant_id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), o.type,
+        CASE WHEN o.data ? 'email' OR NOT o.data ? 'contactId' THEN o.data
+             ELSE o.data || jsonb_build_object('email',
+                 (SELECT c.email FROM contacts c WHERE c.tenant_id = o.tenant_id AND c.id = o.data->>'contactId'))
+        END,
+        o.created_at
+    FROM o
+    WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.tenant_id = o.tenant_id AND e.enabled
+                  AND (cardinality(e.events) = 0 OR o.type = ANY (e.events)))
+    RETURNING tenant_id, id, type
+)
+INSERT INTO webhook_deliveries (tenant_id, endpoint_id, message_id)
+SELECT m.tenant_id, e.id, m.id FROM m
+JOIN webhook_endpoints e ON e.tenant_id = m.tenant_id AND e.enabled
+    AND (cardinality(e.events) = 0 OR m.type = ANY (e.events))
+`
+
+// Turns up to lim outbox rows (schema 0017) into messages, with one
+// delivery per enabled endpoint of the tenant that wants the type, and
+// deletes them, in one transaction: a crash before its commit leaves the
+// rows to the next fan-out. A fact naming a contact gets its email here
+// (null if the contact was deleted in between: its contact.deleted message
+// names it); a fact whose tenant no longer has a matching endpoint is
+// dropped.
+func (q *Queries) WebhookFanOut(ctx context.Context, lim int32) (int64, error) {
+	result, err := q.db.Exec(ctx, webhookFanOut, lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const webhookNotify = `-- name: WebhookNotify :exec
 SELECT pg_notify('tidings_webhooks', '')
 `
@@ -529,6 +571,17 @@ SELECT pg_notify('tidings_webhooks', '')
 func (q *Queries) WebhookNotify(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, webhookNotify)
 	return err
+}
+
+const webhookOutboxWaiting = `-- name: WebhookOutboxWaiting :one
+SELECT EXISTS (SELECT 1 FROM webhook_outbox)
+`
+
+func (q *Queries) WebhookOutboxWaiting(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, webhookOutboxWaiting)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
 }
 
 const webhookTestInsert = `-- name: WebhookTestInsert :exec

@@ -9,13 +9,13 @@ import (
 	"tidings/internal/tasks"
 )
 
-// Outbound webhooks (ADDENDUM 14). The database writes each message and
-// its deliveries with the fact (schema 0016) and NOTIFYs tidings_webhooks
-// at commit; ListenWebhooks turns that into a TypeOutboundDeliver task,
-// which posts due deliveries in batches until none is left. The sweep
-// (every outboundSweepEvery) queues it whenever a delivery is due (a
-// notification lost, a retry time come) and prunes deliveries past their
-// 30 days.
+// Outbound webhooks (ADDENDUM 14). The database writes an outbox row with
+// each fact (schemas 0016, 0017) and NOTIFYs tidings_webhooks at commit;
+// ListenWebhooks turns that into a TypeOutboundDeliver task, which fans the
+// outbox out into messages and deliveries and posts due deliveries in
+// batches until none is left. The sweep (every outboundSweepEvery) queues
+// it whenever a row waits or a delivery is due (a notification lost, a
+// retry time come) and prunes deliveries past their 30 days.
 
 const (
 	outboundSweepEvery = 5 * time.Second
@@ -57,7 +57,11 @@ func handleOutboundSweep(d Deps) asynq.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if due {
+		waiting, err := d.DB.WebhookOutboxWaiting(ctx)
+		if err != nil {
+			return err
+		}
+		if due || waiting {
 			d.Tasks.OutboundDeliver(ctx)
 		}
 		n, err := d.DB.WebhookDeliveryPrune(ctx)

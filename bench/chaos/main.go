@@ -688,8 +688,10 @@ func (r *run) reconcile(ctx context.Context, w *workload) error {
 	hookDeadline := time.Now().Add(2 * time.Minute)
 	var msgs, pendingHooks int
 	for {
+		// Facts still in the outbox count as pending: the worker has not
+		// fanned them out yet.
 		if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_messages),
-			(SELECT count(*) FROM webhook_deliveries WHERE status <> 'succeeded')`).Scan(&msgs, &pendingHooks); err != nil {
+			(SELECT count(*) FROM webhook_deliveries WHERE status <> 'succeeded') + (SELECT count(*) FROM webhook_outbox)`).Scan(&msgs, &pendingHooks); err != nil {
 			return err
 		}
 		if pendingHooks == 0 || time.Now().After(hookDeadline) {

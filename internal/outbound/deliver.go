@@ -38,7 +38,7 @@ var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * tim
 func NewClient(g *Guard) *http.Client {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, Control: g.control}
 	tr := &http.Transport{Proxy: nil, DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
-		MaxIdleConns: 100, MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second,
+		MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: Timeout}
 	return &http.Client{Transport: tr, Timeout: Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -74,9 +74,30 @@ type finishRow struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 }
 
-// Run claims a batch of due deliveries, posts them concurrently, and
-// writes the outcomes in one statement. It returns how many it claimed.
+// fanOutBatch is how many outbox rows one fan-out statement takes.
+const fanOutBatch = 1000
+
+// FanOut turns the facts waiting in the outbox into messages and their
+// deliveries (schema 0017), a batch per statement, until none is left. It
+// returns how many it took.
+func (d *Deliverer) FanOut(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		n, err := d.DB.WebhookFanOut(ctx, fanOutBatch)
+		total += n
+		if err != nil || n < fanOutBatch {
+			return total, err
+		}
+	}
+}
+
+// Run fans the outbox out, claims a batch of due deliveries, posts them
+// concurrently, and writes the outcomes in one statement. It returns how
+// many it claimed.
 func (d *Deliverer) Run(ctx context.Context) (int, error) {
+	if _, err := d.FanOut(ctx); err != nil {
+		return 0, err
+	}
 	per := max(d.PerEndpoint, 1)
 	rows, err := d.DB.WebhookDeliveryClaim(ctx, queries.WebhookDeliveryClaimParams{Scan: 4 * DefaultBatch,
 		PerEndpoint: int32(per), Lim: DefaultBatch, LeaseSeconds: lease.Seconds()})

@@ -22,6 +22,7 @@ import (
 	"tidings/internal/page"
 	"tidings/internal/store"
 	"tidings/internal/testenv"
+	"tidings/queries"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -170,7 +171,12 @@ func TestEmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// types fans the outbox out (as the worker does before each claim)
+	// and lists the types of the endpoint's messages.
 	types := func(endpoint string) []string {
+		if _, err := f.svc.Deliverer.FanOut(f.ctx); err != nil {
+			t.Fatal(err)
+		}
 		rows, err := f.svc.DB.Pool.Query(f.ctx, `SELECT m.type FROM webhook_deliveries d JOIN webhook_messages m
 			ON m.tenant_id = d.tenant_id AND m.id = d.message_id WHERE d.endpoint_id = $1 ORDER BY m.created_at, m.type`, endpoint)
 		if err != nil {
@@ -202,6 +208,13 @@ func TestEmission(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The fan-out names the contact of an email.* fact.
+	types(all.ID)
+	var email string
+	if err := f.svc.DB.Pool.QueryRow(f.ctx, `SELECT data->>'email' FROM webhook_messages WHERE tenant_id = $1 AND type = 'email.sent'`,
+		tenant).Scan(&email); err != nil || email != "ann@example.com" {
+		t.Fatalf("email.sent data names %q (%v), want ann@example.com", email, err)
 	}
 	f.exec(`INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data) VALUES
 		($1, 'tle_1', $2, 'sequence_entered', now(), '{"sequenceId":"s"}'),
@@ -386,5 +399,46 @@ func TestDeliveryRefusesPrivateTargets(t *testing.T) {
 	ds, _, _ := f.svc.Outbound.Deliveries(f.ctx, tenant, "whk_r", "", page.Params{Limit: 10})
 	if len(ds) != 1 || ds[0].LastError == nil || !strings.Contains(*ds[0].LastError, "public") {
 		t.Fatalf("%+v", ds)
+	}
+}
+
+// Fan-outs running side by side (two worker slots) turn each outbox row
+// into exactly one message, and a fan-out that rolls back leaves its rows
+// for the next: a message is neither lost nor doubled.
+func TestFanOutOnceEach(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	rcv := newReceiver(t)
+	if _, err := f.svc.Outbound.Create(f.ctx, tenant, outbound.Input{URL: ptr(rcv.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5000
+	f.exec(`INSERT INTO webhook_outbox (tenant_id, type, data)
+		SELECT $1, 'email.delivered', jsonb_build_object('contactId', 'cnt_gone', 'sendId', 'snd_' || g) FROM generate_series(1, $2::int) g`, tenant, n)
+	// A fan-out whose transaction rolls back.
+	tx, err := f.svc.DB.Pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := queries.New(tx).WebhookFanOut(f.ctx, 100); err != nil || n != 100 {
+		t.Fatalf("%d %v", n, err)
+	}
+	_ = tx.Rollback(f.ctx)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := f.svc.Deliverer.FanOut(f.ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var msgs, distinct, left int
+	if err := f.svc.DB.Pool.QueryRow(f.ctx, `SELECT count(*), count(DISTINCT data->>'sendId'),
+		(SELECT count(*) FROM webhook_outbox) FROM webhook_messages WHERE tenant_id = $1`, tenant).Scan(&msgs, &distinct, &left); err != nil {
+		t.Fatal(err)
+	}
+	if msgs != n || distinct != n || left != 0 {
+		t.Fatalf("%d messages (%d distinct) for %d facts, %d left in the outbox", msgs, distinct, n, left)
 	}
 }

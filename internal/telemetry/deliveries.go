@@ -18,7 +18,7 @@ type DeliveriesCollector struct {
 // NewDeliveriesCollector collects what count reads.
 func NewDeliveriesCollector(count func(ctx context.Context) (map[string]int64, error)) *DeliveriesCollector {
 	return &DeliveriesCollector{count: count, desc: prometheus.NewDesc("tidings_webhook_deliveries",
-		"Outbound webhook deliveries kept (30 days), per status.", []string{"status"}, nil)}
+		"Outbound webhook deliveries kept (30 days), per status; status outbox counts facts not yet fanned out into deliveries.", []string{"status"}, nil)}
 }
 
 // Describe implements prometheus.Collector.
@@ -32,7 +32,7 @@ func (c *DeliveriesCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	for _, st := range []string{"pending", "succeeded", "failed"} {
+	for _, st := range []string{"outbox", "pending", "succeeded", "failed"} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[st]), st)
 	}
 }
