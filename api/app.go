@@ -31,6 +31,7 @@ import (
 	"tidings/internal/outbound"
 	"tidings/internal/page"
 	"tidings/internal/ratelimit"
+	"tidings/internal/retention"
 	"tidings/internal/segments"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/sequences"
@@ -61,18 +62,20 @@ type Deps struct {
 
 // Server holds the dependencies shared by the handlers.
 type Server struct {
-	cfg       *config.Config
-	db        *store.DB
-	rdb       redis.UniversalClient
-	limiter   *ratelimit.Limiter
-	sessions  *auth.SessionVerifier
-	log       *slog.Logger
-	keys      *keycache.Cache
-	tenants   *tenants.Store
-	apiKeys   *apikeys.Store
-	contacts  *contacts.Store
-	events    *events.Recorder
-	feed      *events.Feed
+	cfg      *config.Config
+	db       *store.DB
+	rdb      redis.UniversalClient
+	limiter  *ratelimit.Limiter
+	sessions *auth.SessionVerifier
+	log      *slog.Logger
+	keys     *keycache.Cache
+	tenants  *tenants.Store
+	apiKeys  *apikeys.Store
+	contacts *contacts.Store
+	events   *events.Recorder
+	feed     *events.Feed
+	// archives reads the events archived past the tenant's retention.
+	archives  *retention.Archives
 	segments  *segments.Store
 	campaigns *campaigns.Store
 	// outbound keeps the tenant's webhook endpoints.
@@ -111,7 +114,8 @@ func New(d Deps) (*fiber.App, error) {
 		feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
-		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound}
+		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,
+		archives: v.Archives}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
@@ -173,6 +177,8 @@ func New(d Deps) (*fiber.App, error) {
 	r.post("/events", s.eventCreate)
 	r.get("/events", s.eventList)
 	r.get("/events/contacts/:id", s.eventListByContact)
+	r.get("/events/archive", s.archiveList)
+	r.get("/events/archive/:month", s.archiveGet)
 
 	// Sequence enrolments and runs (the sequence engine).
 	r.post("/sequences/:id/contacts", s.enrol)

@@ -197,3 +197,33 @@ func timelineView(r queries.TimelineRow) timelineJSON {
 	}
 	return timelineJSON{Type: typ, Timestamp: formatTime(r.OccurredAt), Data: out}
 }
+
+type archiveJSON struct {
+	Month  string `json:"month"`
+	Events int64  `json:"events"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// archiveList lists the tenant's archived months, newest first.
+func (s *Server) archiveList(c *fiber.Ctx) error {
+	rows, err := s.archives.List(c.UserContext(), tenantID(c))
+	if err != nil {
+		return err
+	}
+	items := make([]archiveJSON, len(rows))
+	for i, r := range rows {
+		items[i] = archiveJSON{Month: r.Month, Events: r.Events, Bytes: r.Bytes}
+	}
+	return c.JSON(fiber.Map{"items": items})
+}
+
+// archiveGet streams one month's archived events as NDJSON, decompressed
+// as the client reads: no month is held in memory.
+func (s *Server) archiveGet(c *fiber.Ctx) error {
+	r, err := s.archives.Open(c.UserContext(), tenantID(c), c.Params("month"))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "application/x-ndjson")
+	return c.SendStream(r) // fasthttp closes r once it is sent
+}

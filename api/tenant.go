@@ -28,6 +28,7 @@ type tenantJSON struct {
 	DefaultFromAddress     *string  `json:"defaultFromAddress,omitempty"`
 	PreferredRegion        *string  `json:"preferredRegion,omitempty"`
 	Timezone               string   `json:"timezone"`
+	EventRetentionDays     int32    `json:"eventRetentionDays"`
 	CreatedAt              string   `json:"createdAt"`
 	UpdatedAt              string   `json:"updatedAt"`
 }
@@ -41,7 +42,7 @@ func tenantView(t queries.Tenant) tenantJSON {
 		BillingStatus: t.BillingStatus, BillingCustomerID: t.BillingCustomerID,
 		BillingSubscriptionID: t.BillingSubscriptionID, PlanPeriodEnd: formatTimePtr(t.PlanPeriodEnd),
 		DefaultFromAddress: t.DefaultFromAddress, PreferredRegion: t.PreferredRegion, Timezone: t.Timezone,
-		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
+		EventRetentionDays: t.EventRetentionDays, CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 	}
 }
 
@@ -85,6 +86,7 @@ type tenantUpdateReq struct {
 	PreferredRegion    Opt[string] `json:"preferredRegion"`
 	SendingStatus      Opt[string] `json:"sendingStatus"`
 	Timezone           Opt[string] `json:"timezone"`
+	EventRetentionDays Opt[int]    `json:"eventRetentionDays"`
 }
 
 // validate passes what was sent to the domain, which judges it (a PATCH's
@@ -95,7 +97,8 @@ type tenantUpdateReq struct {
 func (r tenantUpdateReq) validate() (tenants.Settings, error) {
 	return tenants.Settings{Name: r.Name.Sent(), SendingStatus: r.SendingStatus.Sent(), Timezone: r.Timezone.Sent(),
 		DefaultFromAddress: r.DefaultFromAddress.Ptr(), SetDefaultFrom: r.DefaultFromAddress.Set,
-		PreferredRegion: r.PreferredRegion.Ptr(), SetRegion: r.PreferredRegion.Set}, nil
+		PreferredRegion: r.PreferredRegion.Ptr(), SetRegion: r.PreferredRegion.Set,
+		EventRetentionDays: r.EventRetentionDays.Sent()}, nil
 }
 
 func (s *Server) tenantUpdate(c *fiber.Ctx) error {

@@ -140,6 +140,30 @@ type Event struct {
 	CreatedAt          time.Time
 }
 
+type EventArchive struct {
+	TenantID  string
+	Month     string
+	Events    int64
+	Bytes     int64
+	UpdatedAt time.Time
+}
+
+type EventPartitionStart struct {
+	One      bool
+	StartsAt time.Time
+}
+
+type EventsBefore struct {
+	TenantID           string
+	ID                 string
+	ContactID          string
+	Name               string
+	Properties         json.RawMessage
+	OccurredAt         time.Time
+	ProcessedSequences []string
+	CreatedAt          time.Time
+}
+
 type IdempotencyKey struct {
 	TenantID       string
 	Scope          string
@@ -320,6 +344,7 @@ type Tenant struct {
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
 	Timezone               string
+	EventRetentionDays     int32
 }
 
 type TimelineEntry struct {

@@ -20,6 +20,7 @@ UPDATE tenants SET
     preferred_region     = CASE WHEN @set_region::boolean THEN sqlc.narg(preferred_region) ELSE preferred_region END,
     sending_status       = coalesce(sqlc.narg(sending_status), sending_status),
     timezone             = coalesce(sqlc.narg(timezone), timezone),
+    event_retention_days = coalesce(sqlc.narg(event_retention_days), event_retention_days),
     updated_at           = now()
 WHERE id = @id
 RETURNING *;

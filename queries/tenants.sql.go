@@ -32,7 +32,7 @@ func (q *Queries) TenantExists(ctx context.Context, id string) (bool, error) {
 }
 
 const tenantGet = `-- name: TenantGet :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone FROM tenants WHERE id = $1
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days FROM tenants WHERE id = $1
 `
 
 func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
@@ -56,12 +56,13 @@ func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Timezone,
+		&i.EventRetentionDays,
 	)
 	return i, err
 }
 
 const tenantGetForUpdate = `-- name: TenantGetForUpdate :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone FROM tenants WHERE id = $1 FOR UPDATE
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days FROM tenants WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, error) {
@@ -85,6 +86,7 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Timezone,
+		&i.EventRetentionDays,
 	)
 	return i, err
 }
@@ -92,7 +94,7 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 const tenantInsert = `-- name: TenantInsert :one
 INSERT INTO tenants (id, name) VALUES ($1, $2)
 ON CONFLICT (id) DO NOTHING
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days
 `
 
 type TenantInsertParams struct {
@@ -122,6 +124,7 @@ func (q *Queries) TenantInsert(ctx context.Context, arg TenantInsertParams) (Ten
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Timezone,
+		&i.EventRetentionDays,
 	)
 	return i, err
 }
@@ -151,9 +154,10 @@ UPDATE tenants SET
     preferred_region     = CASE WHEN $4::boolean THEN $5 ELSE preferred_region END,
     sending_status       = coalesce($6, sending_status),
     timezone             = coalesce($7, timezone),
+    event_retention_days = coalesce($8, event_retention_days),
     updated_at           = now()
-WHERE id = $8
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone
+WHERE id = $9
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days
 `
 
 type TenantUpdateParams struct {
@@ -164,6 +168,7 @@ type TenantUpdateParams struct {
 	PreferredRegion    *string
 	SendingStatus      *string
 	Timezone           *string
+	EventRetentionDays *int32
 	ID                 string
 }
 
@@ -176,6 +181,7 @@ func (q *Queries) TenantUpdate(ctx context.Context, arg TenantUpdateParams) (Ten
 		arg.PreferredRegion,
 		arg.SendingStatus,
 		arg.Timezone,
+		arg.EventRetentionDays,
 		arg.ID,
 	)
 	var i Tenant
@@ -197,6 +203,7 @@ func (q *Queries) TenantUpdate(ctx context.Context, arg TenantUpdateParams) (Ten
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Timezone,
+		&i.EventRetentionDays,
 	)
 	return i, err
 }

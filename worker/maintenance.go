@@ -28,3 +28,26 @@ func handleIdempotencySweep(d Deps) asynq.HandlerFunc {
 		return err
 	}
 }
+
+// ArchivePeriodic is the retention run (tasks.TypeEventsArchive) every
+// RETENTION_INTERVAL: it makes the coming months' event partitions and
+// archives events past their tenant's retention (retention.Archiver). The
+// scheduler enqueues one task per period across every process; a run cut
+// short (a restart) leaves nothing half done, and the next period's run
+// takes what is left.
+func ArchivePeriodic(every time.Duration) Periodic {
+	return Periodic{Name: tasks.TypeEventsArchive, Every: every, Queue: tasks.QueueLow, Task: func() *asynq.Task {
+		return asynq.NewTask(tasks.TypeEventsArchive, nil, asynq.MaxRetry(3), asynq.Timeout(2*time.Hour))
+	}}
+}
+
+// HandleEventsArchive runs the archiver once; exported for tests.
+func HandleEventsArchive(d Deps) asynq.HandlerFunc {
+	return func(ctx context.Context, _ *asynq.Task) error {
+		res, err := d.Archiver.Run(ctx)
+		if res.Events > 0 || err != nil {
+			d.Log.Info("event retention run", "tenants", res.Tenants, "months", res.Months, "events", res.Events, "err", err)
+		}
+		return err
+	}
+}

@@ -53,6 +53,7 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeBroadcastStart, HandleBroadcastStart(d))
 	mux.Handle(tasks.TypeOutboundDeliver, HandleOutboundDeliver(d))
 	mux.Handle(tasks.TypeOutboundSweep, handleOutboundSweep(d))
+	mux.Handle(tasks.TypeEventsArchive, HandleEventsArchive(d))
 	return mux
 }
 

@@ -62,7 +62,8 @@ func run(log *slog.Logger) error {
 	schedDone := make(chan struct{})
 	go func() {
 		defer close(schedDone)
-		worker.NewScheduler(periodic, worker.PeriodicTasks(), log).Run(schedCtx)
+		tasks := append(worker.PeriodicTasks(), worker.ArchivePeriodic(cfg.RetentionInterval))
+		worker.NewScheduler(periodic, tasks, log).Run(schedCtx)
 	}()
 
 	listenCtx, stopListen := context.WithCancel(context.Background())

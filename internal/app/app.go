@@ -27,6 +27,7 @@ import (
 	"tidings/internal/page"
 	"tidings/internal/provider"
 	"tidings/internal/render"
+	"tidings/internal/retention"
 	"tidings/internal/segments"
 	"tidings/internal/sendrate"
 	"tidings/internal/sequences"
@@ -112,6 +113,11 @@ type Services struct {
 	// deliveries (worker).
 	Outbound  *outbound.Store
 	Deliverer *outbound.Deliverer
+
+	// Archiver moves events past their tenant's retention to the archive
+	// (worker); Archives reads it (api).
+	Archiver *retention.Archiver
+	Archives *retention.Archives
 }
 
 // KeyEvictChannel is the Redis channel on which a revoked key leaves every
@@ -186,5 +192,8 @@ func New(in Infra) (*Services, error) {
 	s.Outbound = &outbound.Store{DB: db, Guard: guard}
 	s.Deliverer = &outbound.Deliverer{DB: db, Client: outbound.NewClient(guard), Schedule: cfg.WebhookRetrySchedule,
 		Parallel: outbound.DefaultBatch, PerEndpoint: outbound.DefaultBatch / 3, Log: in.Log}
+	files := retention.Dir(cfg.ArchiveDir)
+	s.Archiver = &retention.Archiver{DB: db, Files: files, Log: in.Log}
+	s.Archives = &retention.Archives{DB: db, Files: files}
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 	"tidings/internal/mjml"
 	"tidings/internal/provider"
 	"tidings/internal/render"
+	"tidings/internal/retention"
 	"tidings/internal/store"
 	"tidings/internal/tasks"
 )
@@ -70,6 +71,14 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, role Role) 
 	if role == RoleAPI && cfg.Migrate {
 		if err := o.DB.Migrate(ctx, log); err != nil {
 			return o, err
+		}
+	}
+	// Events are partitioned by month: the coming months' partitions are
+	// made at every start as well as by the worker's retention run, so an
+	// event never finds its month missing.
+	if role == RoleAPI {
+		if _, err := o.DB.EventsEnsurePartitions(ctx, retention.PartitionsAhead); err != nil {
+			return o, fmt.Errorf("event partitions: %w", err)
 		}
 	}
 	if o.Redis, err = cfg.OpenRedis(ctx); err != nil {

@@ -76,6 +76,10 @@ type Config struct {
 	// WebhookAllowPrivateTargets is WEBHOOK_ALLOW_PRIVATE_TARGETS: outbound
 	// webhooks may reach loopback and private addresses (development).
 	WebhookAllowPrivateTargets bool
+	// RetentionInterval is RETENTION_INTERVAL: how often events past their
+	// tenant's retention are archived; ArchiveDir (ARCHIVE_DIR) is where.
+	RetentionInterval time.Duration
+	ArchiveDir        string
 
 	PlanFreeContacts  int
 	PlanFreeTemplates int
@@ -162,6 +166,8 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 			30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}),
 		WebhookAllowPrivateTargets: r.boolean("WEBHOOK_ALLOW_PRIVATE_TARGETS", false),
 		DomainCheckInterval:        r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
+		RetentionInterval:          r.duration("RETENTION_INTERVAL", 24*time.Hour),
+		ArchiveDir:                 r.str("ARCHIVE_DIR", "./var/archive"),
 		PlanFreeContacts:           r.positiveInt("PLAN_FREE_CONTACTS", 1000),
 		PlanFreeTemplates:          r.positiveInt("PLAN_FREE_TEMPLATES", 100),
 		PlanFreeSequences:          r.positiveInt("PLAN_FREE_SEQUENCES", 20),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -16,6 +17,12 @@ import (
 // concurrent starts of several api processes safe: one migrates, the others
 // wait and then find nothing to do.
 func (db *DB) Migrate(ctx context.Context, log *slog.Logger) error {
+	return db.MigrateTo(ctx, log, math.MaxInt64)
+}
+
+// MigrateTo applies the pending migrations up to version (a test of an
+// upgrade stops before the migration it tests).
+func (db *DB) MigrateTo(ctx context.Context, log *slog.Logger, version int64) error {
 	sqlDB := stdlib.OpenDBFromPool(db.Pool)
 	defer sqlDB.Close()
 	locker, err := lock.NewPostgresSessionLocker()
@@ -27,7 +34,7 @@ func (db *DB) Migrate(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	results, err := p.Up(ctx)
+	results, err := p.UpTo(ctx, version)
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}

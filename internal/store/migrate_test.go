@@ -77,3 +77,58 @@ func TestMigrateFreshDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The events table of an existing install becomes the first partition of
+// the partitioned table (schemas 0018, 0019) with every row kept, and
+// events after the partitions start land in their month's partition.
+func TestMigrateEventsToPartitions(t *testing.T) {
+	t.Parallel()
+	_, url := testenv.NewDatabase(t)
+	ctx := context.Background()
+	db, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`DROP SCHEMA public CASCADE; CREATE SCHEMA public`)
+	quiet := slog.New(slog.DiscardHandler)
+	if err := db.MigrateTo(ctx, quiet, 17); err != nil {
+		t.Fatal(err)
+	}
+	exec(`INSERT INTO tenants (id, name) VALUES ('ten_m', 'M')`)
+	exec(`INSERT INTO contacts (tenant_id, id, email) VALUES ('ten_m', 'cnt_1', 'a@example.com')`)
+	exec(`INSERT INTO events (tenant_id, id, contact_id, name, occurred_at)
+		SELECT 'ten_m', 'evt_' || g, 'cnt_1', 'e', now() - g * interval '1 day' FROM generate_series(0, 999) g`)
+	if err := db.Migrate(ctx, quiet); err != nil {
+		t.Fatal(err)
+	}
+	var n, before, parts int
+	if err := db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM events_before),
+		(SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass)`).Scan(&n, &before, &parts); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1000 || before != 1000 || parts < 3 {
+		t.Fatalf("%d events, %d in the first partition, %d partitions", n, before, parts)
+	}
+	// An event in a month after the start goes to that month's partition;
+	// the contact's deletion still cascades to every partition.
+	exec(`INSERT INTO events (tenant_id, id, contact_id, name, occurred_at)
+		SELECT 'ten_m', 'evt_late', 'cnt_1', 'e', starts_at + interval '1 hour' FROM event_partition_start`)
+	var part string
+	if err := db.Pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM events WHERE id = 'evt_late'`).Scan(&part); err != nil {
+		t.Fatal(err)
+	}
+	if part == "events_before" {
+		t.Fatalf("a later event went to %s", part)
+	}
+	exec(`DELETE FROM contacts WHERE id = 'cnt_1'`)
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d events after the contact's deletion (%v)", n, err)
+	}
+}

@@ -102,7 +102,13 @@ func (db *DB) Tx(ctx context.Context, fn func(q *queries.Queries) error) error {
 // guarantees that a panic or early return never leaks an open
 // transaction.
 func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
-	raw, err := db.Pool.Begin(ctx)
+	return db.InTxOptions(ctx, pgx.TxOptions{}, fn)
+}
+
+// InTxOptions is InTx with the transaction's options (a repeatable-read
+// snapshot for work that must read and then delete the same rows).
+func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx *Tx) error) error {
+	raw, err := db.Pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

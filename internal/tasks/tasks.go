@@ -52,6 +52,9 @@ const (
 	// TypeIdempotencySweep deletes Idempotency-Key records past their 24
 	// hours.
 	TypeIdempotencySweep = "maintenance:idempotency-keys"
+	// TypeEventsArchive archives events past their tenant's retention
+	// (retention.Archiver), every RETENTION_INTERVAL.
+	TypeEventsArchive = "maintenance:events-archive"
 )
 
 // SendTimeout bounds one scheduled-send task.

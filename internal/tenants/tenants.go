@@ -6,6 +6,7 @@ package tenants
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -115,12 +116,23 @@ type Settings struct {
 	SendingStatus      *string
 	// Timezone is an IANA zone name (localtime.Valid).
 	Timezone *string
+	// EventRetentionDays is how long events stay in the table before the
+	// archive takes them (MinRetentionDays to MaxRetentionDays).
+	EventRetentionDays *int
 }
+
+// The range of eventRetentionDays (ADDENDUM 15).
+const (
+	MinRetentionDays = 1
+	MaxRetentionDays = 3650
+)
 
 // validate checks and normalises the settings.
 func (u *Settings) validate() error {
-	if u.Name == nil && !u.SetDefaultFrom && !u.SetRegion && u.SendingStatus == nil && u.Timezone == nil {
-		return apperr.AtLeastOne("name", "defaultFromAddress", "preferredRegion", "sendingStatus", "timezone")
+	if u.Name == nil && !u.SetDefaultFrom && !u.SetRegion && u.SendingStatus == nil && u.Timezone == nil &&
+		u.EventRetentionDays == nil {
+		return apperr.AtLeastOne("name", "defaultFromAddress", "preferredRegion", "sendingStatus", "timezone",
+			"eventRetentionDays")
 	}
 	var f apperr.Fields
 	if u.Name != nil {
@@ -142,6 +154,10 @@ func (u *Settings) validate() error {
 	if tz := u.Timezone; tz != nil {
 		f.Check(localtime.Valid(*tz), "timezone", "must be an IANA time zone name, e.g. Europe/Amsterdam or UTC")
 	}
+	if d := u.EventRetentionDays; d != nil {
+		f.Check(*d >= MinRetentionDays && *d <= MaxRetentionDays, "eventRetentionDays",
+			fmt.Sprintf("must be a whole number of days from %d to %d", MinRetentionDays, MaxRetentionDays))
+	}
 	return f.Err()
 }
 
@@ -159,7 +175,8 @@ func (s *Store) Update(ctx context.Context, id string, u Settings) (queries.Tena
 	}
 	t, err := s.DB.TenantUpdate(ctx, queries.TenantUpdateParams{ID: id, Name: u.Name,
 		SetDefaultFrom: u.SetDefaultFrom, DefaultFromAddress: u.DefaultFromAddress,
-		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus, Timezone: u.Timezone})
+		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus, Timezone: u.Timezone,
+		EventRetentionDays: retentionDays(u.EventRetentionDays)})
 	if err != nil {
 		return t, notFound(err)
 	}
@@ -200,4 +217,12 @@ func Whitelisted(t queries.Tenant, email string) error {
 		return apperr.Forbidden("the tenant is in sandbox mode and " + email + " is not on the sandbox whitelist")
 	}
 	return nil
+}
+
+func retentionDays(d *int) *int32 {
+	if d == nil {
+		return nil
+	}
+	v := int32(*d)
+	return &v
 }
