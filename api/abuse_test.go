@@ -62,13 +62,20 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	}
 	brd := b.expect("POST", "/api/broadcasts", f.key, map[string]any{"name": "Victim news", "templateId": "welcome",
 		"segmentId": seg}, 201).body["broadcastId"].(string)
+	// An archived month: an old event, archived by the retention run.
+	b.expect("POST", "/api/events", f.key, map[string]any{"email": "ann@example.com", "name": "victim_archived_event",
+		"timestamp": "2020-03-04T05:06:07Z"}, 201)
+	if _, err := b.svc.Archiver.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	keys := b.expect("GET", "/api/api-keys", f.key, nil, 200).items()
 	keyID := keys[0].(map[string]any)["keyId"].(string)
 	victim := f.org
 	contact := f.contactID
 	// What must never appear in an attacker's response. Ids chosen by the
 	// caller (welcome, vseq) are not secret: the attacker may use them too.
-	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, whk, whMsg, "victim-hook", keyID, "victim.example", "Victim launch", "Victim news"}
+	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, whk, whMsg, "victim-hook", keyID, "victim.example", "Victim launch", "Victim news",
+		"victim_archived_event"}
 
 	// The attacker, with a campaign and a sequence of its own for the
 	// routes that join two ids.
@@ -115,10 +122,12 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"GET", "/api/sends?templateId=welcome", nil, []int{200}},
 			{"GET", "/api/sends?broadcastId=" + brd, nil, []int{200}},
 		},
-		"GET /api/sends/:sendId":       {{"GET", "/api/sends/" + sendID, nil, nil}},
-		"POST /api/events":             {{"POST", "/api/events", map[string]any{"email": "ann@example.com", "name": "victim_signed_up"}, []int{201}}},
-		"GET /api/events":              {{"GET", "/api/events", nil, []int{200}}},
-		"GET /api/events/contacts/:id": {{"GET", "/api/events/contacts/" + contact, nil, nil}},
+		"GET /api/sends/:sendId":         {{"GET", "/api/sends/" + sendID, nil, nil}},
+		"POST /api/events":               {{"POST", "/api/events", map[string]any{"email": "ann@example.com", "name": "victim_signed_up"}, []int{201}}},
+		"GET /api/events":                {{"GET", "/api/events", nil, []int{200}}},
+		"GET /api/events/contacts/:id":   {{"GET", "/api/events/contacts/" + contact, nil, nil}},
+		"GET /api/events/archive":        {{"GET", "/api/events/archive", nil, []int{200}}},
+		"GET /api/events/archive/:month": {{"GET", "/api/events/archive/2020-03", nil, nil}},
 		"POST /api/sequences/:id/contacts": {
 			{"POST", "/api/sequences/vseq/contacts", map[string]any{"contactId": contact}, nil},
 			{"POST", "/api/sequences/aseq/contacts", map[string]any{"contactId": contact}, nil},

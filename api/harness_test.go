@@ -68,6 +68,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	}
 	cfg.DashboardJWTSecret = testSecret
 	cfg.RateLimitPerMinute = 10000
+	cfg.ArchiveDir = t.TempDir()
 	for _, o := range opts {
 		o(cfg)
 	}

@@ -23,6 +23,7 @@ func Config(t testing.TB) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.ArchiveDir = t.TempDir() // never ./var/archive beside the test
 	return cfg
 }
 
