@@ -545,24 +545,14 @@ var budgetedFilters = map[string]func(b *budget, fn any) any{
 			return f(s, sep), nil
 		}
 	},
-	"escape":      stringAfter(html.EscapeString),
-	"url_encode":  stringAfter(url.QueryEscape),
-	"escape_once": stringAfter2,
-	"upcase":      stringAfter2,
-	"downcase":    stringAfter2,
-	"capitalize":  stringAfter2,
-	"truncate": func(b *budget, fn any) any {
-		f := fn.(func(string, func(int) int, func(string) string) string)
-		return func(s any, length func(int) int, ellipsis func(string) string) string {
-			return b.made(f(str(s), length, ellipsis))
-		}
-	},
-	"truncatewords": func(b *budget, fn any) any {
-		f := fn.(func(string, func(int) int, func(string) string) string)
-		return func(s any, length func(int) int, ellipsis func(string) string) string {
-			return b.made(f(str(s), length, ellipsis))
-		}
-	},
+	"escape":        stringAfter(html.EscapeString),
+	"url_encode":    stringAfter(url.QueryEscape),
+	"escape_once":   stringAfter2,
+	"upcase":        stringAfter2,
+	"downcase":      stringAfter2,
+	"capitalize":    stringAfter2,
+	"truncate":      truncated,
+	"truncatewords": truncated,
 	"date": func(b *budget, fn any) any {
 		f := fn.(func(time.Time, func(string) string) (string, error))
 		return func(t time.Time, format func(string) string) (string, error) {
@@ -608,6 +598,15 @@ func stringAfter(f func(string) string) func(*budget, any) any {
 func stringAfter2(b *budget, fn any) any {
 	f := fn.(func(string, string) string)
 	return func(s, x any) string { return b.made(f(str(s), str(x))) }
+}
+
+// truncated wraps truncate and truncatewords (declared alike), charging
+// the result: a long ellipsis makes it longer than its input.
+func truncated(b *budget, fn any) any {
+	f := fn.(func(string, func(int) int, func(string) string) string)
+	return func(s any, length func(int) int, ellipsis func(string) string) string {
+		return b.made(f(str(s), length, ellipsis))
+	}
 }
 
 func replaceOnce(b *budget, fn any) any {
