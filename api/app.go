@@ -251,10 +251,10 @@ func New(d Deps) (*fiber.App, error) {
 	r.post("/domains/:domain/verify", s.domainVerify)
 
 	r.get("/metrics", s.metricsGet)
-	r.get("/metrics/sequences", s.metricsSequences)
-	r.get("/metrics/sequences/:id", s.metricsSequence)
-	r.get("/metrics/templates", s.metricsTemplates)
-	r.get("/metrics/templates/:id", s.metricsTemplate)
+	r.get("/metrics/sequences", s.metricsScopedList(metrics.ScopeSequence))
+	r.get("/metrics/sequences/:id", s.metricsScoped(metrics.ScopeSequence))
+	r.get("/metrics/templates", s.metricsScopedList(metrics.ScopeTemplate))
+	r.get("/metrics/templates/:id", s.metricsScoped(metrics.ScopeTemplate))
 
 	return app, nil
 }

@@ -69,67 +69,49 @@ func (s *Server) metricsGet(c *fiber.Ctx) error {
 		"metrics": countersView(r.Counters)})
 }
 
-// metricsSequence is GET /api/metrics/sequences/{id}?yearMonth=.
-func (s *Server) metricsSequence(c *fiber.Ctx) error {
-	id, err := pathParam(c, "id")
-	if err != nil {
-		return err
+// scopeIDKeys name an item's id in the answers of the sequence and
+// template routes.
+var scopeIDKeys = map[metrics.Scope]string{metrics.ScopeSequence: "sequenceId", metrics.ScopeTemplate: "templateId"}
+
+// metricsScoped is GET /api/metrics/sequences/{id} and
+// /api/metrics/templates/{id} (scope), ?yearMonth=: the object's counters
+// for the month.
+func (s *Server) metricsScoped(scope metrics.Scope) fiber.Handler {
+	idKey := scopeIDKeys[scope]
+	return func(c *fiber.Ctx) error {
+		id, err := pathParam(c, "id")
+		if err != nil {
+			return err
+		}
+		m, month, err := s.metrics.ScopedOne(c.UserContext(), tenantID(c), scope, id, c.Query("yearMonth"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(fiber.Map{idKey: m.ID, "yearMonth": month.Format(metrics.MonthLayout),
+			"metrics": countersView(m.Counters)})
 	}
-	m, month, err := s.metrics.Sequence(c.UserContext(), tenantID(c), id, c.Query("yearMonth"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"sequenceId": m.ID, "yearMonth": month.Format(metrics.MonthLayout),
-		"metrics": countersView(m.Counters)})
 }
 
-// metricsTemplate is GET /api/metrics/templates/{id}?yearMonth=.
-func (s *Server) metricsTemplate(c *fiber.Ctx) error {
-	id, err := pathParam(c, "id")
-	if err != nil {
-		return err
+// metricsScopedList is GET /api/metrics/sequences and
+// /api/metrics/templates (scope): the tenant's sequences or templates as
+// GET /api/sequences and /api/templates page them, each with its month's
+// counters.
+func (s *Server) metricsScopedList(scope metrics.Scope) fiber.Handler {
+	idKey := scopeIDKeys[scope]
+	return func(c *fiber.Ctx) error {
+		p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+		if err != nil {
+			return err
+		}
+		pg, err := s.metrics.ScopedList(c.UserContext(), tenantID(c), scope, c.Query("yearMonth"), p)
+		if err != nil {
+			return err
+		}
+		items := make([]fiber.Map, len(pg.Items))
+		for i, it := range pg.Items {
+			items[i] = fiber.Map{idKey: it.ID, "metrics": countersView(it.Counters)}
+		}
+		return c.JSON(fiber.Map{"items": items, "yearMonth": pg.Month.Format(metrics.MonthLayout),
+			"nextCursor": s.pages.Next(pg.Next)})
 	}
-	m, month, err := s.metrics.Template(c.UserContext(), tenantID(c), id, c.Query("yearMonth"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"templateId": m.ID, "yearMonth": month.Format(metrics.MonthLayout),
-		"metrics": countersView(m.Counters)})
-}
-
-// metricsSequences is GET /api/metrics/sequences: the tenant's sequences
-// as GET /api/sequences pages them, each with its month's counters.
-func (s *Server) metricsSequences(c *fiber.Ctx) error {
-	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
-	if err != nil {
-		return err
-	}
-	pg, err := s.metrics.Sequences(c.UserContext(), tenantID(c), c.Query("yearMonth"), p)
-	if err != nil {
-		return err
-	}
-	return c.JSON(s.scopedPageView(pg, "sequenceId"))
-}
-
-// metricsTemplates is GET /api/metrics/templates, as metricsSequences.
-func (s *Server) metricsTemplates(c *fiber.Ctx) error {
-	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
-	if err != nil {
-		return err
-	}
-	pg, err := s.metrics.Templates(c.UserContext(), tenantID(c), c.Query("yearMonth"), p)
-	if err != nil {
-		return err
-	}
-	return c.JSON(s.scopedPageView(pg, "templateId"))
-}
-
-// scopedPageView renders a page of sequence or template metrics; idKey
-// names the item's id (sequenceId, templateId).
-func (s *Server) scopedPageView(pg metrics.ScopedPage, idKey string) fiber.Map {
-	items := make([]fiber.Map, len(pg.Items))
-	for i, it := range pg.Items {
-		items[i] = fiber.Map{idKey: it.ID, "metrics": countersView(it.Counters)}
-	}
-	return fiber.Map{"items": items, "yearMonth": pg.Month.Format(metrics.MonthLayout), "nextCursor": s.pages.Next(pg.Next)}
 }

@@ -350,3 +350,44 @@ func TestSequencePutSaysWhichStepAndHowToSendYAML(t *testing.T) {
 		t.Fatalf("YAML as JSON: %d %s", y.status, y.raw)
 	}
 }
+
+// The definitions API drives the engine: PATCH enabled pauses and resumes
+// enrolments, DELETE cancels pending sends (sequence_deleted).
+func TestSequenceAPIDrivesEngine(t *testing.T) {
+	t.Parallel()
+	f := newSeqFixture(t, "org_seq_api")
+	b := f.b
+	r := b.do("PUT", "/api/sequences/drip", f.key, map[string]any{
+		"content": "name: Drip\ntrigger: {event: go}\nsteps:\n  - delay: 1d\n  - send: welcome\n"})
+	if r.status != 201 {
+		t.Fatalf("PUT: %d %s", r.status, r.raw)
+	}
+	ev := f.event("go", nil)
+	if got := toStrings(ev.body["triggeredSequences"]); len(got) != 1 || got[0] != "drip" {
+		t.Fatalf("triggered %v", ev.body["triggeredSequences"])
+	}
+	b.expect("PATCH", "/api/sequences/drip", f.key, map[string]any{"enabled": false}, 200)
+	if e := f.enrolment("drip"); e["status"] != "paused" {
+		t.Fatalf("after disable: %v", e)
+	}
+	b.expect("PATCH", "/api/sequences/drip", f.key, map[string]any{"enabled": true}, 200)
+	if e := f.enrolment("drip"); e["status"] != "active" {
+		t.Fatalf("after enable: %v", e)
+	}
+	b.expect("DELETE", "/api/sequences/drip", f.key, nil, 204)
+	c := f.scheduled("status=cancelled")
+	if len(c) != 1 || c[0]["cancelReason"] != "sequence_deleted" {
+		t.Fatalf("cancelled after delete: %v", c)
+	}
+	if p := f.scheduled("status=pending"); len(p) != 0 {
+		t.Fatalf("pending after delete: %v", p)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}

@@ -52,13 +52,16 @@ func BenchmarkRead(b *testing.B) {
 			return err
 		}},
 		{"month", func() error { _, err := st.Tenant(ctx, "ten_a", metrics.Query{YearMonth: "2026-10"}); return err }},
-		{"sequence", func() error { _, _, err := st.Sequence(ctx, "ten_a", "sequence500", "2026-10"); return err }},
+		{"sequence", func() error {
+			_, _, err := st.ScopedOne(ctx, "ten_a", metrics.ScopeSequence, "sequence500", "2026-10")
+			return err
+		}},
 		{"sequences-page-20", func() error {
-			_, err := st.Sequences(ctx, "ten_a", "2026-10", page.Params{Limit: 20})
+			_, err := st.ScopedList(ctx, "ten_a", metrics.ScopeSequence, "2026-10", page.Params{Limit: 20})
 			return err
 		}},
 		{"sequences-page-100", func() error {
-			pg, err := st.Sequences(ctx, "ten_a", "2026-10", page.Params{Limit: 100})
+			pg, err := st.ScopedList(ctx, "ten_a", metrics.ScopeSequence, "2026-10", page.Params{Limit: 100})
 			if err == nil && (len(pg.Items) != 100 || pg.Items[0].Sent != 32) {
 				b.Fatalf("%d items, sent %d", len(pg.Items), pg.Items[0].Sent)
 			}

@@ -111,11 +111,21 @@ type addRow struct {
 // Scopes of a counter row (schema 0011).
 const (
 	scopeTenant   = "tenant"
-	scopeSequence = "sequence"
-	scopeTemplate = "template"
+	scopeSequence = string(ScopeSequence)
+	scopeTemplate = string(ScopeTemplate)
 	// scopeBroadcast rows are per UTC month too; a broadcast's stats sum
 	// its rows over every month.
 	scopeBroadcast = "broadcast"
+)
+
+// Scope names the objects whose monthly counters ScopedOne and ScopedList
+// read; its value is the counter rows' scope.
+type Scope string
+
+// The scopes of the scoped reads.
+const (
+	ScopeSequence Scope = "sequence"
+	ScopeTemplate Scope = "template"
 )
 
 // Adder is what counting needs of the caller's transaction: the generated

@@ -99,18 +99,18 @@ func TestDayAndMonthBoundaries(t *testing.T) {
 		seq   int64
 		tmpl  int64
 	}{{"2026-10", 2, 2}, {"2026-11", 1, 2}, {"2026-12", 0, 0}} {
-		s, _, err := b.store.Sequence(b.ctx, "ten_a", "seq", tc.month)
+		s, _, err := b.store.ScopedOne(b.ctx, "ten_a", metrics.ScopeSequence, "seq", tc.month)
 		if !apperr.IsCode(err, "SEQUENCE_NOT_FOUND") {
 			t.Fatalf("sequence that does not exist: %v", err)
 		}
 		_ = s
 		b.exec(`INSERT INTO sequences (tenant_id, id, name, content, trigger_event) VALUES ('ten_a', 'seq', 'S', '', 'x') ON CONFLICT DO NOTHING`)
 		b.exec(`INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html) VALUES ('ten_a', 'tmpl', 'T', 's', 'c', 'h') ON CONFLICT DO NOTHING`)
-		s, m, err := b.store.Sequence(b.ctx, "ten_a", "seq", tc.month)
+		s, m, err := b.store.ScopedOne(b.ctx, "ten_a", metrics.ScopeSequence, "seq", tc.month)
 		if err != nil || s.Sent != tc.seq || m.Format("2006-01") != tc.month {
 			t.Fatalf("sequence %s: %+v %v", tc.month, s, err)
 		}
-		tm, _, err := b.store.Template(b.ctx, "ten_a", "tmpl", tc.month)
+		tm, _, err := b.store.ScopedOne(b.ctx, "ten_a", metrics.ScopeTemplate, "tmpl", tc.month)
 		if err != nil || tm.Sent != tc.tmpl {
 			t.Fatalf("template %s: %+v %v", tc.month, tm, err)
 		}
@@ -224,7 +224,7 @@ func TestQueryValidation(t *testing.T) {
 	if r := b.report("ten_a", metrics.Query{Period: "daily"}); r.Date != time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC) {
 		t.Fatalf("daily default date %s", r.Date)
 	}
-	if _, _, err := b.store.Sequence(b.ctx, "ten_a", "x", "11-2026"); !apperr.IsCode(err, "VALIDATION_ERROR") {
+	if _, _, err := b.store.ScopedOne(b.ctx, "ten_a", metrics.ScopeSequence, "x", "11-2026"); !apperr.IsCode(err, "VALIDATION_ERROR") {
 		t.Fatalf("sequence yearMonth: %v", err)
 	}
 }
@@ -307,7 +307,7 @@ func TestSequenceAndTemplateLists(t *testing.T) {
 	var got []string
 	p := page.Params{Limit: 2}
 	for {
-		pg, err := b.store.Sequences(b.ctx, "ten_a", "", p)
+		pg, err := b.store.ScopedList(b.ctx, "ten_a", metrics.ScopeSequence, "", p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,18 +322,18 @@ func TestSequenceAndTemplateLists(t *testing.T) {
 	if fmt.Sprint(got) != "[s4:0 s3:1 s2:0 s1:2 s0:0]" {
 		t.Fatalf("sequences %v", got)
 	}
-	pg, err := b.store.Templates(b.ctx, "ten_a", "2026-10", page.Params{Limit: 20})
+	pg, err := b.store.ScopedList(b.ctx, "ten_a", metrics.ScopeTemplate, "2026-10", page.Params{Limit: 20})
 	if err != nil || len(pg.Items) != 5 || pg.Items[3].ID != "t1" || pg.Items[3].Sent != 1 || pg.Month.Format("2006-01") != "2026-10" {
 		t.Fatalf("templates in October: %+v %v", pg, err)
 	}
-	if _, _, err := b.store.Sequence(b.ctx, "ten_a", "secret", ""); !apperr.IsCode(err, "SEQUENCE_NOT_FOUND") {
+	if _, _, err := b.store.ScopedOne(b.ctx, "ten_a", metrics.ScopeSequence, "secret", ""); !apperr.IsCode(err, "SEQUENCE_NOT_FOUND") {
 		t.Fatalf("other tenant's sequence: %v", err)
 	}
-	if _, _, err := b.store.Template(b.ctx, "ten_b", "t1", ""); !apperr.IsCode(err, "TEMPLATE_NOT_FOUND") {
+	if _, _, err := b.store.ScopedOne(b.ctx, "ten_b", metrics.ScopeTemplate, "t1", ""); !apperr.IsCode(err, "TEMPLATE_NOT_FOUND") {
 		t.Fatalf("other tenant's template: %v", err)
 	}
 	// One query reads both scopes: a sequence's id is no template.
-	if _, _, err := b.store.Template(b.ctx, "ten_a", "s1", ""); !apperr.IsCode(err, "TEMPLATE_NOT_FOUND") {
+	if _, _, err := b.store.ScopedOne(b.ctx, "ten_a", metrics.ScopeTemplate, "s1", ""); !apperr.IsCode(err, "TEMPLATE_NOT_FOUND") {
 		t.Fatalf("a sequence read as a template: %v", err)
 	}
 }
@@ -452,11 +452,11 @@ func TestOutcomesCountOnce(t *testing.T) {
 	o.exec(`INSERT INTO sequences (tenant_id, id, name, content, trigger_event) VALUES ('ten_a', 'onboard', 'O', '', 'x')`)
 	o.exec(`INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html) VALUES
 		('ten_a', 'welcome', 'W', 's', 'c', 'h'), ('ten_a', 'tips', 'T', 's', 'c', 'h')`)
-	seq, _, err := o.store.Sequence(o.ctx, "ten_a", "onboard", "2026-11")
+	seq, _, err := o.store.ScopedOne(o.ctx, "ten_a", metrics.ScopeSequence, "onboard", "2026-11")
 	if err != nil || seq.Complained != 1 || seq.BouncedHard != 1 || seq.Delivered != 0 || seq.Opened != 0 {
 		t.Fatalf("sequence: %+v %v", seq.Counts, err)
 	}
-	wel, _, err := o.store.Template(o.ctx, "ten_a", "welcome", "2026-11")
+	wel, _, err := o.store.ScopedOne(o.ctx, "ten_a", metrics.ScopeTemplate, "welcome", "2026-11")
 	if err != nil || wel.Counts != (metrics.Counts{Delivered: 1, Opened: 1, Clicked: 1}) {
 		t.Fatalf("template welcome: %+v %v", wel.Counts, err)
 	}

@@ -269,42 +269,20 @@ type ScopedPage struct {
 func sequenceNotFound() *apperr.Error { return apperr.NotFound("SEQUENCE_NOT_FOUND", "sequence") }
 func templateNotFound() *apperr.Error { return apperr.NotFound("TEMPLATE_NOT_FOUND", "template") }
 
-// Sequence is one sequence's counters for the month yearMonth ("" is the
-// current UTC month); SEQUENCE_NOT_FOUND when the tenant has no such
-// sequence (a deleted sequence's counts stay in the tenant's).
-func (s *Store) Sequence(ctx context.Context, tenantID, id, yearMonth string) (Scoped, time.Time, error) {
-	return s.scopedOne(ctx, scopeSequence, tenantID, id, yearMonth)
-}
-
-// Template is one template's counters for the month yearMonth, sends of
-// every kind (transactional and sequence); TEMPLATE_NOT_FOUND when the
-// tenant has no such template.
-func (s *Store) Template(ctx context.Context, tenantID, id, yearMonth string) (Scoped, time.Time, error) {
-	return s.scopedOne(ctx, scopeTemplate, tenantID, id, yearMonth)
-}
-
-// Sequences is a page of the tenant's sequences, newest first as GET
-// /api/sequences lists them, each with its counters for the month
-// yearMonth (zeros for one without counts).
-func (s *Store) Sequences(ctx context.Context, tenantID, yearMonth string, p page.Params) (ScopedPage, error) {
-	return s.scopedPage(ctx, scopeSequence, tenantID, yearMonth, p)
-}
-
-// Templates is Sequences for templates.
-func (s *Store) Templates(ctx context.Context, tenantID, yearMonth string, p page.Params) (ScopedPage, error) {
-	return s.scopedPage(ctx, scopeTemplate, tenantID, yearMonth, p)
-}
-
-// scopedOne reads one sequence's or template's (scope) counters.
-func (s *Store) scopedOne(ctx context.Context, scope, tenantID, id, yearMonth string) (Scoped, time.Time, error) {
+// ScopedOne is one sequence's or template's (scope) counters for the month
+// yearMonth ("" is the current UTC month); SEQUENCE_NOT_FOUND or
+// TEMPLATE_NOT_FOUND when the tenant has no such object (a deleted one's
+// counts stay in the tenant's). A template's are its sends of every kind
+// (transactional and sequence).
+func (s *Store) ScopedOne(ctx context.Context, tenantID string, scope Scope, id, yearMonth string) (Scoped, time.Time, error) {
 	month, err := s.YearMonth(yearMonth)
 	if err != nil {
 		return Scoped{}, month, err
 	}
-	r, err := s.DB.MetricsScopedGet(ctx, queries.MetricsScopedGetParams{Scope: scope, TenantID: tenantID, ID: id, Month: month})
+	r, err := s.DB.MetricsScopedGet(ctx, queries.MetricsScopedGetParams{Scope: string(scope), TenantID: tenantID, ID: id, Month: month})
 	if err != nil {
 		notFound := sequenceNotFound()
-		if scope == scopeTemplate {
+		if scope == ScopeTemplate {
 			notFound = templateNotFound()
 		}
 		return Scoped{}, month, apperr.Specific(err, apperr.KindNotFound, notFound)
@@ -314,15 +292,17 @@ func (s *Store) scopedOne(ctx context.Context, scope, tenantID, id, yearMonth st
 		Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked, UpdatedAt: r.UpdatedAt}), month, nil
 }
 
-// scopedPage reads a page of sequences or templates (scope) with their
-// counters.
-func (s *Store) scopedPage(ctx context.Context, scope, tenantID, yearMonth string, p page.Params) (ScopedPage, error) {
+// ScopedList is a page of the tenant's sequences or templates (scope),
+// newest first as GET /api/sequences and /api/templates list them, each
+// with its counters for the month yearMonth (zeros for one without
+// counts).
+func (s *Store) ScopedList(ctx context.Context, tenantID string, scope Scope, yearMonth string, p page.Params) (ScopedPage, error) {
 	month, err := s.YearMonth(yearMonth)
 	if err != nil {
 		return ScopedPage{}, err
 	}
 	items, next, err := page.List(p, func(q page.Query) ([]Scoped, error) {
-		rows, err := s.DB.MetricsScopedList(ctx, queries.MetricsScopedListParams{Scope: scope, TenantID: tenantID,
+		rows, err := s.DB.MetricsScopedList(ctx, queries.MetricsScopedListParams{Scope: string(scope), TenantID: tenantID,
 			BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit, Month: month})
 		out := make([]Scoped, len(rows))
 		for i, r := range rows {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"tidings/internal/render/liquid"
 	"tidings/internal/render/sanitize"
 	"time"
 )
@@ -61,7 +62,7 @@ func BenchmarkRenderParts(b *testing.B) {
 	vars := newsletterVars()
 	r := NewRenderer(RendererOptions{})
 	// One budget for all the runs: limits no run reaches.
-	bud := newBudget(b.Context(), Limits{LoopIterations: math.MaxInt, StringBytes: math.MaxInt,
+	bud := liquid.NewBudget(b.Context(), liquid.Limits{LoopIterations: math.MaxInt, StringBytes: math.MaxInt,
 		OutputBytes: math.MaxInt, RenderTime: time.Hour})
 	parsed, err := r.parsed("ten/nl", 1, "s", p.CompiledHTML)
 	if err != nil {
@@ -91,12 +92,12 @@ func BenchmarkRenderParts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	part("liquid-html", func() error { _, err := r.render(bud, full, false, vars); return err })
+	part("liquid-html", func() error { _, err := r.render(bud, full, vars); return err })
 	part("skeleton", func() error { _, err := r.renderHTML(bud, parsed, vars); return err })
 	part("mayNeedSanitize", func() error { sanitize.MayNeed(html); return nil })
 	if text, ok := textTemplate(p.CompiledHTML); ok {
 		part("text-template", func() error {
-			out, err := r.render(bud, text, true, vars)
+			out, err := r.render(bud, text, vars)
 			tidyText(out)
 			return err
 		})
@@ -263,7 +264,7 @@ func BenchmarkRenderHostile(b *testing.B) {
 			b.ReportAllocs()
 			cpu := cpuTime(b)
 			for b.Loop() {
-				if _, err := r.Render(b.Context(), "k", 1, bm.subject, bm.html, nil); !errors.Is(err, ErrBudget) {
+				if _, err := r.Render(b.Context(), "k", 1, bm.subject, bm.html, nil); !errors.Is(err, liquid.ErrBudget) {
 					b.Fatalf("err = %v, want ErrBudget", err)
 				}
 			}

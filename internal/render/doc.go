@@ -5,7 +5,7 @@
 // sanitised by allowlist (package sanitize: HTML, MJML) and stored
 // as given otherwise; raw HTML is wrapped in MJML; the MJML is compiled
 // once; the compiled HTML is sanitised too and kept with its Liquid for
-// sending; RequiredVariables lists what subject and content read. The
+// sending; Prepared.RequiredVariables lists what subject and content read. The
 // sanitiser works on tokens, byte for byte; sanitize.Judge then parses the stored
 // content and the compiled HTML the way a browser does (the HTML5 tree
 // builder, foreign content included) and walks the tree, so that a
@@ -13,10 +13,10 @@
 // Whatever MJML, Liquid or the judge rejects is a *ValidationError.
 //
 // Sending calls Renderer.Render with the bindings of Context.Bindings (or
-// BindingsForPreview for a preview). Liquid is standard, non-strict Liquid
-// (github.com/osteele/liquid): a missing variable is empty, and values are
-// inserted as they are; a template applies `| escape` to text it does not
-// trust. What values or Liquid logic could add that sanitize.HTML would remove
+// BindingsForPreview for a preview). Liquid runs in package liquid, the
+// bounded runtime: standard, non-strict Liquid (github.com/osteele/liquid),
+// where a missing variable is empty, and values are inserted as they are;
+// a template applies `| escape` to text it does not trust. What values or Liquid logic could add that sanitize.HTML would remove
 // (a <script> in a contact property, a javascript: URL in a variable) is
 // caught by a cheap check of every rendered message, and only then is the
 // message sanitised (and judged, and rebuilt from the browser's tree if
@@ -25,9 +25,10 @@
 // HTMLToText makes of the HTML.
 //
 // Templates come from tenants, so a render has a budget of loop iterations,
-// string bytes made by filters and capture, output bytes and time, and
-// stops with a *LimitError (ErrBudget) when a template needs more, or when
-// the caller's context ends (see budget.go).
+// string bytes made by filters and capture, output bytes and time (one
+// liquid.Budget for the subject, HTML and text of a message), and stops
+// with a *liquid.LimitError (liquid.ErrBudget) naming the field when a
+// template needs more, or when the caller's context ends.
 //
 // Rendering is built to send thousands of messages a second from one
 // template version: each version is parsed once, its long runs of literal

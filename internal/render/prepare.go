@@ -10,6 +10,7 @@ import (
 	"github.com/osteele/liquid/parser"
 
 	"tidings/internal/mjml"
+	"tidings/internal/render/liquid"
 	"tidings/internal/render/sanitize"
 )
 
@@ -30,7 +31,7 @@ type Prepared struct {
 	// what Renderer.Render renders for each recipient.
 	CompiledHTML string
 	// RequiredVariables are the variables subject and content read; see
-	// RequiredVariables.
+	// liquid.RequiredVariables.
 	RequiredVariables []string
 }
 
@@ -49,6 +50,23 @@ type ValidationError struct {
 // Error joins the messages.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("invalid %s: %s", e.Field, strings.Join(e.Messages, "; "))
+}
+
+// parseLiquid parses a template a tenant wrote (liquid.Parse); what
+// Liquid refuses is a *ValidationError.
+func parseLiquid(field, src string) (*liquid.Template, error) {
+	t, err := liquid.Parse(field, src)
+	return t, invalidLiquid(err)
+}
+
+// invalidLiquid makes the Liquid runtime's *liquid.Error a
+// *ValidationError; other errors stay as they are.
+func invalidLiquid(err error) error {
+	var lerr *liquid.Error
+	if errors.As(err, &lerr) {
+		return &ValidationError{Field: lerr.Field, Messages: lerr.Messages}
+	}
+	return err
 }
 
 // WrapHTML puts raw HTML in an MJML document, as an mj-raw in mj-body, so
@@ -125,15 +143,11 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 		return nil, err
 	}
 
-	vars := map[string]bool{}
-	subjectFilters, contentFilters := map[string]bool{}, map[string]bool{}
-	collectVariables(subjectTmpl, vars, subjectFilters)
-	collectVariables(contentTmpl, vars, contentFilters)
-	if err := checkFilters("subject", subjectFilters); err != nil {
-		return nil, err
+	if err := subjectTmpl.CheckFilters(); err != nil {
+		return nil, invalidLiquid(err)
 	}
-	if err := checkFilters("content", contentFilters); err != nil {
-		return nil, err
+	if err := contentTmpl.CheckFilters(); err != nil {
+		return nil, invalidLiquid(err)
 	}
 	return &Prepared{
 		// Raw HTML is stored as the MJML that wraps it (ADDENDUM 5: content
@@ -141,7 +155,7 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 		StoredContent:     source,
 		Sanitized:         sanitized,
 		CompiledHTML:      compiled,
-		RequiredVariables: sortedKeys(vars),
+		RequiredVariables: liquid.RequiredVariables(subjectTmpl, contentTmpl),
 	}, nil
 }
 

@@ -5,17 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"strings"
 	"sync"
-	"tidings/internal/render/sanitize"
 	"time"
 	"unicode"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/osteele/liquid"
-	lrender "github.com/osteele/liquid/render"
+
+	"tidings/internal/render/liquid"
+	"tidings/internal/render/sanitize"
 )
 
 // Message is one rendered email.
@@ -33,30 +31,27 @@ type RendererOptions struct {
 	CacheSize int
 	// MaxOutput bounds what Liquid writes for one message (subject, HTML
 	// and text together), and the HTML once put together, in bytes;
-	// default DefaultMaxOutput.
+	// default liquid.DefaultMaxOutput. A message over it fails with a
+	// *liquid.LimitError that matches liquid.ErrTooLarge.
 	MaxOutput int
 	// MaxLoopIterations bounds the iterations of all for and tablerow
-	// loops of one message; default DefaultMaxLoopIterations.
+	// loops of one message; default liquid.DefaultMaxLoopIterations.
 	MaxLoopIterations int
 	// MaxStringBytes bounds the bytes of the strings and arrays that
 	// filters and capture make for one message; default
-	// DefaultMaxStringBytes.
+	// liquid.DefaultMaxStringBytes.
 	MaxStringBytes int
 	// MaxRenderTime bounds the time one message takes, within the
-	// caller's context; default DefaultMaxRenderTime.
+	// caller's context; default liquid.DefaultMaxRenderTime.
 	MaxRenderTime time.Duration
 }
-
-// ErrTooLarge is matched by the error of a message that exceeds MaxOutput
-// (a *LimitError).
-var ErrTooLarge = errors.New("render: rendered message too large")
 
 // Renderer renders stored templates for each recipient. Parsed templates are
 // cached by (key, version): a version is parsed once and rendered many
 // times. It is safe for concurrent use.
 type Renderer struct {
 	cache   *lru.Cache[cacheKey, *parsed]
-	limits  Limits
+	limits  liquid.Limits
 	buffers sync.Pool
 }
 
@@ -86,16 +81,16 @@ func NewRenderer(opts RendererOptions) *Renderer {
 		opts.CacheSize = 256
 	}
 	if opts.MaxOutput <= 0 {
-		opts.MaxOutput = DefaultMaxOutput
+		opts.MaxOutput = liquid.DefaultMaxOutput
 	}
 	if opts.MaxLoopIterations <= 0 {
-		opts.MaxLoopIterations = DefaultMaxLoopIterations
+		opts.MaxLoopIterations = liquid.DefaultMaxLoopIterations
 	}
 	if opts.MaxStringBytes <= 0 {
-		opts.MaxStringBytes = DefaultMaxStringBytes
+		opts.MaxStringBytes = liquid.DefaultMaxStringBytes
 	}
 	if opts.MaxRenderTime <= 0 {
-		opts.MaxRenderTime = DefaultMaxRenderTime
+		opts.MaxRenderTime = liquid.DefaultMaxRenderTime
 	}
 	cache, err := lru.New[cacheKey, *parsed](opts.CacheSize)
 	if err != nil {
@@ -103,7 +98,7 @@ func NewRenderer(opts RendererOptions) *Renderer {
 	}
 	return &Renderer{
 		cache: cache,
-		limits: Limits{LoopIterations: opts.MaxLoopIterations, StringBytes: opts.MaxStringBytes,
+		limits: liquid.Limits{LoopIterations: opts.MaxLoopIterations, StringBytes: opts.MaxStringBytes,
 			OutputBytes: opts.MaxOutput, RenderTime: opts.MaxRenderTime},
 		buffers: sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
@@ -115,10 +110,11 @@ func NewRenderer(opts RendererOptions) *Renderer {
 // and Prepared.CompiledHTML, parsed on the version's first render. Variables
 // that are missing render as empty strings.
 //
-// A render has a budget (see RendererOptions and budget.go): a template
-// that needs more loop iterations, string bytes, output or time than that
-// stops with a *LimitError naming the limit and the field, which matches
-// ErrBudget. When ctx ends first, the render stops with ctx's error.
+// A render has a budget (see RendererOptions and package liquid): a
+// template that needs more loop iterations, string bytes, output or time
+// than that stops with a *liquid.LimitError naming the limit and the field,
+// which matches liquid.ErrBudget. When ctx ends first, the render stops
+// with ctx's error.
 //
 // The HTML is sanitised again when it could need it (mayNeedSanitize), since
 // values and Liquid logic can produce markup that was not in the template.
@@ -130,27 +126,18 @@ func (r *Renderer) Render(ctx context.Context, key string, version int, subject,
 	if err != nil {
 		return Message{}, err
 	}
-	b := newBudget(ctx, r.limits)
-	defer b.release()
-	return r.renderWith(b, p, bindBudget(vars, b))
-}
-
-// bindBudget returns vars with b added, where tags find it; vars stay as
-// they are.
-func bindBudget(vars map[string]any, b *budget) map[string]any {
-	bound := make(map[string]any, len(vars)+1)
-	maps.Copy(bound, vars)
-	bound[budgetKey] = b
-	return bound
+	b := liquid.NewBudget(ctx, r.limits)
+	defer b.Release()
+	return r.renderWith(b, p, b.Bind(vars))
 }
 
 // renderWith renders the message with budget b; vars hold b.
-func (r *Renderer) renderWith(b *budget, p *parsed, vars map[string]any) (Message, error) {
+func (r *Renderer) renderWith(b liquid.Budget, p *parsed, vars map[string]any) (Message, error) {
 	var (
 		m   Message
 		err error
 	)
-	if m.Subject, err = r.render(b, p.subject, false, vars); err != nil {
+	if m.Subject, err = r.render(b, p.subject, vars); err != nil {
 		return Message{}, fieldError(b, "subject", err)
 	}
 	m.Subject = oneLine(m.Subject)
@@ -166,7 +153,7 @@ func (r *Renderer) renderWith(b *budget, p *parsed, vars map[string]any) (Messag
 	case p.skel != nil && p.skel.text != nil:
 		m.Text = out.text
 	case p.text != nil:
-		if m.Text, err = r.render(b, p.text, true, vars); err != nil {
+		if m.Text, err = r.render(b, p.text, vars); err != nil {
 			return Message{}, fieldError(b, "content", err)
 		}
 		m.Text = tidyText(m.Text)
@@ -176,19 +163,15 @@ func (r *Renderer) renderWith(b *budget, p *parsed, vars map[string]any) (Messag
 	return m, nil
 }
 
-// fieldError is the error of rendering field: the budget's when it ran
-// out (Liquid may have wrapped it beyond errors.As's reach), otherwise
-// err.
-func fieldError(b *budget, field string, err error) error {
-	if b.err != nil {
-		err = b.err
-	}
-	var limit *LimitError
+// fieldError is the error of rendering field: a limit's names the field,
+// others say which field failed.
+func fieldError(b liquid.Budget, field string, err error) error {
+	var limit *liquid.LimitError
 	if errors.As(err, &limit) {
-		return &LimitError{Field: field, Limit: limit.Limit, Max: limit.Max}
+		return &liquid.LimitError{Field: field, Limit: limit.Limit, Max: limit.Max}
 	}
-	if errors.Is(err, ErrTooLarge) { // the skeleton's HTML, put together
-		return &LimitError{Field: field, Limit: LimitOutputBytes, Max: int64(b.limits.OutputBytes)}
+	if errors.Is(err, liquid.ErrTooLarge) { // the skeleton's HTML, put together
+		return &liquid.LimitError{Field: field, Limit: liquid.LimitOutputBytes, Max: int64(b.Limits().OutputBytes)}
 	}
 	return fmt.Errorf("render %s: %w", field, err)
 }
@@ -236,13 +219,13 @@ func (p *parsed) parse() {
 }
 
 // renderHTML renders the content, with the skeleton if there is one.
-func (r *Renderer) renderHTML(b *budget, p *parsed, vars map[string]any) (rendered, error) {
+func (r *Renderer) renderHTML(b liquid.Budget, p *parsed, vars map[string]any) (rendered, error) {
 	if p.skel == nil {
-		html, err := r.render(b, p.html, false, vars)
+		html, err := r.render(b, p.html, vars)
 		return rendered{html: html, sanitize: sanitize.MayNeed(html)}, err
 	}
 	var out rendered
-	err := r.run(b, p.skel.tmpl, false, vars, func(buf []byte) (err error) {
+	err := r.run(b, p.skel.tmpl, vars, func(buf []byte) (err error) {
 		out, err = p.skel.expand(buf, r.limits.OutputBytes, &r.buffers)
 		return err
 	})
@@ -250,9 +233,9 @@ func (r *Renderer) renderHTML(b *budget, p *parsed, vars map[string]any) (render
 }
 
 // render renders t to a string.
-func (r *Renderer) render(b *budget, t *liquid.Template, text bool, vars map[string]any) (string, error) {
+func (r *Renderer) render(b liquid.Budget, t *liquid.Template, vars map[string]any) (string, error) {
 	var s string
-	err := r.run(b, t, text, vars, func(buf []byte) error {
+	err := r.run(b, t, vars, func(buf []byte) error {
 		s = string(buf)
 		return nil
 	})
@@ -260,43 +243,15 @@ func (r *Renderer) render(b *budget, t *liquid.Template, text bool, vars map[str
 }
 
 // run renders t with budget b into a pooled buffer and hands the output to
-// use, which must not keep it. text says t is a text template (textEngine's).
-func (r *Renderer) run(b *budget, t *liquid.Template, text bool, vars map[string]any, use func([]byte) error) error {
+// use, which must not keep it.
+func (r *Renderer) run(b liquid.Budget, t *liquid.Template, vars map[string]any, use func([]byte) error) error {
 	buf := r.buffers.Get().(*bytes.Buffer)
 	defer r.buffers.Put(buf)
 	buf.Reset()
-	cfg := b.cfg
-	if text {
-		cfg = b.textCfg
-	}
-	b.out = outputWriter{buf: buf, b: b}
-	err := renderBudgeted(b, t, &b.out, vars, cfg)
-	b.out.buf = nil
-	switch {
-	case b.err != nil: // also when a filter's "" let the render end
-		return b.err
-	case err != nil:
+	if err := b.Render(t, buf, vars); err != nil {
 		return err
 	}
 	return use(buf.Bytes())
-}
-
-// renderBudgeted renders t. tablerow panics when a write fails (the
-// library's tableRowDecorator), as writes do once the budget is spent: such
-// a panic is the budget's error. Any other panic is a bug and goes on.
-func renderBudgeted(b *budget, t *liquid.Template, w io.Writer, vars map[string]any, cfg lrender.Config) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			if b.err == nil {
-				panic(p)
-			}
-			err = b.err
-		}
-	}()
-	if err := lrender.Render(t.GetRoot(), w, vars, cfg); err != nil {
-		return err
-	}
-	return nil
 }
 
 // oneLine makes a rendered subject safe for a header: control characters

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
+	"tidings/internal/render/liquid"
 	"tidings/internal/render/sanitize"
 	"time"
 )
@@ -205,10 +207,61 @@ func TestRenderParsesOncePerVersion(t *testing.T) {
 	}
 }
 
+// nestedLoops and doubling are the templates of issue 11, as package
+// liquid's budget tests have them: three nested loops over ranges (161
+// bytes, 57 s before there were limits), and 27 doublings of a two-byte
+// string (256 MiB).
+const nestedLoops = `{% for a in (1..100000) %}{% for b in (1..100000) %}{% for c in (1..100000) %}{{ a }}{{ b }}{{ c }}{% endfor %}{% endfor %}{% endfor %}` +
+	`{{ "done" | upcase }}`
+
+var doubling = `<p>{% assign s = "ab" %}` + strings.Repeat(`{% assign s = s | append: s %}`, 27) + `{{ s | size }}</p>`
+
+// A limit a render runs into names the part of the message that ran into
+// it (the budget itself does not know which), with the Renderer's options
+// as the limits.
+func TestRenderLimitNamesTheField(t *testing.T) {
+	t.Parallel()
+	// Without the time limit, which a loaded machine (or -race) could
+	// reach before the limit a case is about.
+	untimed := RendererOptions{MaxRenderTime: time.Hour}
+	small := RendererOptions{MaxStringBytes: 8 << 20, MaxOutput: 8 << 20, MaxRenderTime: time.Hour}
+	unlimited := RendererOptions{MaxLoopIterations: math.MaxInt, MaxStringBytes: math.MaxInt, MaxOutput: math.MaxInt,
+		MaxRenderTime: 20 * time.Millisecond}
+	forever := `{% for a in (1..1000000000) %}{% for b in (1..1000000000) %}{% endfor %}{% endfor %}`
+	tests := []struct {
+		desc          string
+		opts          RendererOptions
+		subject, html string
+		field, limit  string
+		max           int64
+	}{
+		{"nested loops in the subject", untimed, nestedLoops, "<p>x</p>", "subject", liquid.LimitLoopIterations, liquid.DefaultMaxLoopIterations},
+		{"doubling in the content", untimed, "s", doubling, "content", liquid.LimitStringBytes, liquid.DefaultMaxStringBytes},
+		{"filters in the content", small, "s", `{% for i in (1..50) %}{{ big | append: big | size }}{% endfor %}`, "content", liquid.LimitStringBytes, 8 << 20},
+		{"output of the content", small, "s", `{% for i in (1..50) %}{{ big }}{% endfor %}`, "content", liquid.LimitOutputBytes, 8 << 20},
+		{"loop in the content", small, "s", `{% for i in (1..1000000000) %}{% endfor %}`, "content", liquid.LimitLoopIterations, liquid.DefaultMaxLoopIterations},
+		{"time of the subject", unlimited, forever, "<p>x</p>", "subject", liquid.LimitRenderTime, int64(20 * time.Millisecond)},
+	}
+	big := strings.Repeat("x", 1<<20) // 1 MiB, a caller's variable
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewRenderer(tt.opts).Render(t.Context(), "k", 1, tt.subject, tt.html, map[string]any{"big": big})
+			var limit *liquid.LimitError
+			if !errors.As(err, &limit) || !errors.Is(err, liquid.ErrBudget) {
+				t.Fatalf("err = %v, want a *liquid.LimitError", err)
+			}
+			if limit.Field != tt.field || limit.Limit != tt.limit || limit.Max != tt.max {
+				t.Errorf("limit = %+v, want the %s limit (%d) on %s", limit, tt.limit, tt.max, tt.field)
+			}
+		})
+	}
+}
+
 func TestRenderErrors(t *testing.T) {
 	t.Parallel()
 	r := NewRenderer(RendererOptions{MaxOutput: 1000})
-	if _, err := r.Render(t.Context(), "big", 1, "s", `{% for i in (1..1000) %}0123456789{% endfor %}`, nil); !errors.Is(err, ErrTooLarge) {
+	if _, err := r.Render(t.Context(), "big", 1, "s", `{% for i in (1..1000) %}0123456789{% endfor %}`, nil); !errors.Is(err, liquid.ErrTooLarge) {
 		t.Errorf("runaway loop: err = %v, want ErrTooLarge", err)
 	}
 	var verr *ValidationError

@@ -7,12 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"tidings/internal/render/sanitize"
 	"unicode"
 	"unsafe"
 
-	"github.com/osteele/liquid"
 	"github.com/osteele/liquid/parser"
+
+	"tidings/internal/render/liquid"
+	"tidings/internal/render/sanitize"
 )
 
 // A skeleton renders a template version faster than the template itself. It
@@ -149,11 +150,10 @@ func newSkeleton(html string) *skeleton {
 	if len(s.chunks) == 0 && !withText {
 		return nil
 	}
-	tmpl, err := engine.ParseTemplate(src.Bytes())
+	tmpl, err := liquid.ParseDerived(src.String(), nil)
 	if err != nil {
 		return nil
 	}
-	instrument(tmpl)
 	s.tmpl = tmpl
 	return s
 }
@@ -275,7 +275,7 @@ type rendered struct {
 	sanitize bool
 }
 
-// expand puts a rendered skeleton together, or returns ErrTooLarge. Scratch
+// expand puts a rendered skeleton together, or returns liquid.ErrTooLarge. Scratch
 // space comes from pool.
 func (s *skeleton) expand(out []byte, maxOutput int, pool *sync.Pool) (rendered, error) {
 	htmlSize, guardSize := len(out), len(out)
@@ -294,7 +294,7 @@ func (s *skeleton) expand(out []byte, maxOutput int, pool *sync.Pool) (rendered,
 		}
 	}
 	if htmlSize > maxOutput {
-		return rendered{}, ErrTooLarge
+		return rendered{}, liquid.ErrTooLarge
 	}
 
 	var html strings.Builder

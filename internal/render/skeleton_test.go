@@ -3,6 +3,7 @@ package render
 import (
 	"strings"
 	"testing"
+	"tidings/internal/render/liquid"
 	"tidings/internal/render/sanitize"
 	"unicode/utf8"
 )
@@ -36,7 +37,7 @@ func renderBothText(t *testing.T, src string, vars map[string]any, compareText b
 	if p.skel == nil {
 		t.Fatalf("no skeleton for %q", src)
 	}
-	got, err := r.renderHTML(newBudget(t.Context(), r.limits), p, vars)
+	got, err := r.renderHTML(liquid.NewBudget(t.Context(), r.limits), p, vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func renderBothText(t *testing.T, src string, vars map[string]any, compareText b
 		t.Fatal(err)
 	}
 	plain := &parsed{html: full}
-	want, err := r.renderHTML(newBudget(t.Context(), r.limits), plain, vars)
+	want, err := r.renderHTML(liquid.NewBudget(t.Context(), r.limits), plain, vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func plainValues(vars map[string]any) bool {
 		switch v := v.(type) {
 		case string:
 			if strings.IndexFunc(v, func(r rune) bool {
-				return r >= 0x80 || !asciiLetter(byte(r)) && !isDigit(byte(r)) && !strings.ContainsRune(" .,-", r)
+				return r >= 0x80 || !asciiLetter(byte(r)) && (r < '0' || r > '9') && !strings.ContainsRune(" .,-", r)
 			}) >= 0 {
 				return false
 			}

@@ -1,15 +1,15 @@
 package render
 
 import (
-	"io"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/k3a/html2text"
-	"github.com/osteele/liquid"
 	"github.com/osteele/liquid/parser"
 	xhtml "golang.org/x/net/html"
+
+	"tidings/internal/render/liquid"
 )
 
 // HTMLToText derives the plain-text part of a message from its HTML with
@@ -172,28 +172,14 @@ func textTemplate(html string) (*liquid.Template, bool) {
 			return nil, false
 		}
 	}
-	t, err := textEngine.ParseString(text)
+	// Every value goes through valueToText, since in the HTML those values
+	// would have been converted along with the page: "{{ note | escape }}"
+	// gives "&lt;" in the HTML, and the text shows "<".
+	t, err := liquid.ParseDerived(text, valueToText)
 	if err != nil {
 		return nil, false
 	}
-	instrument(t)
 	return t, true
-}
-
-// textEngine parses text templates. Every value it outputs goes through
-// valueToText, since in the HTML those values would have been converted
-// along with the page: "{{ note | escape }}" gives "&lt;" in the HTML, and
-// the text shows "<".
-var textEngine = func() *liquid.Engine {
-	e := newEngine()
-	e.SetAutoEscapeReplacer(textReplacer{})
-	return e
-}()
-
-type textReplacer struct{}
-
-func (textReplacer) WriteString(w io.Writer, s string) (int, error) {
-	return io.WriteString(w, valueToText(s))
 }
 
 // valueToText converts a value that may hold markup or character references

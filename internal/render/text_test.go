@@ -1,6 +1,10 @@
 package render
 
-import "testing"
+import (
+	"testing"
+
+	"tidings/internal/render/liquid"
+)
 
 func TestHTMLToText(t *testing.T) {
 	t.Parallel()
@@ -78,7 +82,10 @@ func TestTextTemplate(t *testing.T) {
 			if !ok {
 				return
 			}
-			got, err := tmpl.RenderString(tt.vars)
+			r := NewRenderer(RendererOptions{})
+			b := liquid.NewBudget(t.Context(), r.limits)
+			defer b.Release()
+			got, err := r.render(b, tmpl, b.Bind(tt.vars))
 			if err != nil {
 				t.Fatal(err)
 			}

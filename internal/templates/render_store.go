@@ -7,6 +7,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/render"
+	"tidings/internal/render/liquid"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -36,7 +37,7 @@ func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables m
 	}
 	b := render.BindingsForPreview(variables)
 	m, err := r.R.Render(ctx, cacheKey(tenantID, id), int(t.CurrentVersion), t.Subject, t.CompiledHtml, b)
-	var limit *render.LimitError
+	var limit *liquid.LimitError
 	switch {
 	case errors.As(err, &limit):
 		return m, 0, nil, apperr.Invalid(limit.Field, limit.Message())
@@ -55,7 +56,7 @@ func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables m
 // Render renders one version of a template for a recipient: the call the
 // delivery and sequence capabilities make. version 0 means the current one.
 // A template over its rendering limits returns an error matching
-// render.ErrBudget, holding a *render.LimitError: a send answers it as
+// liquid.ErrBudget, holding a *liquid.LimitError: a send answers it as
 // VALIDATION_ERROR, a scheduled send fails with it as lastError, and a
 // retry does not help.
 func (r *Renderer) Render(ctx context.Context, tenantID, id string, version int32, rc render.Context) (render.Message, int32, error) {

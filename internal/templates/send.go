@@ -6,6 +6,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/render"
+	"tidings/internal/render/liquid"
 	"tidings/queries"
 )
 
@@ -17,7 +18,7 @@ import (
 // passed on as it is.
 func (r *Renderer) RenderCurrent(ctx context.Context, tenantID string, t queries.Template, rc render.Context) (render.Message, error) {
 	m, err := r.R.Render(ctx, cacheKey(tenantID, t.ID), int(t.CurrentVersion), t.Subject, t.CompiledHtml, rc.Bindings())
-	var limit *render.LimitError
+	var limit *liquid.LimitError
 	switch {
 	case errors.As(err, &limit):
 		return m, apperr.Invalid(limit.Field, limit.Message())

@@ -1,6 +1,7 @@
-package render
+package liquid
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -9,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/osteele/liquid"
+	osteele "github.com/osteele/liquid"
 )
 
 // nestedLoops is the 161-byte subject of issue 11: three nested loops over
@@ -21,32 +22,38 @@ const nestedLoops = `{% for a in (1..100000) %}{% for b in (1..100000) %}{% for 
 // make 256 MiB, though only its size is printed.
 var doubling = `<p>{% assign s = "ab" %}` + strings.Repeat(`{% assign s = s | append: s %}`, 27) + `{{ s | size }}</p>`
 
+// defaults are the default limits.
+var defaults = Limits{LoopIterations: DefaultMaxLoopIterations, StringBytes: DefaultMaxStringBytes,
+	OutputBytes: DefaultMaxOutput, RenderTime: DefaultMaxRenderTime}
+
 // untimed are the default limits without the time limit, which a loaded
 // machine (or -race) could reach before the limit a test is about.
-var untimed = RendererOptions{MaxRenderTime: time.Hour}
+var untimed = Limits{LoopIterations: DefaultMaxLoopIterations, StringBytes: DefaultMaxStringBytes,
+	OutputBytes: DefaultMaxOutput, RenderTime: time.Hour}
 
-// renderCounted renders a version like Render does, and also returns the
-// budget it used, to see how much work the render did.
-func renderCounted(t *testing.T, ctx context.Context, r *Renderer, subject, html string, vars map[string]any) (*budget, error) {
+// renderCounted renders src with a budget of l, as the render pipeline
+// does, and also returns the budget it used, to see how much work the
+// render did.
+func renderCounted(t *testing.T, ctx context.Context, l Limits, src string, vars map[string]any) (*budget, error) {
 	t.Helper()
-	p, err := r.parsed(t.Name(), 1, subject, html)
+	tmpl, err := Parse("content", src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBudget(ctx, r.limits)
-	_, err = r.renderWith(b, p, bindBudget(vars, b))
-	return b, err
+	h := NewBudget(ctx, l)
+	var buf bytes.Buffer
+	err = h.Render(tmpl, &buf, h.Bind(vars))
+	return h.b, err
 }
 
 func TestBudgetNestedLoops(t *testing.T) {
 	t.Parallel()
-	r := NewRenderer(untimed)
-	b, err := renderCounted(t, t.Context(), r, nestedLoops, "<p>x</p>", nil)
+	b, err := renderCounted(t, t.Context(), untimed, nestedLoops, nil)
 	var limit *LimitError
 	if !errors.As(err, &limit) || !errors.Is(err, ErrBudget) {
 		t.Fatalf("err = %v, want a *LimitError", err)
 	}
-	if limit.Field != "subject" || limit.Limit != LimitLoopIterations || limit.Max != DefaultMaxLoopIterations {
+	if limit.Limit != LimitLoopIterations || limit.Max != DefaultMaxLoopIterations {
 		t.Errorf("limit = %+v", limit)
 	}
 	// The render stopped at the first iteration over the limit.
@@ -60,14 +67,13 @@ func TestBudgetNestedLoops(t *testing.T) {
 
 func TestBudgetDoubling(t *testing.T) {
 	// Not parallel: it measures the bytes this render allocates.
-	r := NewRenderer(untimed)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	b, err := renderCounted(t, t.Context(), r, "s", doubling, nil)
+	b, err := renderCounted(t, t.Context(), untimed, doubling, nil)
 	runtime.ReadMemStats(&after)
 	var limit *LimitError
-	if !errors.As(err, &limit) || limit.Field != "content" || limit.Limit != LimitStringBytes {
-		t.Fatalf("err = %v, want the string bytes limit on content", err)
+	if !errors.As(err, &limit) || limit.Limit != LimitStringBytes {
+		t.Fatalf("err = %v, want the string bytes limit", err)
 	}
 	if b.bytes != -1 {
 		t.Errorf("bytes left = %d, want -1", b.bytes)
@@ -108,14 +114,14 @@ func TestBudgetLimits(t *testing.T) {
 		{"newline_to_br", `{% assign nl = big | replace: "x", "\n" %}{% for i in (1..3) %}{{ nl | newline_to_br | size }}{% endfor %}`, LimitStringBytes},
 		{"truncate with a big ellipsis", `{% for i in (1..50) %}{% assign s = big | truncate: 5, big %}{% endfor %}`, LimitStringBytes},
 	}
-	r := NewRenderer(RendererOptions{MaxStringBytes: 8 << 20, MaxOutput: 8 << 20, MaxRenderTime: time.Hour})
+	limits := Limits{LoopIterations: DefaultMaxLoopIterations, StringBytes: 8 << 20, OutputBytes: 8 << 20, RenderTime: time.Hour}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			t.Parallel()
-			_, err := r.Render(t.Context(), "k/"+tt.desc, 1, "s", tt.content, map[string]any{"big": big})
+			_, err := renderCounted(t, t.Context(), limits, tt.content, map[string]any{"big": big})
 			var limit *LimitError
-			if !errors.As(err, &limit) || limit.Limit != tt.limit || limit.Field != "content" {
-				t.Fatalf("err = %v, want the %s limit on content", err, tt.limit)
+			if !errors.As(err, &limit) || limit.Limit != tt.limit {
+				t.Fatalf("err = %v, want the %s limit", err, tt.limit)
 			}
 		})
 	}
@@ -123,26 +129,27 @@ func TestBudgetLimits(t *testing.T) {
 
 func TestBudgetDeadline(t *testing.T) {
 	t.Parallel()
-	unlimited := RendererOptions{MaxLoopIterations: math.MaxInt, MaxStringBytes: math.MaxInt, MaxOutput: math.MaxInt}
+	unlimited := Limits{LoopIterations: math.MaxInt, StringBytes: math.MaxInt, OutputBytes: math.MaxInt,
+		RenderTime: DefaultMaxRenderTime}
 	forever := `{% for a in (1..1000000000) %}{% for b in (1..1000000000) %}{% endfor %}{% endfor %}`
 
 	t.Run("render time", func(t *testing.T) {
 		t.Parallel()
-		opts := unlimited
-		opts.MaxRenderTime = 20 * time.Millisecond
-		_, err := NewRenderer(opts).Render(t.Context(), "k", 1, forever, "<p>x</p>", nil)
+		l := unlimited
+		l.RenderTime = 20 * time.Millisecond
+		_, err := renderCounted(t, t.Context(), l, forever, nil)
 		var limit *LimitError
-		if !errors.As(err, &limit) || limit.Limit != LimitRenderTime || limit.Field != "subject" {
+		if !errors.As(err, &limit) || limit.Limit != LimitRenderTime {
 			t.Fatalf("err = %v, want the render time limit", err)
 		}
 	})
 	t.Run("cancelled during the render", func(t *testing.T) {
 		t.Parallel()
-		opts := unlimited
-		opts.MaxRenderTime = time.Hour
+		l := unlimited
+		l.RenderTime = time.Hour
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(20*time.Millisecond, cancel)
-		_, err := NewRenderer(opts).Render(ctx, "k", 1, "s", forever, nil)
+		_, err := renderCounted(t, ctx, l, forever, nil)
 		if !errors.Is(err, context.Canceled) || errors.Is(err, ErrBudget) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
@@ -151,7 +158,7 @@ func TestBudgetDeadline(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		b, err := renderCounted(t, ctx, NewRenderer(unlimited), "s", forever, nil)
+		b, err := renderCounted(t, ctx, unlimited, forever, nil)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
@@ -166,7 +173,7 @@ func TestBudgetDeadline(t *testing.T) {
 // the same.
 func TestBudgetSameOutput(t *testing.T) {
 	t.Parallel()
-	plain := liquid.NewEngine()
+	plain := osteele.NewEngine()
 	vars := map[string]any{
 		"s": "a<b>&c\nd", "words": "one two three four", "xs": []any{3, 1, nil, 2, 1},
 		"people": []any{map[string]any{"name": "Ada", "vip": true}, map[string]any{"name": "Bo", "vip": false}},
@@ -190,24 +197,45 @@ func TestBudgetSameOutput(t *testing.T) {
 		`{%- capture c -%}  {{ s | size }}  {%- endcapture -%} ({{ c }})`,
 		`{% if true %}{% capture inner %}in{% endcapture %}{% endif %}{% case inner %}{% when "in" %}{% capture w %}when{% endcapture %}{{ w }}{% endcase %}`,
 	}
-	r := NewRenderer(RendererOptions{})
-	b := newBudget(t.Context(), r.limits)
-	bound := bindBudget(vars, b)
+	h := NewBudget(t.Context(), defaults)
+	b := h.b
+	bound := h.Bind(vars)
+	var buf bytes.Buffer
 	for _, src := range tests {
 		want, err := plain.ParseAndRenderString(src, vars)
 		if err != nil {
 			t.Fatalf("%s: %v", src, err)
 		}
-		tmpl, perr := parseLiquid("content", src)
+		tmpl, perr := Parse("content", src)
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		got, rerr := r.render(b, tmpl, false, bound)
-		if rerr != nil || got != want {
+		buf.Reset()
+		rerr := h.Render(tmpl, &buf, bound)
+		if got := buf.String(); rerr != nil || got != want {
 			t.Errorf("%s\n got %q, %v\nwant %q", src, got, rerr, want)
 		}
 	}
 	if b.iterations == DefaultMaxLoopIterations || b.bytes == DefaultMaxStringBytes {
 		t.Error("nothing was charged")
+	}
+}
+
+// A derived template with an escape writes every value through it, and
+// only the values; its renders share the budget like any other.
+func TestParseDerivedEscapes(t *testing.T) {
+	t.Parallel()
+	tmpl, err := ParseDerived(`<{{ a }}>{% for i in (1..2) %}{{ i }}{% endfor %}`, strings.ToUpper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewBudget(t.Context(), defaults)
+	defer h.Release()
+	var buf bytes.Buffer
+	if err := h.Render(tmpl, &buf, h.Bind(map[string]any{"a": "x"})); err != nil || buf.String() != "<X>12" {
+		t.Fatalf("got %q, %v", buf.String(), err)
+	}
+	if left := h.b.iterations; left != DefaultMaxLoopIterations-2 {
+		t.Errorf("%d iterations left, want 2 charged", left)
 	}
 }

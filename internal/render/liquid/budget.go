@@ -1,4 +1,4 @@
-package render
+package liquid
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/url"
 	"reflect"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/osteele/liquid"
+	osteele "github.com/osteele/liquid"
 	"github.com/osteele/liquid/filters"
 	"github.com/osteele/liquid/parser"
 	lrender "github.com/osteele/liquid/render"
@@ -56,7 +57,7 @@ import (
 //     template can spell.
 //   - Once the budget is spent every check fails, writes included; the
 //     library's tablerow panics on a failed write, and that panic is taken
-//     for the budget's error (renderBudgeted).
+//     for the budget's error (Budget.Render).
 //
 // This leans on exported parts of osteele/liquid that are not promises
 // about its loops (BlockNode.Body, Template.GetRoot, render.Render with a
@@ -69,6 +70,11 @@ import (
 // service's, and retrying does not help.
 var ErrBudget = errors.New("render: template exceeds a rendering limit")
 
+// ErrTooLarge is matched by the *LimitError of a render whose output went
+// over its budget; a caller that puts output together after Liquid (the
+// render pipeline's skeleton) returns it for the same limit.
+var ErrTooLarge = errors.New("render: rendered message too large")
+
 // Limit names, as LimitError.Limit reports them.
 const (
 	LimitLoopIterations = "loop iterations"
@@ -80,7 +86,8 @@ const (
 // LimitError says which limit a render ran into. It matches ErrBudget, and
 // ErrTooLarge when the limit is the output's.
 type LimitError struct {
-	// Field is "subject" or "content": the part being rendered.
+	// Field is the part being rendered ("subject", "content"), when the
+	// caller names it; the budget itself does not know.
 	Field string
 	// Limit is one of the Limit* names.
 	Limit string
@@ -115,7 +122,8 @@ func (e *LimitError) Is(target error) bool {
 	return target == ErrBudget || (target == ErrTooLarge && e.Limit == LimitOutputBytes)
 }
 
-// Limits bound one render (subject, HTML and text together).
+// Limits bound one render: everything rendered with one Budget (for a
+// message, its subject, HTML and text together).
 type Limits struct {
 	LoopIterations int
 	StringBytes    int
@@ -123,7 +131,7 @@ type Limits struct {
 	RenderTime     time.Duration
 }
 
-// Defaults of Limits, also RendererOptions'.
+// Defaults of Limits (the render pipeline's RendererOptions use them).
 const (
 	DefaultMaxLoopIterations = 100_000
 	DefaultMaxStringBytes    = 10 << 20
@@ -138,9 +146,17 @@ const budgetKey = "\x00budget"
 // arrayElemBytes is what an array element is charged: an interface value.
 const arrayElemBytes = 16
 
-// budget is what is left of one render's limits. It is used by one
-// goroutine at a time; its methods are unexported so that, even if a
-// template could reach it, Liquid could call none of them.
+// Budget is one render's budget: the templates rendered with it share its
+// limits. Take one with NewBudget, bind it into the variables (Bind),
+// render with it (Render) and give it back (Release). It is used by one
+// goroutine at a time.
+//
+// A Budget is a handle: the budget itself, the value bound where tags find
+// it, has only unexported methods, so even if a template could reach it
+// (Liquid calls a value's exported methods), it could call none of them.
+type Budget struct{ b *budget }
+
+// budget is what is left of one render's limits.
 type budget struct {
 	limits     Limits
 	iterations int // left
@@ -152,9 +168,11 @@ type budget struct {
 	polls      int
 	err        error // the first limit hit; every later check returns it
 
-	// cfg and textCfg are the engine's and textEngine's configurations
-	// with filters that charge this budget.
-	cfg, textCfg lrender.Config
+	// cfg and escapeCfg are the engine's configuration with filters that
+	// charge this budget; escapeCfg also writes every value through
+	// escape, the escaping of the template being rendered (ParseDerived).
+	cfg, escapeCfg lrender.Config
+	escape         func(string) string
 	// out is the writer of the run under way (one at a time).
 	out outputWriter
 }
@@ -162,12 +180,13 @@ type budget struct {
 var budgets = sync.Pool{New: func() any {
 	b := new(budget)
 	b.cfg = budgetConfig(b, false)
-	b.textCfg = budgetConfig(b, true)
+	b.escapeCfg = budgetConfig(b, true)
 	return b
 }}
 
-// newBudget takes a budget from the pool for a render under ctx.
-func newBudget(ctx context.Context, l Limits) *budget {
+// NewBudget takes a budget from the pool for a render under ctx: the
+// render stops when ctx ends, as when a limit of l is reached.
+func NewBudget(ctx context.Context, l Limits) Budget {
 	b := budgets.Get().(*budget)
 	b.limits = l
 	b.iterations, b.bytes, b.output = l.LoopIterations, l.StringBytes, l.OutputBytes
@@ -175,7 +194,63 @@ func newBudget(ctx context.Context, l Limits) *budget {
 	b.deadline = time.Now().Add(l.RenderTime)
 	b.polls, b.err = 0, nil
 	_ = b.check() // a render whose context has ended does not start
-	return b
+	return Budget{b}
+}
+
+// Release gives the budget back to the pool; it must not be used after.
+func (h Budget) Release() { h.b.release() }
+
+// Limits are the limits the budget started with.
+func (h Budget) Limits() Limits { return h.b.limits }
+
+// Bind returns vars with the budget added where tags find it; vars stay as
+// they are. Render with what it returns, or loops and capture go
+// uncharged.
+func (h Budget) Bind(vars map[string]any) map[string]any {
+	bound := make(map[string]any, len(vars)+1)
+	maps.Copy(bound, vars)
+	bound[budgetKey] = h.b
+	return bound
+}
+
+// Render renders t with vars (from Bind) into buf, charging the budget.
+// Once any limit is reached, this and every later Render of the budget
+// return its *LimitError (or the context's error), whatever Liquid made of
+// it on the way out.
+func (h Budget) Render(t *Template, buf *bytes.Buffer, vars map[string]any) error {
+	b := h.b
+	if b.err != nil { // spent, or its context ended: do not start
+		return b.err
+	}
+	cfg := &b.cfg
+	if t.escape != nil {
+		cfg, b.escape = &b.escapeCfg, t.escape
+	}
+	b.out = outputWriter{buf: buf, b: b}
+	err := renderBudgeted(b, t.t, &b.out, vars, *cfg)
+	b.out.buf, b.escape = nil, nil
+	if b.err != nil { // also when a filter's "" let the render end
+		return b.err
+	}
+	return err
+}
+
+// renderBudgeted renders t. tablerow panics when a write fails (the
+// library's tableRowDecorator), as writes do once the budget is spent: such
+// a panic is the budget's error. Any other panic is a bug and goes on.
+func renderBudgeted(b *budget, t *osteele.Template, w io.Writer, vars map[string]any, cfg lrender.Config) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if b.err == nil {
+				panic(p)
+			}
+			err = b.err
+		}
+	}()
+	if err := lrender.Render(t.GetRoot(), w, vars, cfg); err != nil {
+		return err
+	}
+	return nil
 }
 
 // release returns b to the pool.
@@ -255,8 +330,9 @@ func (b *budget) made(s string) string {
 	return s
 }
 
-// budgetOf finds the render's budget in a tag's context; nil outside Render
-// (checkFilters renders with the engine itself).
+// budgetOf finds the render's budget in a tag's context; nil outside
+// Budget.Render (CheckFilters renders with the engine itself), or when the
+// variables were not bound.
 func budgetOf(ctx lrender.Context) *budget {
 	b, _ := ctx.Get(budgetKey).(*budget)
 	return b
@@ -327,7 +403,7 @@ var tickNode, captureNode = func() (*lrender.TagNode, *lrender.BlockNode) {
 // instrument adds the budget checks to a parsed template: a tick first in
 // every for and tablerow body, and the budgeted capture in place of every
 // capture.
-func instrument(t *liquid.Template) {
+func instrument(t *osteele.Template) {
 	instrumentNodes([]lrender.Node{t.GetRoot()})
 }
 
@@ -355,17 +431,28 @@ func instrumentNodes(nodes []lrender.Node) {
 
 // budgetConfig is the configuration a render with budget b uses: the
 // engine's tags (their renderers come from the parsed template; the
-// configuration only has to know the blocks) and filters charging b.
-func budgetConfig(b *budget, text bool) lrender.Config {
+// configuration only has to know the blocks) and filters charging b; with
+// escape, values are written through b.escape.
+func budgetConfig(b *budget, escape bool) lrender.Config {
 	cfg := lrender.NewConfig()
 	filters.AddStandardFilters(budgetFilters{&cfg, b})
 	tags.AddStandardTags(&cfg)
 	cfg.UnregisterTag("include")
 	cfg.UnregisterTag("render")
-	if text {
-		cfg.SetAutoEscapeReplacer(textReplacer{})
+	if escape {
+		cfg.SetAutoEscapeReplacer(escaper{b})
 	}
 	return cfg
+}
+
+// escaper writes each value through its budget's escape.
+type escaper struct{ b *budget }
+
+func (e escaper) WriteString(w io.Writer, s string) (int, error) {
+	if e.b == nil || e.b.escape == nil {
+		return io.WriteString(w, s)
+	}
+	return io.WriteString(w, e.b.escape(s))
 }
 
 // budgetFilters registers the standard filters, wrapping those that can
@@ -458,24 +545,14 @@ var budgetedFilters = map[string]func(b *budget, fn any) any{
 			return f(s, sep), nil
 		}
 	},
-	"escape":      stringAfter(html.EscapeString),
-	"url_encode":  stringAfter(url.QueryEscape),
-	"escape_once": stringAfter2,
-	"upcase":      stringAfter2,
-	"downcase":    stringAfter2,
-	"capitalize":  stringAfter2,
-	"truncate": func(b *budget, fn any) any {
-		f := fn.(func(string, func(int) int, func(string) string) string)
-		return func(s any, length func(int) int, ellipsis func(string) string) string {
-			return b.made(f(str(s), length, ellipsis))
-		}
-	},
-	"truncatewords": func(b *budget, fn any) any {
-		f := fn.(func(string, func(int) int, func(string) string) string)
-		return func(s any, length func(int) int, ellipsis func(string) string) string {
-			return b.made(f(str(s), length, ellipsis))
-		}
-	},
+	"escape":        stringAfter(html.EscapeString),
+	"url_encode":    stringAfter(url.QueryEscape),
+	"escape_once":   stringAfter2,
+	"upcase":        stringAfter2,
+	"downcase":      stringAfter2,
+	"capitalize":    stringAfter2,
+	"truncate":      truncated,
+	"truncatewords": truncated,
 	"date": func(b *budget, fn any) any {
 		f := fn.(func(time.Time, func(string) string) (string, error))
 		return func(t time.Time, format func(string) string) (string, error) {
@@ -521,6 +598,15 @@ func stringAfter(f func(string) string) func(*budget, any) any {
 func stringAfter2(b *budget, fn any) any {
 	f := fn.(func(string, string) string)
 	return func(s, x any) string { return b.made(f(str(s), str(x))) }
+}
+
+// truncated wraps truncate and truncatewords (declared alike), charging
+// the result: a long ellipsis makes it longer than its input.
+func truncated(b *budget, fn any) any {
+	f := fn.(func(string, func(int) int, func(string) string) string)
+	return func(s any, length func(int) int, ellipsis func(string) string) string {
+		return b.made(f(str(s), length, ellipsis))
+	}
 }
 
 func replaceOnce(b *budget, fn any) any {

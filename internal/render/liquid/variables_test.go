@@ -1,10 +1,23 @@
-package render
+package liquid
 
 import (
 	"errors"
 	"slices"
 	"testing"
 )
+
+// required parses each source and lists the variables they read.
+func required(srcs ...string) ([]string, error) {
+	ts := make([]*Template, len(srcs))
+	for i, src := range srcs {
+		t, err := Parse("template", src)
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = t
+	}
+	return RequiredVariables(ts...), nil
+}
 
 func TestRequiredVariables(t *testing.T) {
 	t.Parallel()
@@ -55,7 +68,7 @@ func TestRequiredVariables(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			t.Parallel()
-			got, err := RequiredVariables(tt.templates...)
+			got, err := required(tt.templates...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,9 +81,9 @@ func TestRequiredVariables(t *testing.T) {
 
 func TestRequiredVariablesSyntaxError(t *testing.T) {
 	t.Parallel()
-	_, err := RequiredVariables(`{% if x %}`)
-	var verr *ValidationError
-	if !errors.As(err, &verr) {
-		t.Fatalf("err = %v, want *ValidationError", err)
+	_, err := required(`{% if x %}`)
+	var lerr *Error
+	if !errors.As(err, &lerr) {
+		t.Fatalf("err = %v, want *Error", err)
 	}
 }

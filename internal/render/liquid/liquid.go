@@ -1,4 +1,4 @@
-package render
+package liquid
 
 import (
 	"errors"
@@ -7,19 +7,29 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/osteele/liquid"
+	osteele "github.com/osteele/liquid"
 	"github.com/osteele/liquid/expressions"
 	"github.com/osteele/liquid/parser"
 )
 
 // engine parses every template. Values are inserted as they are, as in
 // Shopify Liquid: a template that shows text from an untrusted source applies
-// `| escape` itself, and whatever markup a value brings is sanitised before
-// the message goes out (Renderer.Render).
+// `| escape` itself, and whatever markup a value brings is the caller's to
+// sanitise (the render pipeline checks every message).
 var engine = newEngine()
 
-func newEngine() *liquid.Engine {
-	e := liquid.NewEngine()
+// escapingEngine parses the templates whose values are escaped
+// (ParseDerived with an escape): auto-escaping brings Liquid's safe filter,
+// which its configuration has. Renders use the budget's configuration,
+// which does the escaping.
+var escapingEngine = func() *osteele.Engine {
+	e := newEngine()
+	e.SetAutoEscapeReplacer(escaper{})
+	return e
+}()
+
+func newEngine() *osteele.Engine {
+	e := osteele.NewEngine()
 	// include and render read other templates from the server's disk; a
 	// template here stands alone.
 	e.UnregisterTag("include")
@@ -27,22 +37,68 @@ func newEngine() *liquid.Engine {
 	return e
 }
 
-// parseLiquid parses one template; field names it in errors.
-func parseLiquid(field, src string) (*liquid.Template, error) {
+// Template is a parsed template, instrumented for a Budget: it renders only
+// through Budget.Render.
+type Template struct {
+	t *osteele.Template
+	// field names the template in errors ("subject", "content").
+	field string
+	// escape, when not nil, is applied to every value the template
+	// outputs.
+	escape func(string) string
+}
+
+// Error says why a template's Liquid cannot be used: Liquid's own words
+// (with their lines), or the filters it does not define.
+type Error struct {
+	// Field is the name the template was parsed under ("subject",
+	// "content").
+	Field string
+	// Messages are one line each.
+	Messages []string
+}
+
+// Error joins the messages.
+func (e *Error) Error() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, strings.Join(e.Messages, "; "))
+}
+
+// Parse parses a template a tenant wrote; field names it in errors, which
+// are *Error. Beyond Liquid's own parse it refuses what osteele/liquid
+// would let through as text but Shopify Liquid rejects (checkDelimiters).
+func Parse(field, src string) (*Template, error) {
 	if msg := checkDelimiters(src); msg != "" {
-		return nil, &ValidationError{Field: field, Messages: []string{msg}}
+		return nil, &Error{Field: field, Messages: []string{msg}}
 	}
 	t, err := engine.ParseTemplateLocation([]byte(src), field, 1)
 	if err != nil {
-		return nil, &ValidationError{Field: field, Messages: []string{liquidMessage(err)}}
+		return nil, &Error{Field: field, Messages: []string{liquidMessage(err)}}
 	}
 	instrument(t)
-	return t, nil
+	return &Template{t: t, field: field}, nil
+}
+
+// ParseDerived parses Liquid the caller made from a template Parse
+// accepted (its tags and outputs as they were, the text around them
+// changed), so only Liquid's own parse runs. With escape, every value the
+// template outputs is written through escape: what auto-escaping is in
+// Liquid.
+func ParseDerived(src string, escape func(string) string) (*Template, error) {
+	e := engine
+	if escape != nil {
+		e = escapingEngine
+	}
+	t, err := e.ParseString(src)
+	if err != nil {
+		return nil, err
+	}
+	instrument(t)
+	return &Template{t: t, escape: escape}, nil
 }
 
 // liquidMessage is Liquid's message prefixed with its line, without the
 // "Liquid error (line n): " and " in <field>" around it.
-func liquidMessage(err liquid.SourceError) string {
+func liquidMessage(err osteele.SourceError) string {
 	msg := err.Error()
 	if m := liquidErrorRE.FindStringSubmatch(msg); m != nil {
 		msg = m[1]
@@ -55,10 +111,12 @@ func liquidMessage(err liquid.SourceError) string {
 
 var liquidErrorRE = regexp.MustCompile(`(?s)^Liquid error(?: \(line \d+\))?: (.*?)(?: in (?:subject|content|template))?$`)
 
-// checkFilters reports filters the engine does not define. Liquid only
-// notices an unknown filter when it runs, so without this a typo would pass
-// the save and fail every send.
-func checkFilters(field string, names map[string]bool) error {
+// CheckFilters reports, as an *Error, the filters t uses that the engine
+// does not define. Liquid only notices an unknown filter when it runs, so
+// without this a typo would pass the save and fail every send.
+func (t *Template) CheckFilters() error {
+	names := map[string]bool{}
+	t.walk(map[string]bool{}, names)
 	var unknown []string
 	for name := range names {
 		_, err := engine.ParseAndRenderString("{{ nil | "+name+" }}", nil)
@@ -71,7 +129,7 @@ func checkFilters(field string, names map[string]bool) error {
 		return nil
 	}
 	sort.Strings(unknown)
-	return &ValidationError{Field: field, Messages: unknown}
+	return &Error{Field: t.field, Messages: unknown}
 }
 
 // checkDelimiters finds what Shopify Liquid rejects and osteele/liquid

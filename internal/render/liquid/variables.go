@@ -1,4 +1,4 @@
-package render
+package liquid
 
 import (
 	"slices"
@@ -6,12 +6,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/osteele/liquid"
 	liquidrender "github.com/osteele/liquid/render"
 )
 
-// RequiredVariables returns the dotted paths of the variables the Liquid
-// templates read (a template's subject and content, say), sorted and unique:
+// RequiredVariables returns the dotted paths of the variables the parsed
+// templates read (a template's subject and content, say), sorted and unique
+// (never nil):
 // ["contact.properties.firstName", "items", "resetUrl"] for
 //
 //	{{ contact.properties.firstName }}
@@ -24,23 +24,19 @@ import (
 // out. A path stops at an index computed at run time (a[i] gives "a" and "i")
 // or an integer index, and before size, first and last, which Liquid provides
 // on every collection.
-func RequiredVariables(templates ...string) ([]string, error) {
+func RequiredVariables(templates ...*Template) []string {
 	found := map[string]bool{}
-	for _, src := range templates {
-		t, err := parseLiquid("template", src)
-		if err != nil {
-			return nil, err
-		}
-		collectVariables(t, found, nil)
+	for _, t := range templates {
+		t.walk(found, nil)
 	}
-	return sortedKeys(found), nil
+	return sortedKeys(found)
 }
 
-// collectVariables adds the variables t reads to vars and the filters it
-// uses to filters (which may be nil).
-func collectVariables(t *liquid.Template, vars, filters map[string]bool) {
+// walk adds the variables t reads to vars and the filters it uses to
+// filters (which may be nil).
+func (t *Template) walk(vars, filters map[string]bool) {
 	w := &varWalker{vars: vars, filters: filters, assigned: map[string]bool{}}
-	w.node(t.GetRoot(), nil)
+	w.node(t.t.GetRoot(), nil)
 }
 
 func sortedKeys(m map[string]bool) []string {
