@@ -40,6 +40,7 @@ import (
 	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
+	"tidings/internal/topics"
 	"tidings/internal/tracking"
 )
 
@@ -75,7 +76,9 @@ type Server struct {
 	events   *events.Recorder
 	feed     *events.Feed
 	// archives reads the events archived past the tenant's retention.
-	archives  *retention.Archives
+	archives *retention.Archives
+	// topics keeps the tenant's topics (consent, ADDENDUM 16).
+	topics    *topics.Store
 	segments  *segments.Store
 	campaigns *campaigns.Store
 	// outbound keeps the tenant's webhook endpoints.
@@ -115,7 +118,7 @@ func New(d Deps) (*fiber.App, error) {
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
 		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,
-		archives: v.Archives}
+		archives: v.Archives, topics: v.Topics}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
@@ -232,6 +235,12 @@ func New(d Deps) (*fiber.App, error) {
 	r.post("/broadcasts/:id/resume", s.broadcastMove(s.broadcasts.Resume))
 	r.post("/broadcasts/:id/cancel", s.broadcastMove(s.broadcasts.Cancel))
 	r.get("/broadcasts/:id/recipients", s.broadcastRecipients)
+
+	r.post("/topics", s.topicCreate)
+	r.get("/topics", s.topicList)
+	r.get("/topics/:id", s.topicGet)
+	r.patch("/topics/:id", s.topicUpdate)
+	r.delete("/topics/:id", s.topicDelete)
 
 	r.post("/webhooks", s.webhookCreate)
 	r.get("/webhooks", s.webhookList)

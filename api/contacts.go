@@ -32,13 +32,16 @@ type contactJSON struct {
 	Derived    *derivedJSON    `json:"derived,omitempty"`
 	Subscribed bool            `json:"subscribed"`
 	Suppressed bool            `json:"suppressed"`
-	CreatedAt  string          `json:"createdAt"`
-	UpdatedAt  string          `json:"updatedAt"`
+	// Topics are the contact's own choices; a topic it has none for
+	// follows the topic's default.
+	Topics    json.RawMessage `json:"topics"`
+	CreatedAt string          `json:"createdAt"`
+	UpdatedAt string          `json:"updatedAt"`
 }
 
 func contactView(c queries.Contact, withDerived bool) contactJSON {
 	v := contactJSON{ContactID: c.ID, Email: c.Email, UserID: c.UserID, Properties: c.Properties,
-		Subscribed: c.Subscribed, Suppressed: c.Suppressed,
+		Subscribed: c.Subscribed, Suppressed: c.Suppressed, Topics: c.Topics,
 		CreatedAt: formatTime(c.CreatedAt), UpdatedAt: formatTime(c.UpdatedAt)}
 	if withDerived {
 		v.Derived = &derivedJSON{TotalSends: c.TotalSends, TotalOpens: c.TotalOpens, TotalClicks: c.TotalClicks,
@@ -52,6 +55,7 @@ type contactReq struct {
 	UserID     Opt[string]                     `json:"userId"`
 	Properties Opt[map[string]json.RawMessage] `json:"properties"`
 	Subscribed Opt[bool]                       `json:"subscribed"`
+	Topics     Opt[map[string]*bool]           `json:"topics"`
 }
 
 // validate validates a create or upsert body.
@@ -72,6 +76,7 @@ func (r *contactReq) validate() (contacts.Input, error) {
 	p, err := contacts.ParseProperties(r.Properties.V)
 	mergeFields(&f, err)
 	in.Properties = p
+	in.Topics = r.Topics.V
 	return in, f.Err()
 }
 
@@ -200,7 +205,7 @@ func (s *Server) contactUpdate(c *fiber.Ctx) error {
 	}
 	ct, err := s.contacts.Update(c.UserContext(), tenantID(c), id, contacts.Change{EmailSent: req.Email.Set,
 		UserIDSent: req.UserID.Set, UserID: req.UserID.Ptr(), PropertiesSent: req.Properties.Set,
-		Properties: req.Properties.V, Subscribed: req.Subscribed.Ptr()})
+		Properties: req.Properties.V, Subscribed: req.Subscribed.Ptr(), Topics: req.Topics.V})
 	if err != nil {
 		return err
 	}

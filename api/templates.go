@@ -20,13 +20,14 @@ type templateJSON struct {
 	Enabled           bool     `json:"enabled"`
 	DisableReason     *string  `json:"disableReason,omitempty"`
 	RequiredVariables []string `json:"requiredVariables"`
+	Topic             *string  `json:"topic"`
 	CreatedAt         string   `json:"createdAt"`
 	UpdatedAt         string   `json:"updatedAt"`
 }
 
 func templateView(t queries.Template, withContent bool) templateJSON {
 	v := templateJSON{TemplateID: t.ID, Name: t.Name, Subject: t.Subject, CurrentVersion: t.CurrentVersion,
-		Enabled: t.Enabled, DisableReason: t.DisableReason, RequiredVariables: t.RequiredVariables,
+		Enabled: t.Enabled, DisableReason: t.DisableReason, RequiredVariables: t.RequiredVariables, Topic: t.Topic,
 		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt)}
 	if withContent {
 		v.Content = &t.Content
@@ -40,6 +41,7 @@ type templatePutReq struct {
 	Content       Opt[string] `json:"content"`
 	Enabled       Opt[bool]   `json:"enabled"`
 	DisableReason Opt[string] `json:"disableReason"`
+	Topic         Opt[string] `json:"topic"`
 }
 
 func (r templatePutReq) validate() (templates.Put, error) {
@@ -58,6 +60,8 @@ func (r templatePutReq) validate() (templates.Put, error) {
 	}
 	p.Name, p.Subject, p.Content, p.DisableReason = str(r.Name, "name"), str(r.Subject, "subject"),
 		str(r.Content, "content"), str(r.DisableReason, "disableReason")
+	// topic: a topic id, or null for none.
+	p.Topic, p.SetTopic = r.Topic.Ptr(), r.Topic.Set
 	if v, ok := r.Enabled.Value(); ok {
 		p.Enabled = &v
 	} else if r.Enabled.Set {
@@ -115,7 +119,7 @@ func (s *Server) templateList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = templateView(queries.Template{TenantID: r.TenantID, ID: r.ID, Name: r.Name, Subject: r.Subject,
 			RequiredVariables: r.RequiredVariables, CurrentVersion: r.CurrentVersion, Enabled: r.Enabled,
-			DisableReason: r.DisableReason, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, false)
+			DisableReason: r.DisableReason, Topic: r.Topic, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, false)
 	}
 	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
 }

@@ -79,36 +79,124 @@ func (s *Server) recordHit(c *fiber.Ctx, o delivery.Outcome) {
 	}
 }
 
-// unsubscribePage shows the unsubscribe form, or the confirmation for a
-// contact already unsubscribed.
+// unsubscribePage shows the preference page: the message's topic (if it
+// has one) to leave, the tenant's topics to choose, and unsubscribing from
+// everything; or the confirmation for a contact already unsubscribed.
 func (s *Server) unsubscribePage(c *fiber.Ctx) error {
 	token := c.Params("token")
 	cl, err := s.tracking.Parse(tracking.KindUnsubscribe, token)
 	if err != nil {
 		return s.renderInvalidLink(c)
 	}
-	r, err := s.outcomes.Recipient(c.UserContext(), cl.TenantID, cl.SendID, cl.ContactID)
+	p, err := s.preferences(c, cl, token)
 	if apperr.IsKind(err, apperr.KindNotFound) {
 		return s.renderInvalidLink(c)
 	}
 	if err != nil {
 		return err
 	}
-	return s.renderUnsubscribe(c, tracking.UnsubscribePage{Action: tracking.UnsubscribePath + token,
-		Done: !r.Subscribed, Sender: r.Sender, Email: r.Email})
+	return s.renderUnsubscribe(c, p)
 }
 
-// unsubscribe takes the RFC 8058 one-click POST (body
-// List-Unsubscribe=One-Click) and the page's own form, which posts the
-// same; any POST to a valid token unsubscribes, since the token is the
-// capability. It answers the confirmation page.
+// preferences builds the page for the token's contact as it now stands.
+func (s *Server) preferences(c *fiber.Ctx, cl tracking.Claims, token string) (tracking.UnsubscribePage, error) {
+	ctx := c.UserContext()
+	r, err := s.outcomes.Recipient(ctx, cl.TenantID, cl.SendID, cl.ContactID)
+	if err != nil {
+		return tracking.UnsubscribePage{}, err
+	}
+	p := tracking.UnsubscribePage{Action: tracking.UnsubscribePath + token, Done: !r.Subscribed, Sender: r.Sender,
+		Email: r.Email}
+	choices, err := s.topics.Choices(ctx, cl.TenantID, r.Topics)
+	if err != nil {
+		return p, err
+	}
+	for _, ch := range choices {
+		p.Topics = append(p.Topics, tracking.TopicChoice{ID: ch.ID, Name: ch.Name, Description: ch.Description,
+			Subscribed: ch.Subscribed})
+		if ch.ID == cl.Topic && ch.Subscribed {
+			p.Topic = ch.Name
+		}
+	}
+	return p, nil
+}
+
+// unsubscribe takes the page's forms and the RFC 8058 one-click POST (body
+// List-Unsubscribe=One-Click); the signed token in the path is the
+// capability, so no other check is needed and no cookie is involved.
+//   - preferences=1: the checked topics are joined, the others left;
+//   - a topic message's one-click (no scope=all): that topic is left, the
+//     contact stays subscribed to the rest (ADDENDUM 16);
+//   - otherwise (scope=all, or a message without a topic): the contact is
+//     unsubscribed from everything, as before topics.
 func (s *Server) unsubscribe(c *fiber.Ctx) error {
 	token := c.Params("token")
 	cl, err := s.tracking.Parse(tracking.KindUnsubscribe, token)
 	if err != nil {
 		return s.renderInvalidLink(c)
 	}
-	err = s.outcomes.Record(c.UserContext(), delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID,
+	ctx := c.UserContext()
+	var left string
+	saved := c.FormValue("preferences") == "1"
+	switch {
+	case saved:
+		checked := map[string]bool{}
+		for _, v := range c.Request().PostArgs().PeekMulti("topic") {
+			checked[string(v)] = true
+		}
+		all, err := s.topics.All(ctx, cl.TenantID)
+		if err != nil {
+			return err
+		}
+		choices := make(map[string]bool, len(all))
+		for _, t := range all {
+			choices[t.ID] = checked[t.ID]
+		}
+		err = s.choose(c, cl, choices)
+		if err != nil {
+			return err
+		}
+	case cl.Topic != "" && c.FormValue("scope") != "all":
+		err = s.choose(c, cl, map[string]bool{cl.Topic: false})
+		if apperr.IsCode(err, "VALIDATION_ERROR") {
+			// The topic is gone: stop everything rather than nothing.
+			return s.unsubscribeAll(c, cl, token)
+		}
+		if err != nil {
+			return err
+		}
+		left = cl.Topic
+		if t, err := s.topics.Get(ctx, cl.TenantID, cl.Topic); err == nil {
+			left = t.Name
+		}
+	default:
+		return s.unsubscribeAll(c, cl, token)
+	}
+	p, err := s.preferences(c, cl, token)
+	if apperr.IsKind(err, apperr.KindNotFound) {
+		return s.renderInvalidLink(c)
+	}
+	if err != nil {
+		return err
+	}
+	p.Left, p.Saved = left, saved
+	return s.renderUnsubscribe(c, p)
+}
+
+// choose saves topic choices; a contact that is gone is the invalid-link
+// page's 404, reported by the caller through preferences.
+func (s *Server) choose(c *fiber.Ctx, cl tracking.Claims, choices map[string]bool) error {
+	_, err := s.topics.Choose(c.UserContext(), cl.TenantID, cl.ContactID, cl.SendID, choices)
+	if apperr.IsKind(err, apperr.KindNotFound) {
+		return nil
+	}
+	return err
+}
+
+// unsubscribeAll unsubscribes the token's contact from everything and
+// answers the confirmation page.
+func (s *Server) unsubscribeAll(c *fiber.Ctx, cl tracking.Claims, token string) error {
+	err := s.outcomes.Record(c.UserContext(), delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID,
 		ContactID: cl.ContactID, Kind: sendgridevents.Unsubscribed, At: time.Now()})
 	if apperr.IsKind(err, apperr.KindNotFound) {
 		return s.renderInvalidLink(c)

@@ -213,7 +213,7 @@ func TestTrackingUnsubscribe(t *testing.T) {
 		t.Fatalf("page: %d %v\n%s", page.status, page.header, page.raw)
 	}
 	// The page names the sender and the address (escaped as HTML).
-	if !strings.Contains(string(page.raw), "from a@acme.test at ann@example.com?") {
+	if !strings.Contains(string(page.raw), "every email from a@acme.test at ann@example.com.") {
 		t.Fatalf("page does not name sender and address:\n%s", page.raw)
 	}
 	if got := b.scalar(`SELECT subscribed FROM contacts WHERE tenant_id = 'ten_a'`); got != "true" {

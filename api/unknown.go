@@ -26,6 +26,7 @@ var queryParams = map[string][]string{
 	"GET /api/sends":                     {"cursor", "limit", "status", "from", "to", "contactId", "templateId", "sequenceId", "broadcastId", "inDoubt"},
 	"GET /api/broadcasts":                {"cursor", "limit", "status"},
 	"GET /api/webhooks":                  {"cursor", "limit"},
+	"GET /api/topics":                    {"cursor", "limit"},
 	"GET /api/webhooks/:id/deliveries":   {"cursor", "limit", "status"},
 	"GET /api/broadcasts/:id/recipients": {"cursor", "limit", "status"},
 	"GET /api/events":                    {"cursor", "limit", "name"},

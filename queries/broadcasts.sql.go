@@ -984,7 +984,7 @@ func (q *Queries) CampaignExists(ctx context.Context, arg CampaignExistsParams) 
 }
 
 const contactGetMany = `-- name: ContactGetMany :many
-SELECT c.tenant_id, c.id, c.email, c.user_id, c.properties, c.subscribed, c.suppressed, c.total_sends, c.total_opens, c.total_clicks, c.last_event_at, c.created_at, c.updated_at FROM contacts c
+SELECT c.tenant_id, c.id, c.email, c.user_id, c.properties, c.subscribed, c.suppressed, c.total_sends, c.total_opens, c.total_clicks, c.last_event_at, c.created_at, c.updated_at, c.topics FROM contacts c
 JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
   ON c.tenant_id = k.tenant_id AND c.id = k.id
 `
@@ -1018,6 +1018,7 @@ func (q *Queries) ContactGetMany(ctx context.Context, arg ContactGetManyParams) 
 			&i.LastEventAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Topics,
 		); err != nil {
 			return nil, err
 		}

@@ -45,7 +45,7 @@ func (q *Queries) ContactExists(ctx context.Context, arg ContactExistsParams) (b
 }
 
 const contactGet = `-- name: ContactGet :one
-SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at FROM contacts WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics FROM contacts WHERE tenant_id = $1 AND id = $2
 `
 
 type ContactGetParams struct {
@@ -70,12 +70,13 @@ func (q *Queries) ContactGet(ctx context.Context, arg ContactGetParams) (Contact
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }
 
 const contactGetByEmail = `-- name: ContactGetByEmail :one
-SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at FROM contacts WHERE tenant_id = $1 AND email = $2
+SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics FROM contacts WHERE tenant_id = $1 AND email = $2
 `
 
 type ContactGetByEmailParams struct {
@@ -100,12 +101,13 @@ func (q *Queries) ContactGetByEmail(ctx context.Context, arg ContactGetByEmailPa
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }
 
 const contactGetForUpdate = `-- name: ContactGetForUpdate :one
-SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at FROM contacts WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics FROM contacts WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ContactGetForUpdateParams struct {
@@ -130,6 +132,7 @@ func (q *Queries) ContactGetForUpdate(ctx context.Context, arg ContactGetForUpda
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }
@@ -138,7 +141,7 @@ const contactInsert = `-- name: ContactInsert :one
 INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (tenant_id, email) DO NOTHING
-RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at
+RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics
 `
 
 type ContactInsertParams struct {
@@ -174,12 +177,13 @@ func (q *Queries) ContactInsert(ctx context.Context, arg ContactInsertParams) (C
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }
 
 const contactList = `-- name: ContactList :many
-SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at FROM contacts
+SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics FROM contacts
 WHERE tenant_id = $1
   AND (created_at, id) < ($2::timestamptz, $3::text)
 ORDER BY created_at DESC, id DESC
@@ -221,6 +225,7 @@ func (q *Queries) ContactList(ctx context.Context, arg ContactListParams) ([]Con
 			&i.LastEventAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Topics,
 		); err != nil {
 			return nil, err
 		}
@@ -258,7 +263,7 @@ UPDATE contacts SET
     suppressed = suppressed OR $2::boolean,
     updated_at = now()
 WHERE tenant_id = $3 AND id = $4
-RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at
+RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics
 `
 
 type ContactSetOptOutParams struct {
@@ -292,6 +297,7 @@ func (q *Queries) ContactSetOptOut(ctx context.Context, arg ContactSetOptOutPara
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }
@@ -333,7 +339,7 @@ UPDATE contacts SET
     subscribed = coalesce($5, subscribed),
     updated_at = now()
 WHERE tenant_id = $6 AND id = $7
-RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at
+RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics
 `
 
 type ContactUpdateParams struct {
@@ -373,6 +379,7 @@ func (q *Queries) ContactUpdate(ctx context.Context, arg ContactUpdateParams) (C
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }
@@ -384,7 +391,7 @@ UPDATE contacts SET
     subscribed = coalesce($5, subscribed),
     updated_at = now()
 WHERE tenant_id = $6 AND email = $7
-RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at
+RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics
 `
 
 type ContactUpdateByEmailParams struct {
@@ -422,6 +429,7 @@ func (q *Queries) ContactUpdateByEmail(ctx context.Context, arg ContactUpdateByE
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }

@@ -18,7 +18,7 @@ UPDATE contacts SET
     total_opens   = total_opens + $3::bigint,
     total_clicks  = total_clicks + $4::bigint
 WHERE tenant_id = $5 AND id = $6
-RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at
+RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics
 `
 
 type ContactTouchDerivedParams struct {
@@ -55,6 +55,7 @@ func (q *Queries) ContactTouchDerived(ctx context.Context, arg ContactTouchDeriv
 		&i.LastEventAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topics,
 	)
 	return i, err
 }
@@ -339,7 +340,7 @@ func (q *Queries) EventListByName(ctx context.Context, arg EventListByNameParams
 
 const eventRecordByEmail = `-- name: EventRecordByEmail :one
 WITH c AS (
-    SELECT ct.tenant_id, ct.id, ct.email, ct.user_id, ct.properties, ct.subscribed, ct.suppressed, ct.total_sends, ct.total_opens, ct.total_clicks, ct.last_event_at, ct.created_at, ct.updated_at FROM contacts ct WHERE ct.tenant_id = $3 AND ct.email = $4
+    SELECT ct.tenant_id, ct.id, ct.email, ct.user_id, ct.properties, ct.subscribed, ct.suppressed, ct.total_sends, ct.total_opens, ct.total_clicks, ct.last_event_at, ct.created_at, ct.updated_at, ct.topics FROM contacts ct WHERE ct.tenant_id = $3 AND ct.email = $4
 ), touched AS (
     UPDATE contacts SET last_event_at = $2::timestamptz
     WHERE $1::boolean AND tenant_id = $3 AND id = (SELECT id FROM c)

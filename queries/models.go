@@ -96,6 +96,7 @@ type Contact struct {
 	LastEventAt *time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	Topics      json.RawMessage
 }
 
 type Domain struct {
@@ -313,6 +314,7 @@ type Template struct {
 	DisableReason     *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	Topic             *string
 }
 
 type TemplateVersion struct {
@@ -354,6 +356,16 @@ type TimelineEntry struct {
 	Type       string
 	OccurredAt time.Time
 	Data       json.RawMessage
+}
+
+type Topic struct {
+	TenantID    string
+	ID          string
+	Name        string
+	Description string
+	DefaultMode string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 type WebhookBatch struct {

@@ -2,8 +2,8 @@
 SELECT count(*) FROM templates WHERE tenant_id = @tenant_id;
 
 -- name: TemplateInsert :one
-INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables)
-VALUES (@tenant_id, @id, @name, @subject, @content, @compiled_html, @required_variables::text[])
+INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables, topic)
+VALUES (@tenant_id, @id, @name, @subject, @content, @compiled_html, @required_variables::text[], sqlc.narg(topic))
 ON CONFLICT (tenant_id, id) DO NOTHING
 RETURNING *;
 
@@ -23,12 +23,13 @@ UPDATE templates SET
     current_version    = @current_version,
     enabled            = @enabled,
     disable_reason     = sqlc.narg(disable_reason),
+    topic              = sqlc.narg(topic),
     updated_at         = now()
 WHERE tenant_id = @tenant_id AND id = @id
 RETURNING *;
 
 -- name: TemplateList :many
-SELECT tenant_id, id, name, subject, required_variables, current_version, enabled, disable_reason, created_at, updated_at
+SELECT tenant_id, id, name, subject, required_variables, current_version, enabled, disable_reason, topic, created_at, updated_at
 FROM templates
 WHERE tenant_id = @tenant_id
   AND (created_at, id) < (@before_time::timestamptz, @before_id::text)

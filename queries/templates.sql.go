@@ -39,7 +39,7 @@ func (q *Queries) TemplateDelete(ctx context.Context, arg TemplateDeleteParams) 
 }
 
 const templateGet = `-- name: TemplateGet :one
-SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at FROM templates WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic FROM templates WHERE tenant_id = $1 AND id = $2
 `
 
 type TemplateGetParams struct {
@@ -63,12 +63,13 @@ func (q *Queries) TemplateGet(ctx context.Context, arg TemplateGetParams) (Templ
 		&i.DisableReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topic,
 	)
 	return i, err
 }
 
 const templateGetForUpdate = `-- name: TemplateGetForUpdate :one
-SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at FROM templates WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic FROM templates WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type TemplateGetForUpdateParams struct {
@@ -92,15 +93,16 @@ func (q *Queries) TemplateGetForUpdate(ctx context.Context, arg TemplateGetForUp
 		&i.DisableReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topic,
 	)
 	return i, err
 }
 
 const templateInsert = `-- name: TemplateInsert :one
-INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables)
-VALUES ($1, $2, $3, $4, $5, $6, $7::text[])
+INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables, topic)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8)
 ON CONFLICT (tenant_id, id) DO NOTHING
-RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at
+RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic
 `
 
 type TemplateInsertParams struct {
@@ -111,6 +113,7 @@ type TemplateInsertParams struct {
 	Content           string
 	CompiledHtml      string
 	RequiredVariables []string
+	Topic             *string
 }
 
 func (q *Queries) TemplateInsert(ctx context.Context, arg TemplateInsertParams) (Template, error) {
@@ -122,6 +125,7 @@ func (q *Queries) TemplateInsert(ctx context.Context, arg TemplateInsertParams) 
 		arg.Content,
 		arg.CompiledHtml,
 		arg.RequiredVariables,
+		arg.Topic,
 	)
 	var i Template
 	err := row.Scan(
@@ -137,12 +141,13 @@ func (q *Queries) TemplateInsert(ctx context.Context, arg TemplateInsertParams) 
 		&i.DisableReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topic,
 	)
 	return i, err
 }
 
 const templateList = `-- name: TemplateList :many
-SELECT tenant_id, id, name, subject, required_variables, current_version, enabled, disable_reason, created_at, updated_at
+SELECT tenant_id, id, name, subject, required_variables, current_version, enabled, disable_reason, topic, created_at, updated_at
 FROM templates
 WHERE tenant_id = $1
   AND (created_at, id) < ($2::timestamptz, $3::text)
@@ -166,6 +171,7 @@ type TemplateListRow struct {
 	CurrentVersion    int32
 	Enabled           bool
 	DisableReason     *string
+	Topic             *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -193,6 +199,7 @@ func (q *Queries) TemplateList(ctx context.Context, arg TemplateListParams) ([]T
 			&i.CurrentVersion,
 			&i.Enabled,
 			&i.DisableReason,
+			&i.Topic,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -216,9 +223,10 @@ UPDATE templates SET
     current_version    = $6,
     enabled            = $7,
     disable_reason     = $8,
+    topic              = $9,
     updated_at         = now()
-WHERE tenant_id = $9 AND id = $10
-RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at
+WHERE tenant_id = $10 AND id = $11
+RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic
 `
 
 type TemplateUpdateParams struct {
@@ -230,6 +238,7 @@ type TemplateUpdateParams struct {
 	CurrentVersion    int32
 	Enabled           bool
 	DisableReason     *string
+	Topic             *string
 	TenantID          string
 	ID                string
 }
@@ -244,6 +253,7 @@ func (q *Queries) TemplateUpdate(ctx context.Context, arg TemplateUpdateParams) 
 		arg.CurrentVersion,
 		arg.Enabled,
 		arg.DisableReason,
+		arg.Topic,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -261,6 +271,7 @@ func (q *Queries) TemplateUpdate(ctx context.Context, arg TemplateUpdateParams) 
 		&i.DisableReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Topic,
 	)
 	return i, err
 }

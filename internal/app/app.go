@@ -36,6 +36,7 @@ import (
 	"tidings/internal/tasks"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
+	"tidings/internal/topics"
 	"tidings/internal/tracking"
 )
 
@@ -118,6 +119,9 @@ type Services struct {
 	// (worker); Archives reads it (api).
 	Archiver *retention.Archiver
 	Archives *retention.Archives
+
+	// Topics keeps the tenant's topics (consent).
+	Topics *topics.Store
 }
 
 // KeyEvictChannel is the Redis channel on which a revoked key leaves every
@@ -195,5 +199,6 @@ func New(in Infra) (*Services, error) {
 	files := retention.Dir(cfg.ArchiveDir)
 	s.Archiver = &retention.Archiver{DB: db, Files: files, Log: in.Log}
 	s.Archives = &retention.Archives{DB: db, Files: files}
+	s.Topics = &topics.Store{DB: db}
 	return s, nil
 }

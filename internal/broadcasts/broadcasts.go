@@ -20,6 +20,7 @@ import (
 	"tidings/internal/segments"
 	"tidings/internal/store"
 	"tidings/internal/templates"
+	"tidings/internal/topics"
 	"tidings/queries"
 )
 
@@ -215,9 +216,9 @@ func (s *Store) checkRefs(ctx context.Context, tenantID string, f fields) error 
 		}
 	}
 	if f.topic != nil {
-		// Topics come with consent (ADDENDUM 16); until a tenant can
-		// create one, no topic exists.
-		return apperr.NotFound("NOT_FOUND", "topic")
+		if err := topics.Exists(ctx, s.DB.Queries, tenantID, *f.topic); err != nil {
+			return err
+		}
 	}
 	if f.from != nil && s.From != nil {
 		return s.From.CheckFrom(ctx, tenantID, *f.from)

@@ -13,6 +13,7 @@ import (
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
 	"tidings/internal/tenants"
+	"tidings/internal/topics"
 	"tidings/queries"
 )
 
@@ -29,8 +30,9 @@ const (
 )
 
 // skipReason re-checks a recipient just before its message: "" when it
-// may be sent. c is nil for a contact deleted since the snapshot.
-func skipReason(c *queries.Contact, t queries.Tenant) string {
+// may be sent. c is nil for a contact deleted since the snapshot; topic is
+// the message's topic (nil: none).
+func skipReason(c *queries.Contact, t queries.Tenant, topic *queries.Topic) string {
 	switch {
 	case c == nil:
 		return SkipContactDeleted
@@ -38,6 +40,8 @@ func skipReason(c *queries.Contact, t queries.Tenant) string {
 		return SkipSuppressed
 	case !c.Subscribed:
 		return SkipUnsubscribed
+	case topic != nil && !topics.Subscribed(c.Topics, *topic):
+		return SkipTopicOptOut
 	case tenants.Whitelisted(t, c.Email) != nil:
 		return SkipNotWhitelisted
 	}
@@ -221,6 +225,9 @@ func (d *Dispatcher) check(ctx context.Context, live []queries.BroadcastRecipien
 	}
 	tenantRows := map[string]*queries.Tenant{}
 	bcasts := map[[2]string]*queries.Broadcast{}
+	// The topic of each broadcast's message: its own, else its template's
+	// (nil: none).
+	bTopics := map[[2]string]*queries.Topic{}
 	var steps []delivery.Step
 	var stepRows []queries.BroadcastRecipient
 	for _, r := range live {
@@ -242,15 +249,23 @@ func (d *Dispatcher) check(ctx context.Context, live []queries.BroadcastRecipien
 			}
 			b = &row
 			bcasts[bk] = b
+			if bTopics[bk], err = topics.OfMessage(ctx, d.DB.Queries, r.TenantID, deref(b.Topic), b.TemplateID); err != nil {
+				return nil, nil, err
+			}
 		}
 		c := contacts[[2]string{r.TenantID, r.ContactID}]
-		if reason := skipReason(c, *t); reason != "" {
+		topic := bTopics[bk]
+		if reason := skipReason(c, *t, topic); reason != "" {
 			finish(r, RecipientSkipped).SkipReason = &reason
 			n.Skipped++
 			continue
 		}
-		steps = append(steps, delivery.Step{TenantID: r.TenantID, ContactID: r.ContactID, TemplateID: b.TemplateID,
-			BroadcastID: r.BroadcastID, From: deref(b.FromAddress), Tenant: t, Contact: c})
+		st := delivery.Step{TenantID: r.TenantID, ContactID: r.ContactID, TemplateID: b.TemplateID,
+			BroadcastID: r.BroadcastID, From: deref(b.FromAddress), Tenant: t, Contact: c}
+		if topic != nil {
+			st.Topic = topic.ID
+		}
+		steps = append(steps, st)
 		stepRows = append(stepRows, r)
 	}
 	return steps, stepRows, nil

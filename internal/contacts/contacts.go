@@ -8,6 +8,7 @@ import (
 	"tidings/internal/ids"
 	"tidings/internal/page"
 	"tidings/internal/store"
+	"tidings/internal/topics"
 	"tidings/queries"
 )
 
@@ -17,6 +18,24 @@ type Input struct {
 	UserID     *string // nil: not given
 	Properties Patch
 	Subscribed *bool // nil: not given
+	// Topics are the contact's choices per topic id (ADDENDUM 16): true
+	// joins, false leaves, nil removes the choice (the topic's default
+	// applies).
+	Topics map[string]*bool
+}
+
+// setTopics merges the contact's topic choices, each key a topic of the
+// tenant (VALIDATION_ERROR otherwise).
+func setTopics(ctx context.Context, q *store.Tx, c *queries.Contact, choices map[string]*bool) error {
+	if len(choices) == 0 {
+		return nil
+	}
+	merged, err := topics.CheckChoices(ctx, q.Queries, c.TenantID, choices)
+	if err != nil {
+		return err
+	}
+	*c, err = q.ContactSetTopics(ctx, queries.ContactSetTopicsParams{TenantID: c.TenantID, ID: c.ID, Choices: merged})
+	return err
 }
 
 // Store performs contact operations for one service configuration.
@@ -63,7 +82,10 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		if store.IsNoRows(err) {
 			return errExists()
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return setTopics(ctx, q, &c, in.Topics)
 	})
 	return c, tooLarge(err)
 }
@@ -74,6 +96,9 @@ func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c querie
 	err = s.DB.InTx(ctx, func(q *store.Tx) error {
 		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
 		if err == nil {
+			if err := setTopics(ctx, q, &c, in.Topics); err != nil {
+				return err
+			}
 			return s.optOutIfAsked(ctx, q, &c, in)
 		}
 		if !store.IsNoRows(err) {
@@ -85,7 +110,7 @@ func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c querie
 		c, err = q.ContactInsert(ctx, insertParams(tenantID, in))
 		if err == nil {
 			created = true
-			return nil
+			return setTopics(ctx, q, &c, in.Topics)
 		}
 		if !store.IsNoRows(err) {
 			return err
@@ -96,6 +121,9 @@ func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c querie
 			return err
 		}
 		if c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in)); err != nil {
+			return err
+		}
+		if err := setTopics(ctx, q, &c, in.Topics); err != nil {
 			return err
 		}
 		return s.optOutIfAsked(ctx, q, &c, in)
@@ -125,12 +153,14 @@ type Change struct {
 	PropertiesSent bool
 	Properties     map[string]json.RawMessage
 	Subscribed     *bool
+	// Topics are choices per topic id, as in Input.
+	Topics map[string]*bool
 }
 
 // check judges a change and returns its properties patch.
 func (ch Change) check() (Patch, error) {
-	if !ch.EmailSent && !ch.UserIDSent && !ch.PropertiesSent && ch.Subscribed == nil {
-		return Patch{}, apperr.AtLeastOne("userId", "properties", "subscribed")
+	if !ch.EmailSent && !ch.UserIDSent && !ch.PropertiesSent && ch.Subscribed == nil && len(ch.Topics) == 0 {
+		return Patch{}, apperr.AtLeastOne("userId", "properties", "subscribed", "topics")
 	}
 	var f apperr.Fields
 	f.Check(!ch.EmailSent, "email", "cannot be changed")
@@ -155,8 +185,14 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, ch Change) (que
 			TenantID: tenantID, ID: id, SetUserID: ch.UserIDSent, UserID: ch.UserID,
 			SetProps: props.SetJSON(), RemoveProps: props.RemoveKeys(), Subscribed: resubscribe(ch.Subscribed),
 		})
-		if err != nil || !unsubscribes(ch.Subscribed) {
+		if err != nil {
 			return err
+		}
+		if err := setTopics(ctx, q, &c, ch.Topics); err != nil {
+			return err
+		}
+		if !unsubscribes(ch.Subscribed) {
+			return nil
 		}
 		c, err = ApplyOptOut(ctx, q, OptOut{TenantID: tenantID, ContactID: id, Unsubscribe: true})
 		return err

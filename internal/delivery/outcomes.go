@@ -83,6 +83,8 @@ type Recipient struct {
 	// the send's sender (its display name, else its address), else the
 	// tenant's name.
 	Email, Sender string
+	// Topics are the contact's own topic choices (the preference page).
+	Topics json.RawMessage
 }
 
 // Recipient reads the contact of an unsubscribe token; UnknownSend when
@@ -112,7 +114,7 @@ func (a *Outcomes) Recipient(ctx context.Context, tenantID, sendID, contactID st
 	if err != nil {
 		return r, apperr.Specific(err, apperr.KindNotFound, UnknownSend())
 	}
-	r.Subscribed, r.Email = c.Subscribed, c.Email
+	r.Subscribed, r.Email, r.Topics = c.Subscribed, c.Email, c.Topics
 	return r, nil
 }
 

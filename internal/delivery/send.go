@@ -158,6 +158,9 @@ type Step struct {
 	BroadcastID string
 	// From is the sequence's `from`; "" means the tenant's default.
 	From string
+	// Topic is the message's topic id, which its unsubscribe link leaves
+	// (the caller checked the contact is subscribed to it); "" for none.
+	Topic string
 	// Event is the event that enrolled the contact, for the render
 	// context; nil for a manual enrolment.
 	Event *render.Event
@@ -241,7 +244,7 @@ func (s *Sender) stepOutgoing(ctx context.Context, st Step, c *stepCache) (outgo
 	}
 	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from, event: st.Event,
 		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, broadcastID: st.BroadcastID,
-		inRecord: st.InRecord}, nil
+		topic: st.Topic, inRecord: st.InRecord}, nil
 }
 
 func (c *stepCache) template(k [2]string) (queries.Template, bool) {
@@ -347,6 +350,9 @@ type outgoing struct {
 	// broadcastID is set for a broadcast's message, which carries
 	// List-Unsubscribe as sequence mail does.
 	broadcastID string
+	// topic is the message's topic: its unsubscribe link offers to leave
+	// that topic only.
+	topic string
 	// inRecord is Step.InRecord; onRecord is Request.OnRecord.
 	inRecord, onRecord func(ctx context.Context, q *store.Tx, sendID string) error
 }
@@ -441,7 +447,7 @@ type prepared struct {
 // sequence mail) under a new send id, and builds the record it will have.
 func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
 	sendID := ids.New(ids.Send)
-	tids := tracking.IDs{TenantID: o.tenant.ID, SendID: sendID, ContactID: o.contact.ID}
+	tids := tracking.IDs{TenantID: o.tenant.ID, SendID: sendID, ContactID: o.contact.ID, Topic: o.topic}
 	unsubToken, err := s.Tracking.UnsubscribeToken(tids)
 	if err != nil {
 		return prepared{}, err

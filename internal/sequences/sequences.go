@@ -22,6 +22,7 @@ import (
 	"tidings/internal/sequences/definition"
 	"tidings/internal/storable"
 	"tidings/internal/store"
+	"tidings/internal/topics"
 	"tidings/queries"
 )
 
@@ -258,6 +259,11 @@ func checkRefs(ctx context.Context, q *store.Tx, tenantID string, d *definition.
 			e.Message = "template not found: " + strings.Join(missing, ", ")
 			e.Details = map[string]any{"templateIds": missing, "fields": fields}
 			return e
+		}
+	}
+	if d.Topic != "" {
+		if err := topics.Exists(ctx, q.Queries, tenantID, d.Topic); err != nil {
+			return err
 		}
 	}
 	return nil

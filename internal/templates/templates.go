@@ -10,9 +10,11 @@ import (
 	"unicode/utf8"
 
 	"tidings/internal/apperr"
+	"tidings/internal/ids"
 	"tidings/internal/render"
 	"tidings/internal/render/sanitize"
 	"tidings/internal/store"
+	"tidings/internal/topics"
 	"tidings/queries"
 )
 
@@ -35,6 +37,11 @@ type Put struct {
 	Name, Subject, Content *string
 	Enabled                *bool
 	DisableReason          *string
+	// Topic names the topic of the template's messages (ADDENDUM 16);
+	// with SetTopic and a nil Topic it is cleared. Like enabled, it is
+	// state: changing it makes no new version.
+	Topic    *string
+	SetTopic bool
 }
 
 // MaxContentBytes bounds template content as sent (issue 11): every version
@@ -48,8 +55,11 @@ func (p Put) Validate(create bool) error {
 		f.Check(p.Name != nil, "name", "is required")
 		f.Check(p.Subject != nil, "subject", "is required")
 		f.Check(p.Content != nil, "content", "is required")
-	} else if p.Name == nil && p.Subject == nil && p.Content == nil && p.Enabled == nil && p.DisableReason == nil {
-		return apperr.AtLeastOne("name", "subject", "content", "enabled", "disableReason")
+	} else if p.Name == nil && p.Subject == nil && p.Content == nil && p.Enabled == nil && p.DisableReason == nil && !p.SetTopic {
+		return apperr.AtLeastOne("name", "subject", "content", "enabled", "disableReason", "topic")
+	}
+	if p.Topic != nil {
+		f.Check(ids.Valid(*p.Topic), "topic", "must be a topic id")
 	}
 	if p.Name != nil {
 		n := utf8.RuneCountInString(*p.Name)
@@ -202,12 +212,18 @@ func (s *Store) create(ctx context.Context, q *queries.Queries, compiler Compile
 			return queries.Template{}, apperr.PlanLimit("templates", s.FreeLimit)
 		}
 	}
+	if p.Topic != nil {
+		if err := topics.Exists(ctx, q, tenantID, *p.Topic); err != nil {
+			return queries.Template{}, err
+		}
+	}
 	c, err := compiler.Compile(ctx, *p.Subject, *p.Content)
 	if err != nil {
 		return queries.Template{}, err
 	}
 	t, err := q.TemplateInsert(ctx, queries.TemplateInsertParams{TenantID: tenantID, ID: id, Name: *p.Name,
-		Subject: *p.Subject, Content: c.Content, CompiledHtml: c.HTML, RequiredVariables: nonNil(c.RequiredVariables)})
+		Subject: *p.Subject, Content: c.Content, CompiledHtml: c.HTML, RequiredVariables: nonNil(c.RequiredVariables),
+		Topic: p.Topic})
 	if store.IsNoRows(err) {
 		return t, errRaced
 	}
@@ -224,7 +240,15 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compile
 	}
 	next := queries.TemplateUpdateParams{TenantID: cur.TenantID, ID: cur.ID, Name: cur.Name, Subject: cur.Subject,
 		Content: cur.Content, CompiledHtml: cur.CompiledHtml, RequiredVariables: cur.RequiredVariables,
-		CurrentVersion: cur.CurrentVersion, Enabled: cur.Enabled, DisableReason: cur.DisableReason}
+		CurrentVersion: cur.CurrentVersion, Enabled: cur.Enabled, DisableReason: cur.DisableReason, Topic: cur.Topic}
+	if p.SetTopic {
+		if p.Topic != nil && !equalPtr(p.Topic, cur.Topic) {
+			if err := topics.Exists(ctx, q, cur.TenantID, *p.Topic); err != nil {
+				return cur, err
+			}
+		}
+		next.Topic = p.Topic
+	}
 	if p.Name != nil {
 		next.Name = *p.Name
 	}
@@ -255,7 +279,8 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compile
 		next.DisableReason = nil
 	}
 	contentChanged := next.Name != cur.Name || next.Subject != cur.Subject || next.Content != cur.Content
-	stateChanged := next.Enabled != cur.Enabled || !equalPtr(next.DisableReason, cur.DisableReason)
+	stateChanged := next.Enabled != cur.Enabled || !equalPtr(next.DisableReason, cur.DisableReason) ||
+		!equalPtr(next.Topic, cur.Topic)
 	if !contentChanged && !stateChanged {
 		return cur, nil
 	}

@@ -69,11 +69,13 @@ const (
 var ErrInvalidToken = errors.New("tracking: invalid token")
 
 // IDs name the send a message belongs to. ContactID is needed only by
-// unsubscribe tokens.
+// unsubscribe tokens; Topic, in an unsubscribe token, is the topic of the
+// message, which its one-click unsubscribe leaves ("" for none).
 type IDs struct {
 	TenantID  string
 	SendID    string
 	ContactID string
+	Topic     string
 }
 
 // Claims is what a valid token says. URL is set for click tokens only; it is
@@ -164,6 +166,14 @@ func (s *Signer) Parse(kind Kind, token string) (Claims, error) {
 	switch kind {
 	case KindUnsubscribe:
 		c.ContactID = r.id()
+		// The topic field is present only for a topic message (tokens
+		// made before topics have none); present, it is never empty, so
+		// each token has one spelling.
+		if len(r.b) > 0 {
+			if c.Topic = r.id(); c.Topic == "" {
+				return Claims{}, ErrInvalidToken
+			}
+		}
 	case KindClick:
 		c.URL = r.url()
 	}
@@ -191,8 +201,8 @@ func (s *Signer) appendToken(dst []byte, h hash.Hash, c Claims) ([]byte, error) 
 	if !validID(c.TenantID) || !validID(c.SendID) {
 		return dst, errors.New("tracking: tenant and send id must be 1-64 bytes")
 	}
-	if c.Kind == KindUnsubscribe && !validID(c.ContactID) {
-		return dst, errors.New("tracking: contact id must be 1-64 bytes")
+	if c.Kind == KindUnsubscribe && (!validID(c.ContactID) || len(c.Topic) > MaxIDLen) {
+		return dst, errors.New("tracking: contact id must be 1-64 bytes, topic at most 64")
 	}
 	var arr [512]byte
 	b := append(arr[:0], version1, byte(c.Kind))
@@ -201,6 +211,9 @@ func (s *Signer) appendToken(dst []byte, h hash.Hash, c Claims) ([]byte, error) 
 	switch c.Kind {
 	case KindUnsubscribe:
 		b = appendID(b, c.ContactID)
+		if c.Topic != "" {
+			b = appendID(b, c.Topic)
+		}
 	case KindClick:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(c.URL)))
 		b = append(b, c.URL...)

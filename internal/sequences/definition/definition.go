@@ -41,6 +41,9 @@ type Definition struct {
 	Trigger Trigger `json:"trigger"`
 	// From overrides the tenant's default from address; empty when not set.
 	From string `json:"from,omitempty"`
+	// Topic is the topic of the sequence's messages (ADDENDUM 16): only
+	// contacts subscribed to it receive them; empty: the template's topic.
+	Topic string `json:"topic,omitempty"`
 	// Window is when steps may go out, in the contact's zone; nil: any
 	// time.
 	Window *Window `json:"window,omitempty"`

@@ -48,7 +48,7 @@ const (
 )
 
 var (
-	topKeys     = []string{"name", "trigger", "from", "window", "gates", "exit", "steps"}
+	topKeys     = []string{"name", "trigger", "from", "topic", "window", "gates", "exit", "steps"}
 	windowKeys  = []string{"days", "from", "to"}
 	triggerKeys = []string{"event", "reenroll"}
 	stepKeys    = []string{"id", "send", "delay", "action", "template", "duration", "conditions"}
@@ -363,6 +363,15 @@ func (p *parser) definition(root *yaml.Node, opt Options) *Definition {
 	if e, ok := got["from"]; ok && !isNull(e.val) {
 		if s, ok := p.text("from", e.line, e.val, false); ok {
 			d.From = p.from(e.line, s)
+		}
+	}
+	if e, ok := got["topic"]; ok && !isNull(e.val) {
+		if s, ok := p.text("topic", e.line, e.val, false); ok {
+			if ids.Valid(s) {
+				d.Topic = s
+			} else {
+				p.errorf("topic", e.line, "must be a topic id")
+			}
 		}
 	}
 	if e, ok := got["window"]; ok && !isNull(e.val) {

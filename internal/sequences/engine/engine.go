@@ -33,7 +33,10 @@ const (
 	ReasonManual          = "manual"
 	ReasonSequenceDeleted = "sequence_deleted"
 	ReasonStepRemoved     = "step_removed"
-	ReasonSendFailed      = "send_failed"
+	// ReasonTopicOptOut cancels a step whose topic the contact left; the
+	// contact moves on, as for a false step condition (ADDENDUM 7, 16).
+	ReasonTopicOptOut = "topic_opt_out"
+	ReasonSendFailed  = "send_failed"
 )
 
 // Sequence is what the engine reads of a stored sequence.
@@ -261,7 +264,7 @@ func exit(ctx context.Context, q *store.Tx, tenantID, enrolmentID, reason string
 func cancelReason(r string) bool {
 	switch r {
 	case "contact_deleted", "unsubscribed", "suppressed", ReasonSequenceDeleted, ReasonExitCondition,
-		ReasonGateBlocked, ReasonManual, ReasonStepRemoved:
+		ReasonGateBlocked, ReasonManual, ReasonStepRemoved, ReasonTopicOptOut:
 		return true
 	}
 	return false

@@ -17,6 +17,7 @@ import (
 	"tidings/internal/store"
 	"tidings/internal/tasks"
 	"tidings/internal/tenants"
+	"tidings/internal/topics"
 	"tidings/queries"
 )
 
@@ -173,12 +174,28 @@ func (r *Runner) quick(ctx context.Context, row queries.ScheduledSend, x *querie
 	if d := decide(evr, x.Contact, x.Tenant, seq, step); d.err != nil || d.outcome != WouldSend {
 		return nil, nil, d.err
 	}
+	topic, err := topics.OfMessage(ctx, r.DB.Queries, row.TenantID, seq.Def.Topic, step.Template)
+	if err != nil {
+		return nil, nil, err
+	}
+	if topic != nil && !topics.Subscribed(x.Contact.Topics, *topic) {
+		return nil, nil, nil // check cancels it topic_opt_out
+	}
 	st := stepOf(row, seq, step, x.Tenant, x.Contact)
+	st.Topic = topicID(topic)
 	if x.EventName != nil {
 		st.Event = delivery.EventOf(queries.EnrolmentTriggerEventRow{Name: *x.EventName,
 			Properties: x.EventProperties, OccurredAt: *x.EventOccurredAt})
 	}
 	return st, &seq, nil
+}
+
+// topicID is the id of a message's topic, "" for none.
+func topicID(t *queries.Topic) string {
+	if t == nil {
+		return ""
+	}
+	return t.ID
 }
 
 func stepOf(row queries.ScheduledSend, seq Sequence, step definition.Step, t queries.Tenant, c queries.Contact) *delivery.Step {
@@ -285,7 +302,21 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 		}
 		return OutcomeSkipped, nil, advance(ctx, q, e, seq, step.ID)
 	}
+	// A step whose topic the contact left is cancelled topic_opt_out and
+	// the contact moves on (ADDENDUM 7): checked at send time, like
+	// unsubscribe.
+	topic, err := topics.OfMessage(ctx, q.Queries, row.TenantID, seq.Def.Topic, step.Template)
+	if err != nil {
+		return "", nil, err
+	}
+	if topic != nil && !topics.Subscribed(c.Topics, *topic) {
+		if err := r.finish(ctx, q, row, StatusCancelled, ReasonTopicOptOut, ""); err != nil {
+			return "", nil, err
+		}
+		return OutcomeSkipped, nil, advance(ctx, q, e, seq, step.ID)
+	}
 	st := stepOf(row, seq, step, t, c)
+	st.Topic = topicID(topic)
 	if e.TriggerEventID != nil {
 		ev, err := q.EnrolmentTriggerEvent(ctx, queries.EnrolmentTriggerEventParams{TenantID: row.TenantID, ID: *e.TriggerEventID})
 		if err == nil {
