@@ -29,7 +29,19 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 -- +goose StatementEnd
 
+-- A step whose topic the contact left is cancelled topic_opt_out. NOT
+-- VALID: the rows there hold the older reasons only, and the check of new
+-- rows needs no scan of the table under this lock.
+ALTER TABLE scheduled_sends DROP CONSTRAINT scheduled_sends_cancel_reason_check;
+ALTER TABLE scheduled_sends ADD CONSTRAINT scheduled_sends_cancel_reason_check CHECK (cancel_reason IN
+    ('contact_deleted', 'unsubscribed', 'suppressed', 'sequence_deleted', 'exit_condition', 'gate_blocked',
+     'manual', 'step_removed', 'topic_opt_out')) NOT VALID;
+
 -- +goose Down
+ALTER TABLE scheduled_sends DROP CONSTRAINT scheduled_sends_cancel_reason_check;
+ALTER TABLE scheduled_sends ADD CONSTRAINT scheduled_sends_cancel_reason_check CHECK (cancel_reason IN
+    ('contact_deleted', 'unsubscribed', 'suppressed', 'sequence_deleted', 'exit_condition', 'gate_blocked',
+     'manual', 'step_removed')) NOT VALID;
 DROP FUNCTION topic_subscribed;
 ALTER TABLE templates DROP COLUMN topic;
 ALTER TABLE contacts DROP COLUMN topics;

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -535,5 +536,49 @@ func TestReclaimFindsTheRecord(t *testing.T) {
 		template_version, broadcast_id, from_address, to_address, subject, sent_at)
 		VALUES ($1, 'snd_two', '', $2, 'news', 1, $3, 'b@b.example', 'ann@example.com', 's', now())`, tenant, cid, b.ID); err == nil {
 		t.Fatal("a second record for one recipient was accepted")
+	}
+}
+
+// A broadcast's topic (its own, else its template's) is checked just
+// before each message: a contact not subscribed to it (left an opt_out
+// topic, or never joined an opt_in one) is skipped topic_opt_out.
+func TestTopicSkips(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, map[string]string{
+		"stays@example.com": `{"plan":"pro"}`, "left@example.com": `{"plan":"pro"}`, "joined@example.com": `{"plan":"pro"}`,
+	})
+	f.exec(`INSERT INTO topics (tenant_id, id, name, default_mode) VALUES ($1, 'news', 'News', 'opt_out'),
+		($1, 'digest', 'Digest', 'opt_in')`, tenant)
+	f.exec(`UPDATE contacts SET topics = '{"news": false}' WHERE tenant_id = $1 AND email = 'left@example.com'`, tenant)
+	f.exec(`UPDATE contacts SET topics = '{"digest": true}' WHERE tenant_id = $1 AND email = 'joined@example.com'`, tenant)
+	// The template's topic: news (opt_out).
+	f.exec(`UPDATE templates SET topic = 'news' WHERE tenant_id = $1 AND id = 'news'`, tenant)
+	news := f.create(broadcasts.Input{})
+	// The broadcast's own topic wins: digest (opt_in).
+	digest := f.create(broadcasts.Input{Topic: ptr("digest"), SetTopic: true})
+	for _, tc := range []struct {
+		b    queries.Broadcast
+		sent []string
+	}{
+		{news, []string{"joined@example.com", "stays@example.com"}},
+		{digest, []string{"joined@example.com"}},
+	} {
+		if _, err := f.svc.Broadcasts.Send(f.ctx, tenant, tc.b.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		f.drain(tc.b.ID)
+		var sent []string
+		for email, r := range f.recipients(tc.b.ID) {
+			switch {
+			case r.Status == broadcasts.RecipientSent:
+				sent = append(sent, email)
+			case r.Status != broadcasts.RecipientSkipped || *r.SkipReason != broadcasts.SkipTopicOptOut:
+				t.Errorf("%s: %s %v", email, r.Status, r.SkipReason)
+			}
+		}
+		slices.Sort(sent)
+		if !slices.Equal(sent, tc.sent) {
+			t.Errorf("topic of %s: sent to %v, want %v", tc.b.ID, sent, tc.sent)
+		}
 	}
 }

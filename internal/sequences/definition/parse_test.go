@@ -218,7 +218,7 @@ func TestParseErrors(t *testing.T) {
 		{desc: "blank name", src: "name: '  '\n" + ok, want: map[string]string{"name": "line 1: must not be blank"}},
 		{desc: "long name", src: "name: " + strings.Repeat("é", 257) + "\n" + ok, want: map[string]string{"name": "at most 256 characters"}},
 		{desc: "name is a list", src: "name: [a]\n" + ok, want: map[string]string{"name": "must be a string, not a list"}},
-		{desc: "unknown top-level key", src: ok + "description: x\n", want: map[string]string{"description": "line 3: is not a known key: a sequence has name, trigger, from, window, gates, exit, steps"}},
+		{desc: "unknown top-level key", src: ok + "description: x\n", want: map[string]string{"description": "line 3: is not a known key: a sequence has name, trigger, from, topic, window, gates, exit, steps"}},
 		{desc: "top-level key a list", src: ok + "? [a]\n: x\n", want: map[string]string{"content": "line 3: has a key that is not a string"}},
 		{desc: "empty top-level key", src: ok + "? \n: x\n", want: map[string]string{`""`: "line 3: is not a known key"}},
 		{desc: "duplicate top-level key", src: ok + "trigger: {event: f}\n", want: map[string]string{"trigger": "line 3: is a duplicate key (first at line 1)"}},

@@ -1,0 +1,58 @@
+package engine_test
+
+import (
+	"strings"
+	"testing"
+
+	"tidings/internal/sequences/engine"
+	"tidings/internal/sequences/engine/enginetest"
+	"tidings/internal/tracking"
+)
+
+// A sequence's topic is checked at send time, like unsubscribe: a step
+// whose topic the contact is not subscribed to is cancelled topic_opt_out
+// and the contact moves on; once the contact joins, the messages go out,
+// and their unsubscribe link names the topic (its one-click leaves that
+// topic only).
+func TestSequenceTopicCheckedAtSendTime(t *testing.T) {
+	t.Parallel()
+	f := enginetest.New(t, "org_seq_topic")
+	f.Exec(`INSERT INTO topics (tenant_id, id, name, default_mode) VALUES ($1, 'digest', 'Digest', 'opt_in')`, f.Tenant)
+	f.PutSequence("weekly", "name: W\ntopic: digest\ntrigger: {event: joined, reenroll: true}\nsteps: [{send: welcome}, {send: tips}]\n", true)
+
+	f.Event("joined", nil)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeSkipped)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeSkipped)
+	if got := f.Scheduled("cancelled", engine.ReasonTopicOptOut); len(got) != 2 {
+		t.Fatalf("%d sends cancelled topic_opt_out, want 2", len(got))
+	}
+	if e := f.Enrolment("weekly"); e.Status != "completed" {
+		t.Fatalf("the contact did not move on: %+v", e)
+	}
+	if f.SG.Count() != 0 {
+		t.Fatalf("%d messages to a contact outside the opt-in topic", f.SG.Count())
+	}
+
+	f.Exec(`UPDATE contacts SET topics = '{"digest": true}' WHERE tenant_id = $1`, f.Tenant)
+	f.Event("joined", nil)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeSent)
+	if f.SG.Count() != 1 {
+		t.Fatalf("%d messages after joining", f.SG.Count())
+	}
+	h := f.SG.Messages()[0].Mail.Headers["List-Unsubscribe"]
+	i := strings.Index(h, tracking.UnsubscribePath)
+	if i < 0 {
+		t.Fatalf("List-Unsubscribe %q", h)
+	}
+	tok := strings.TrimSuffix(h[i+len(tracking.UnsubscribePath):], ">")
+	cl, err := f.Svc.Tracking.Parse(tracking.KindUnsubscribe, tok)
+	if err != nil || cl.Topic != "digest" {
+		t.Fatalf("the link's token names topic %q (%v)", cl.Topic, err)
+	}
+	// Leaving the topic before the next step: that step is cancelled.
+	f.Exec(`UPDATE contacts SET topics = '{"digest": false}' WHERE tenant_id = $1`, f.Tenant)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeSkipped)
+	if f.SG.Count() != 1 {
+		t.Fatalf("%d messages after leaving", f.SG.Count())
+	}
+}
