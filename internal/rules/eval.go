@@ -23,6 +23,8 @@ type Subject struct {
 	// CreatedAt is when the contact was created; inactiveDays counts from it
 	// when LastEventAt is nil.
 	CreatedAt time.Time
+	// Topics are the contact's own topic choices (contacts.topics).
+	Topics map[string]bool
 }
 
 // Resolver returns the current rules of a segment, or false when it does not
@@ -46,6 +48,10 @@ type Env struct {
 	// occurred at or after after; a zero after means at any time. Nil means
 	// the contact has no events.
 	HasEvent func(name string, after time.Time) bool
+	// TopicOptOut reports, for a topic of the tenant, whether its default
+	// is opt_out (subscribed unless the contact left); ok is false for an
+	// unknown topic, which has no subscribers. Nil: no topics.
+	TopicOptOut func(id string) (optOut, ok bool)
 }
 
 // Eval reports whether the contact s satisfies the rule tree n. It follows
@@ -111,6 +117,14 @@ func (e *evaluator) eval(n *Node, depth int) bool {
 		case OpNotMemberOf:
 			return !e.member(n.SegmentID, depth)
 		}
+	case TypeTopic:
+		sub := e.subscribed(n.Topic)
+		switch n.Operator {
+		case OpSubscribed:
+			return sub
+		case OpNotSubscribed:
+			return !sub
+		}
 	case TypeEvent:
 		var after time.Time
 		if n.Within > 0 {
@@ -131,6 +145,22 @@ func (e *evaluator) eval(n *Node, depth int) bool {
 		}
 	}
 	return false
+}
+
+// subscribed applies topics.Subscribed's rule: the contact's choice, else
+// the topic's default; an unknown topic has no subscribers.
+func (e *evaluator) subscribed(topic string) bool {
+	if e.env.TopicOptOut == nil {
+		return false
+	}
+	optOut, ok := e.env.TopicOptOut(topic)
+	if !ok {
+		return false
+	}
+	if v, chosen := e.s.Topics[topic]; chosen {
+		return v
+	}
+	return optOut
 }
 
 // member evaluates a referenced segment's current rules.

@@ -9,12 +9,13 @@ import (
 // Type is the type of a leaf condition.
 type Type string
 
-// Leaf types. Segments and sequences allow all four.
+// Leaf types. Segments and sequences allow all five.
 const (
 	TypeProperty Type = "property" // contact.properties.<field>
 	TypeDerived  Type = "derived"  // contact.derived.<field>
 	TypeSegment  Type = "segment"  // another segment's current rules
 	TypeEvent    Type = "event"    // the contact's events
+	TypeTopic    Type = "topic"    // the contact's subscription to a topic
 )
 
 // Logical operators of a group node.
@@ -50,6 +51,11 @@ const (
 	OpNotMemberOf = "notMemberOf"
 	OpOccurred    = "occurred"
 	OpNotOccurred = "notOccurred"
+	// Operators of topic leaves: the contact receives the topic's messages
+	// (its own choice, else the topic's default), or not. An unknown topic
+	// has no subscribers.
+	OpSubscribed    = "subscribed"
+	OpNotSubscribed = "notSubscribed"
 )
 
 // Derived fields a derived leaf may read.
@@ -84,6 +90,8 @@ type Node struct {
 	SegmentID string
 	// Name is the event name of an event leaf.
 	Name string
+	// Topic is the topic id of a topic leaf.
+	Topic string
 	// Within bounds an event leaf to events no older than this; 0 means any
 	// time.
 	Within time.Duration
@@ -155,6 +163,12 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 			SegmentID string `json:"segmentId"`
 			Operator  string `json:"operator"`
 		}{n.Type, n.SegmentID, n.Operator})
+	case TypeTopic:
+		return json.Marshal(struct {
+			Type     Type   `json:"type"`
+			Topic    string `json:"topic"`
+			Operator string `json:"operator"`
+		}{n.Type, n.Topic, n.Operator})
 	case TypeEvent:
 		within := ""
 		if n.Within > 0 {

@@ -27,7 +27,7 @@ const (
 )
 
 // allTypes lists every leaf type, in the order error messages name them.
-var allTypes = []Type{TypeProperty, TypeDerived, TypeSegment, TypeEvent}
+var allTypes = []Type{TypeProperty, TypeDerived, TypeSegment, TypeEvent, TypeTopic}
 
 // Options tune Parse for where the rule tree comes from.
 type Options struct {
@@ -269,6 +269,10 @@ func (p *parser) leaf(path string, m map[string]any) *Node {
 		p.unknownKeys(path, m, "type", "segmentId", "operator")
 		n.SegmentID = p.nonEmptyString(path+".segmentId", m["segmentId"], maxFieldLen)
 		n.Operator = p.enum(path+".operator", m["operator"], OpMemberOf, OpNotMemberOf)
+	case TypeTopic:
+		p.unknownKeys(path, m, "type", "topic", "operator")
+		n.Topic = p.nonEmptyString(path+".topic", m["topic"], maxFieldLen)
+		n.Operator = p.enum(path+".operator", m["operator"], OpSubscribed, OpNotSubscribed)
 	case TypeEvent:
 		p.unknownKeys(path, m, "type", "name", "operator", "within")
 		n.Name = p.nonEmptyString(path+".name", m["name"], maxFieldLen)

@@ -20,6 +20,7 @@ type contactFixture struct {
 	lastEventAt          string         // absolute, overrides lastEvent
 	created              time.Duration  // ago
 	events               []eventFixture
+	topics               string // the contact's topic choices, JSON; empty means {}
 }
 
 type eventFixture struct {
@@ -81,7 +82,24 @@ func p(desc, props, field, op, value string, want bool) sharedCase {
 
 const injection = `it's "q"; DROP TABLE contacts; --`
 
+// topic is a topic leaf; every fixture tenant has topics news (opt_out)
+// and digest (opt_in).
+func topic(id, op string) string {
+	return `{"type":"topic","topic":"` + id + `","operator":"` + op + `"}`
+}
+
 var sharedCases = []sharedCase{
+	// topic leaves: the contact's choice, else the topic's default; an
+	// unknown topic has no subscribers whatever the contact chose
+	{desc: "opt_out topic, no choice", rule: topic("news", "subscribed"), want: true},
+	{desc: "opt_in topic, no choice", rule: topic("digest", "subscribed"), want: false},
+	{desc: "opt_out topic, left", rule: topic("news", "subscribed"), contact: contactFixture{topics: `{"news": false}`}, want: false},
+	{desc: "opt_in topic, joined", rule: topic("digest", "subscribed"), contact: contactFixture{topics: `{"digest": true}`}, want: true},
+	{desc: "notSubscribed, left", rule: topic("news", "notSubscribed"), contact: contactFixture{topics: `{"news": false}`}, want: true},
+	{desc: "notSubscribed opt_in, no choice", rule: topic("digest", "notSubscribed"), want: true},
+	{desc: "unknown topic chosen", rule: topic("gone", "subscribed"), contact: contactFixture{topics: `{"gone": true}`}, want: false},
+	{desc: "unknown topic, notSubscribed", rule: topic("gone", "notSubscribed"), want: true},
+
 	// equals: type-strict, numbers by value
 	p("equals string", `{"plan":"pro"}`, "plan", "equals", `"pro"`, true),
 	p("equals is case-sensitive", `{"plan":"Pro"}`, "plan", "equals", `"pro"`, false),
@@ -476,10 +494,18 @@ func insertFixture(t testing.TB, tx pgx.Tx, tenant, id string, f contactFixture)
 		lastEventAt = &ts
 	}
 	ensureTenant(t, tx, tenant)
+	if _, err := tx.Exec(ctx, `INSERT INTO topics (tenant_id, id, name, default_mode) VALUES ($1, 'news', 'News', 'opt_out'),
+		($1, 'digest', 'Digest', 'opt_in') ON CONFLICT DO NOTHING`, tenant); err != nil {
+		t.Fatalf("insert topics: %v", err)
+	}
+	topics := f.topics
+	if topics == "" {
+		topics = "{}"
+	}
 	for _, cid := range []string{id, id + "_other"} {
-		if _, err := tx.Exec(ctx, `INSERT INTO contacts (tenant_id, id, email, properties, total_sends, total_opens, total_clicks, last_event_at, created_at)
-			VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9)`,
-			tenant, cid, cid+"@example.com", props, f.sends, f.opens, f.clicks, lastEventAt, now.Add(-f.created)); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO contacts (tenant_id, id, email, properties, total_sends, total_opens, total_clicks, last_event_at, created_at, topics)
+			VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10::jsonb)`,
+			tenant, cid, cid+"@example.com", props, f.sends, f.opens, f.clicks, lastEventAt, now.Add(-f.created), topics); err != nil {
 			t.Fatalf("insert contact: %v", err)
 		}
 	}
@@ -513,15 +539,30 @@ func loadSubject(t testing.TB, tx pgx.Tx, tenant, id string, now time.Time) (Sub
 	t.Helper()
 	ctx := context.Background()
 	var (
-		s   Subject
-		raw []byte
+		s         Subject
+		raw, tops []byte
 	)
-	err := tx.QueryRow(ctx, `SELECT properties::text, total_sends, total_opens, total_clicks, last_event_at, created_at
+	err := tx.QueryRow(ctx, `SELECT properties::text, total_sends, total_opens, total_clicks, last_event_at, created_at, topics::text
 		FROM contacts WHERE tenant_id = $1 AND id = $2`, tenant, id).
-		Scan(&raw, &s.TotalSends, &s.TotalOpens, &s.TotalClicks, &s.LastEventAt, &s.CreatedAt)
+		Scan(&raw, &s.TotalSends, &s.TotalOpens, &s.TotalClicks, &s.LastEventAt, &s.CreatedAt, &tops)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := json.Unmarshal(tops, &s.Topics); err != nil {
+		t.Fatal(err)
+	}
+	defaults := map[string]bool{}
+	trows, err := tx.Query(ctx, `SELECT id, default_mode = 'opt_out' FROM topics WHERE tenant_id = $1`, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for trows.Next() {
+		var tid string
+		var optOut bool
+		_ = trows.Scan(&tid, &optOut)
+		defaults[tid] = optOut
+	}
+	trows.Close()
 	if s.Properties, err = DecodeProperties(raw); err != nil {
 		t.Fatal(err)
 	}
@@ -540,13 +581,14 @@ func loadSubject(t testing.TB, tx pgx.Tx, tenant, id string, now time.Time) (Sub
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := Env{Now: now, HasEvent: func(name string, after time.Time) bool {
-		for _, e := range events {
-			if e.name == name && !e.at.Before(after) {
-				return true
+	env := Env{Now: now, TopicOptOut: func(id string) (bool, bool) { v, ok := defaults[id]; return v, ok },
+		HasEvent: func(name string, after time.Time) bool {
+			for _, e := range events {
+				if e.name == name && !e.at.Before(after) {
+					return true
+				}
 			}
-		}
-		return false
-	}}
+			return false
+		}}
 	return s, env
 }

@@ -131,6 +131,7 @@ const (
 	costNumber    = 5   // jsonb number cast and compare
 	costTimestamp = 30  // the checks of sqltime.go, then a cast
 	costEvent     = 100 // an index lookup per row
+	costTopic     = 50  // a primary-key lookup of the topic per row
 )
 
 // leafCost estimates what evaluating a leaf costs per row.
@@ -140,6 +141,8 @@ func leafCost(n *Node) int {
 		return costColumn
 	case TypeEvent:
 		return costEvent
+	case TypeTopic:
+		return costTopic
 	case TypeProperty:
 		if isOrdering(n.Operator) {
 			if _, isString := n.Value.(string); isString {
@@ -207,6 +210,8 @@ func (c *compiler) node(n *Node, depth int) (string, int, error) {
 		return c.segment(n, depth)
 	case TypeEvent:
 		pred, err = c.event(n)
+	case TypeTopic:
+		pred, err = c.topic(n)
 	default:
 		err = fmt.Errorf("rules: unknown leaf type %q", n.Type)
 	}
@@ -252,6 +257,20 @@ func (c *compiler) segment(n *Node, depth int) (string, int, error) {
 		return not(pred), cost, nil
 	}
 	return pred, cost, nil
+}
+
+// topic is topic_subscribed (schema 0021), the SQL twin of the evaluator's
+// rule; an unknown topic (no default) has no subscribers.
+func (c *compiler) topic(n *Node) (string, error) {
+	pred := "coalesce((SELECT topic_subscribed(c.topics, t.id, t.default_mode) FROM topics t" +
+		" WHERE t.tenant_id = c.tenant_id AND t.id = " + c.arg(n.Topic, "text") + "), false)"
+	switch n.Operator {
+	case OpSubscribed:
+		return pred, nil
+	case OpNotSubscribed:
+		return not(pred), nil
+	}
+	return "", fmt.Errorf("rules: topic leaf with operator %q", n.Operator)
 }
 
 func (c *compiler) event(n *Node) (string, error) {

@@ -32,8 +32,16 @@ func newEvaluator(ctx context.Context, q *queries.Queries, c queries.Contact, de
 	if err != nil {
 		return nil, fmt.Errorf("contact %s properties: %w", c.ID, err)
 	}
+	var choices map[string]bool
+	if len(c.Topics) > 0 {
+		if err := json.Unmarshal(c.Topics, &choices); err != nil {
+			return nil, fmt.Errorf("contact %s topics: %w", c.ID, err)
+		}
+	}
 	ev := &evaluator{subject: rules.Subject{Properties: props, TotalSends: c.TotalSends, TotalOpens: c.TotalOpens,
-		TotalClicks: c.TotalClicks, LastEventAt: c.LastEventAt, CreatedAt: c.CreatedAt}}
+		TotalClicks: c.TotalClicks, LastEventAt: c.LastEventAt, CreatedAt: c.CreatedAt, Topics: choices}}
+	// The tenant's topics, read at the first topic leaf.
+	var defaults map[string]bool
 	segs := map[string]*rules.Node{}
 	if refs := def.SegmentIDs(); len(refs) > 0 {
 		rows, err := q.SegmentRulesFrom(ctx, queries.SegmentRulesFromParams{TenantID: c.TenantID, Ids: refs})
@@ -55,6 +63,20 @@ func newEvaluator(ctx context.Context, q *queries.Queries, c queries.Contact, de
 				ev.err = err
 			}
 			return has
+		},
+		TopicOptOut: func(id string) (bool, bool) {
+			if defaults == nil {
+				defaults = map[string]bool{}
+				all, err := q.TopicAll(ctx, c.TenantID)
+				if err != nil && ev.err == nil {
+					ev.err = err
+				}
+				for _, t := range all {
+					defaults[t.ID] = t.DefaultMode == "opt_out"
+				}
+			}
+			optOut, ok := defaults[id]
+			return optOut, ok
 		}}
 	return ev, nil
 }
@@ -114,6 +136,8 @@ func describe(n *rules.Node) string {
 		return s
 	case rules.TypeSegment:
 		return fmt.Sprintf("segment %s %s", n.Operator, n.SegmentID)
+	case rules.TypeTopic:
+		return fmt.Sprintf("topic %s %s", n.Topic, n.Operator)
 	case rules.TypeEvent:
 		s := fmt.Sprintf("event %s %s", n.Name, n.Operator)
 		if n.Within > 0 {
@@ -156,6 +180,9 @@ func (ev *evaluator) actual(n *rules.Node) any {
 		occ := rules.Eval(&rules.Node{Type: rules.TypeEvent, Operator: rules.OpOccurred, Name: n.Name, Within: n.Within},
 			ev.subject, ev.env)
 		return map[bool]string{true: "occurred", false: "not occurred"}[occ]
+	case rules.TypeTopic:
+		sub := rules.Eval(&rules.Node{Type: rules.TypeTopic, Operator: rules.OpSubscribed, Topic: n.Topic}, ev.subject, ev.env)
+		return map[bool]string{true: "subscribed", false: "not subscribed"}[sub]
 	}
 	return nil
 }
