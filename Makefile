@@ -28,6 +28,10 @@ services: ## Make sure PostgreSQL and Redis are up (starts or installs them)
 run: services build ## Build, prepare the database and start api + worker locally
 	@scripts/run.sh
 
+.PHONY: browser
+browser: ## Make sure a headless Chromium is installed (the browser tests; apt-get the first time)
+	@scripts/ensure-browser.sh
+
 .PHONY: mjml-deps
 mjml-deps: internal/mjml/node/node_modules/.package-lock.json ## Install the pinned mjml npm package (npm ci)
 
@@ -37,7 +41,7 @@ internal/mjml/node/node_modules/.package-lock.json: internal/mjml/node/package.j
 	@touch $@
 
 .PHONY: test
-test: services tools mjml-deps ## vet, staticcheck, gofmt, generated-code check and go test -race
+test: services tools mjml-deps browser ## vet, staticcheck, gofmt, generated-code check and go test -race
 	go vet $(GO_PACKAGES)
 	$(STATICCHECK) $(GO_PACKAGES)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
