@@ -29,8 +29,14 @@ type tenantJSON struct {
 	PreferredRegion        *string  `json:"preferredRegion,omitempty"`
 	Timezone               string   `json:"timezone"`
 	EventRetentionDays     int32    `json:"eventRetentionDays"`
-	CreatedAt              string   `json:"createdAt"`
-	UpdatedAt              string   `json:"updatedAt"`
+	// PausedReason (complaint_rate, bounce_rate, manual) and PausedAt are
+	// set while sending is paused.
+	PausedReason *string `json:"pausedReason"`
+	PausedAt     *string `json:"pausedAt"`
+	// Deliverability is the guard's window of outcomes (GET and PATCH).
+	Deliverability *deliverabilityJSON `json:"deliverability,omitempty"`
+	CreatedAt      string              `json:"createdAt"`
+	UpdatedAt      string              `json:"updatedAt"`
 }
 
 func tenantView(t queries.Tenant) tenantJSON {
@@ -42,8 +48,32 @@ func tenantView(t queries.Tenant) tenantJSON {
 		BillingStatus: t.BillingStatus, BillingCustomerID: t.BillingCustomerID,
 		BillingSubscriptionID: t.BillingSubscriptionID, PlanPeriodEnd: formatTimePtr(t.PlanPeriodEnd),
 		DefaultFromAddress: t.DefaultFromAddress, PreferredRegion: t.PreferredRegion, Timezone: t.Timezone,
-		EventRetentionDays: t.EventRetentionDays, CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
+		EventRetentionDays: t.EventRetentionDays, PausedReason: t.PausedReason, PausedAt: formatTimePtr(t.PausedAt),
+		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 	}
+}
+
+// deliverabilityJSON is the deliverability guard's view of the tenant:
+// its last outcomes since the last resume, and the rates that pause it
+// past complaintRateLimit or bounceRateLimit.
+type deliverabilityJSON struct {
+	Outcomes           int     `json:"outcomes"`
+	ComplaintRate      float64 `json:"complaintRate"`
+	BounceRate         float64 `json:"bounceRate"`
+	ComplaintRateLimit float64 `json:"complaintRateLimit"`
+	BounceRateLimit    float64 `json:"bounceRateLimit"`
+}
+
+// tenantFullView is tenantView with the guard's rates.
+func (s *Server) tenantFullView(c *fiber.Ctx, t queries.Tenant) (tenantJSON, error) {
+	v := tenantView(t)
+	r, err := s.tenants.Rates(c.UserContext(), t.ID)
+	if err != nil {
+		return v, err
+	}
+	v.Deliverability = &deliverabilityJSON{Outcomes: r.Outcomes, ComplaintRate: r.ComplaintRate, BounceRate: r.BounceRate,
+		ComplaintRateLimit: tenants.MaxComplaintRate, BounceRateLimit: tenants.MaxBounceRate}
+	return v, nil
 }
 
 type tenantCreateReq struct {
@@ -77,7 +107,11 @@ func (s *Server) tenantGet(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(tenantView(t))
+	v, err := s.tenantFullView(c, t)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
 }
 
 type tenantUpdateReq struct {
@@ -110,11 +144,16 @@ func (s *Server) tenantUpdate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	in.BySession = principal(c).Session
 	t, err := s.tenants.Update(c.UserContext(), tenantID(c), in)
 	if err != nil {
 		return err
 	}
-	return c.JSON(tenantView(t))
+	v, err := s.tenantFullView(c, t)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
 }
 
 type emailsJSON struct {

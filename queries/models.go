@@ -347,6 +347,9 @@ type Tenant struct {
 	UpdatedAt              time.Time
 	Timezone               string
 	EventRetentionDays     int32
+	PausedReason           *string
+	PausedAt               *time.Time
+	GuardSince             *time.Time
 }
 
 type TimelineEntry struct {

@@ -19,6 +19,14 @@ UPDATE tenants SET
     default_from_address = CASE WHEN @set_default_from::boolean THEN sqlc.narg(default_from_address) ELSE default_from_address END,
     preferred_region     = CASE WHEN @set_region::boolean THEN sqlc.narg(preferred_region) ELSE preferred_region END,
     sending_status       = coalesce(sqlc.narg(sending_status), sending_status),
+    -- A pause by hand says so; leaving a pause clears its reason and starts
+    -- the deliverability guard's window afresh (schema 0022).
+    paused_reason        = CASE WHEN sqlc.narg(sending_status)::text = 'paused' AND sending_status <> 'paused' THEN 'manual'
+                                WHEN sqlc.narg(sending_status)::text <> 'paused' THEN NULL ELSE paused_reason END,
+    paused_at            = CASE WHEN sqlc.narg(sending_status)::text = 'paused' AND sending_status <> 'paused' THEN now()
+                                WHEN sqlc.narg(sending_status)::text <> 'paused' THEN NULL ELSE paused_at END,
+    guard_since          = CASE WHEN sending_status = 'paused' AND sqlc.narg(sending_status)::text <> 'paused' THEN now()
+                                ELSE guard_since END,
     timezone             = coalesce(sqlc.narg(timezone), timezone),
     event_retention_days = coalesce(sqlc.narg(event_retention_days), event_retention_days),
     updated_at           = now()

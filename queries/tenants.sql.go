@@ -32,7 +32,7 @@ func (q *Queries) TenantExists(ctx context.Context, id string) (bool, error) {
 }
 
 const tenantGet = `-- name: TenantGet :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days FROM tenants WHERE id = $1
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since FROM tenants WHERE id = $1
 `
 
 func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
@@ -57,12 +57,15 @@ func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
 		&i.UpdatedAt,
 		&i.Timezone,
 		&i.EventRetentionDays,
+		&i.PausedReason,
+		&i.PausedAt,
+		&i.GuardSince,
 	)
 	return i, err
 }
 
 const tenantGetForUpdate = `-- name: TenantGetForUpdate :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days FROM tenants WHERE id = $1 FOR UPDATE
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since FROM tenants WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, error) {
@@ -87,6 +90,9 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 		&i.UpdatedAt,
 		&i.Timezone,
 		&i.EventRetentionDays,
+		&i.PausedReason,
+		&i.PausedAt,
+		&i.GuardSince,
 	)
 	return i, err
 }
@@ -94,7 +100,7 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 const tenantInsert = `-- name: TenantInsert :one
 INSERT INTO tenants (id, name) VALUES ($1, $2)
 ON CONFLICT (id) DO NOTHING
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since
 `
 
 type TenantInsertParams struct {
@@ -125,6 +131,9 @@ func (q *Queries) TenantInsert(ctx context.Context, arg TenantInsertParams) (Ten
 		&i.UpdatedAt,
 		&i.Timezone,
 		&i.EventRetentionDays,
+		&i.PausedReason,
+		&i.PausedAt,
+		&i.GuardSince,
 	)
 	return i, err
 }
@@ -153,11 +162,19 @@ UPDATE tenants SET
     default_from_address = CASE WHEN $2::boolean THEN $3 ELSE default_from_address END,
     preferred_region     = CASE WHEN $4::boolean THEN $5 ELSE preferred_region END,
     sending_status       = coalesce($6, sending_status),
+    -- A pause by hand says so; leaving a pause clears its reason and starts
+    -- the deliverability guard's window afresh (schema 0022).
+    paused_reason        = CASE WHEN $6::text = 'paused' AND sending_status <> 'paused' THEN 'manual'
+                                WHEN $6::text <> 'paused' THEN NULL ELSE paused_reason END,
+    paused_at            = CASE WHEN $6::text = 'paused' AND sending_status <> 'paused' THEN now()
+                                WHEN $6::text <> 'paused' THEN NULL ELSE paused_at END,
+    guard_since          = CASE WHEN sending_status = 'paused' AND $6::text <> 'paused' THEN now()
+                                ELSE guard_since END,
     timezone             = coalesce($7, timezone),
     event_retention_days = coalesce($8, event_retention_days),
     updated_at           = now()
 WHERE id = $9
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since
 `
 
 type TenantUpdateParams struct {
@@ -204,6 +221,9 @@ func (q *Queries) TenantUpdate(ctx context.Context, arg TenantUpdateParams) (Ten
 		&i.UpdatedAt,
 		&i.Timezone,
 		&i.EventRetentionDays,
+		&i.PausedReason,
+		&i.PausedAt,
+		&i.GuardSince,
 	)
 	return i, err
 }

@@ -71,7 +71,7 @@ func run(log *slog.Logger) error {
 	go func() { defer close(listenDone); worker.ListenWebhooks(listenCtx, svc) }()
 
 	adminHandler, closeAdmin := worker.AdminHandler(infra.AsynqOpt, infra.Inspector, cfg.AsynqmonReadOnly,
-		telemetry.NewDeliveriesCollector(svc.Outbound.DeliveryCounts))
+		telemetry.NewDeliveriesCollector(svc.Outbound.DeliveryCounts), telemetry.NewPausedCollector(svc.Tenants.PausedCounts))
 	defer closeAdmin()
 	admin := &http.Server{Addr: cfg.WorkerAdminAddr, Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

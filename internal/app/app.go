@@ -34,6 +34,7 @@ import (
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
 	"tidings/internal/tasks"
+	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/topics"
@@ -179,7 +180,8 @@ func New(in Infra) (*Services, error) {
 		Tracking:    signer,
 		Sends:       &delivery.Sends{DB: db},
 	}
-	s.Outcomes = &delivery.Outcomes{DB: db, Events: s.Events}
+	s.Outcomes = &delivery.Outcomes{DB: db, Events: s.Events,
+		Guard: &tenants.Guard{MinSample: cfg.PauseMinSample, OnPause: telemetry.TenantPaused}}
 	s.Webhooks = &delivery.Webhooks{DB: db, Outcomes: s.Outcomes, Tasks: in.Tasks}
 	s.Sender = &delivery.Sender{DB: db, Templates: s.TemplateRenderer, Domains: s.Domains,
 		Provider: in.Provider, Tracking: signer, BaseURL: cfg.PublicBaseURL,

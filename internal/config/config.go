@@ -80,6 +80,9 @@ type Config struct {
 	// tenant's retention are archived; ArchiveDir (ARCHIVE_DIR) is where.
 	RetentionInterval time.Duration
 	ArchiveDir        string
+	// PauseMinSample is PAUSE_MIN_SAMPLE: outcomes needed before the
+	// deliverability guard may pause a tenant.
+	PauseMinSample int
 
 	PlanFreeContacts  int
 	PlanFreeTemplates int
@@ -168,6 +171,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		DomainCheckInterval:        r.duration("DOMAIN_CHECK_INTERVAL", 10*time.Minute),
 		RetentionInterval:          r.duration("RETENTION_INTERVAL", 24*time.Hour),
 		ArchiveDir:                 r.str("ARCHIVE_DIR", "./var/archive"),
+		PauseMinSample:             r.positiveInt("PAUSE_MIN_SAMPLE", 500),
 		PlanFreeContacts:           r.positiveInt("PLAN_FREE_CONTACTS", 1000),
 		PlanFreeTemplates:          r.positiveInt("PLAN_FREE_TEMPLATES", 100),
 		PlanFreeSequences:          r.positiveInt("PLAN_FREE_SEQUENCES", 20),

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/mail"
 	"slices"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"tidings/internal/metrics"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
+	"tidings/internal/tenants"
 	"tidings/queries"
 )
 
@@ -55,6 +57,9 @@ type Counts struct {
 type Outcomes struct {
 	DB     *store.DB
 	Events *events.Recorder
+	// Guard, when set, pauses a tenant whose hard bounces or complaints
+	// pass its rates (ADDENDUM 17).
+	Guard *tenants.Guard
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -304,9 +309,23 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 	if err := metrics.Count(ctx, q, facts...); err != nil {
 		return n, err
 	}
+	guarded := map[string]bool{}
 	for _, k := range sortedKeys(optOuts) {
 		if _, err := contacts.ApplyOptOut(ctx, q, *optOuts[k]); err != nil {
 			return n, err
+		}
+		if optOuts[k].Suppress {
+			guarded[k[0]] = true
+		}
+	}
+	// A hard bounce or a complaint can take a tenant past the guard's
+	// rates; the tenant row is locked last (docs/decisions.md "Lock
+	// order").
+	if a.Guard != nil {
+		for _, t := range slices.Sorted(maps.Keys(guarded)) {
+			if _, err := a.Guard.Check(ctx, q, t); err != nil {
+				return n, err
+			}
 		}
 	}
 	return n, nil

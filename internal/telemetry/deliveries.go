@@ -7,32 +7,46 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DeliveriesCollector serves the outbound webhook deliveries kept, per
-// state, read at scrape time through count (the worker passes the
-// database's query; telemetry does not import the store).
-type DeliveriesCollector struct {
-	count func(ctx context.Context) (map[string]int64, error)
-	desc  *prometheus.Desc
+// CountsCollector serves one gauge per label value, read from the
+// database at scrape time through count (the worker passes the query;
+// telemetry does not import the store). A value count does not return is
+// served as 0.
+type CountsCollector struct {
+	count  func(ctx context.Context) (map[string]int64, error)
+	values []string
+	desc   *prometheus.Desc
 }
 
-// NewDeliveriesCollector collects what count reads.
-func NewDeliveriesCollector(count func(ctx context.Context) (map[string]int64, error)) *DeliveriesCollector {
-	return &DeliveriesCollector{count: count, desc: prometheus.NewDesc("tidings_webhook_deliveries",
-		"Outbound webhook deliveries kept (30 days), per status; status outbox counts facts not yet fanned out into deliveries.", []string{"status"}, nil)}
+// NewDeliveriesCollector serves the outbound webhook deliveries kept, per
+// state.
+func NewDeliveriesCollector(count func(ctx context.Context) (map[string]int64, error)) *CountsCollector {
+	return &CountsCollector{count: count, values: []string{"outbox", "pending", "succeeded", "failed"},
+		desc: prometheus.NewDesc("tidings_webhook_deliveries",
+			"Outbound webhook deliveries kept (30 days), per status; status outbox counts facts not yet fanned out into deliveries.",
+			[]string{"status"}, nil)}
+}
+
+// NewPausedCollector serves the tenants whose sending is paused, per
+// reason (complaint_rate, bounce_rate: the deliverability guard; manual).
+func NewPausedCollector(count func(ctx context.Context) (map[string]int64, error)) *CountsCollector {
+	return &CountsCollector{count: count, values: []string{"complaint_rate", "bounce_rate", "manual"},
+		desc: prometheus.NewDesc("tidings_tenants_paused",
+			"Tenants whose sending is paused, per reason (complaint_rate and bounce_rate are the deliverability guard's).",
+			[]string{"reason"}, nil)}
 }
 
 // Describe implements prometheus.Collector.
-func (c *DeliveriesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *CountsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector; a failed read serves nothing.
-func (c *DeliveriesCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *CountsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	n, err := c.count(ctx)
 	if err != nil {
 		return
 	}
-	for _, st := range []string{"outbox", "pending", "succeeded", "failed"} {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[st]), st)
+	for _, v := range c.values {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[v]), v)
 	}
 }

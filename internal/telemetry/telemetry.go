@@ -55,6 +55,10 @@ var (
 		Help:    "Duration of one outbound webhook attempt, connection to answer.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15},
 	})
+	tenantPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_tenant_pauses_total",
+		Help: "Tenants the deliverability guard paused, by reason (complaint_rate, bounce_rate). Per-tenant rates are not labels: they are in GET /api/tenant.",
+	}, []string{"reason"})
 	broadcastRecipients = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidings_broadcast_recipients_total",
 		Help: "Broadcast recipients the worker processed, by outcome (sent, skipped, failed, retry).",
@@ -78,7 +82,7 @@ var (
 
 // own are Tidings's collectors, served by every process's registry.
 var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
-	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds}
+	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses}
 
 var createSeries sync.Once
 
@@ -104,7 +108,12 @@ func createKnownSeries() {
 	}
 	webhookDeliveries.WithLabelValues("succeeded")
 	webhookDeliveries.WithLabelValues("failed")
+	tenantPauses.WithLabelValues("complaint_rate")
+	tenantPauses.WithLabelValues("bounce_rate")
 }
+
+// TenantPaused counts a pause by the deliverability guard.
+func TenantPaused(reason string) { tenantPauses.WithLabelValues(reason).Inc() }
 
 // Handler serves, in the Prometheus text format, a registry of the
 // process's own: Go runtime and process metrics, Tidings's metrics, and the

@@ -119,6 +119,9 @@ type Settings struct {
 	// EventRetentionDays is how long events stay in the table before the
 	// archive takes them (MinRetentionDays to MaxRetentionDays).
 	EventRetentionDays *int
+	// BySession says the change comes with a dashboard session: only a
+	// session may resume a tenant the deliverability guard paused.
+	BySession bool
 }
 
 // The range of eventRetentionDays (ADDENDUM 15).
@@ -167,6 +170,16 @@ func (u *Settings) validate() error {
 func (s *Store) Update(ctx context.Context, id string, u Settings) (queries.Tenant, error) {
 	if err := u.validate(); err != nil {
 		return queries.Tenant{}, err
+	}
+	if u.SendingStatus != nil && *u.SendingStatus != Paused && !u.BySession {
+		cur, err := s.DB.TenantGet(ctx, id)
+		if err != nil {
+			return cur, notFound(err)
+		}
+		if cur.SendingStatus == Paused && cur.PausedReason != nil && *cur.PausedReason != PausedManual {
+			return cur, apperr.Forbidden("the deliverability guard paused sending (" + *cur.PausedReason +
+				"): only a dashboard session may resume it")
+		}
 	}
 	if u.SendingStatus != nil && *u.SendingStatus == Enabled {
 		if err := s.canEnableSending(ctx, id); err != nil {

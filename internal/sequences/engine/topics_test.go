@@ -56,3 +56,24 @@ func TestSequenceTopicCheckedAtSendTime(t *testing.T) {
 		t.Fatalf("%d messages after leaving", f.SG.Count())
 	}
 }
+
+// A tenant paused by the deliverability guard holds its due sequence sends
+// (nothing cancelled, the enrolment as it was); once sending resumes they
+// go out, each once.
+func TestGuardPauseHoldsThenReleasesOnce(t *testing.T) {
+	t.Parallel()
+	f := enginetest.New(t, "org_seq_guard")
+	f.PutSequence("onboarding", dripYAML, true)
+	f.Exec(`UPDATE tenants SET sending_status = 'paused', paused_reason = 'complaint_rate', paused_at = now() WHERE id = $1`, f.Tenant)
+	f.Event("signed_up", nil)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeHeld)
+	if f.SG.Count() != 0 || len(f.Open()) != 1 || f.Enrolment("onboarding").Status != "active" {
+		t.Fatalf("while paused: %d messages, %d open sends, enrolment %+v", f.SG.Count(), len(f.Open()), f.Enrolment("onboarding"))
+	}
+	f.Exec(`UPDATE tenants SET sending_status = 'sandbox', paused_reason = NULL, paused_at = NULL, guard_since = now() WHERE id = $1`, f.Tenant)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeSent)
+	wantOutcomes(t, f.RunDue())
+	if f.SG.Count() != 1 {
+		t.Fatalf("%d messages after the resume, want 1", f.SG.Count())
+	}
+}
