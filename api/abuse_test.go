@@ -63,6 +63,7 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	brd := b.expect("POST", "/api/broadcasts", f.key, map[string]any{"name": "Victim news", "templateId": "welcome",
 		"segmentId": seg}, 201).body["broadcastId"].(string)
 	b.expect("POST", "/api/topics", f.key, map[string]any{"topicId": "vtopic", "name": "Victim topic", "default": "opt_in"}, 201)
+	b.expect("POST", "/api/suppressions", f.key, map[string]any{"email": "victim-listed@example.com", "note": "Victim note"}, 201)
 	// An archived month: an old event, archived by the retention run.
 	b.expect("POST", "/api/events", f.key, map[string]any{"email": "ann@example.com", "name": "victim_archived_event",
 		"timestamp": "2020-03-04T05:06:07Z"}, 201)
@@ -76,7 +77,7 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	// What must never appear in an attacker's response. Ids chosen by the
 	// caller (welcome, vseq) are not secret: the attacker may use them too.
 	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, whk, whMsg, "victim-hook", keyID, "victim.example", "Victim launch", "Victim news",
-		"victim_archived_event", "Victim topic"}
+		"victim_archived_event", "Victim topic", "victim-listed@example.com", "Victim note"}
 
 	// The attacker, with a campaign and a sequence of its own for the
 	// routes that join two ids.
@@ -123,17 +124,20 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"GET", "/api/sends?templateId=welcome", nil, []int{200}},
 			{"GET", "/api/sends?broadcastId=" + brd, nil, []int{200}},
 		},
-		"GET /api/sends/:sendId":         {{"GET", "/api/sends/" + sendID, nil, nil}},
-		"POST /api/events":               {{"POST", "/api/events", map[string]any{"email": "ann@example.com", "name": "victim_signed_up"}, []int{201}}},
-		"GET /api/events":                {{"GET", "/api/events", nil, []int{200}}},
-		"GET /api/events/contacts/:id":   {{"GET", "/api/events/contacts/" + contact, nil, nil}},
-		"GET /api/events/archive":        {{"GET", "/api/events/archive", nil, []int{200}}},
-		"GET /api/topics":                {{"GET", "/api/topics", nil, []int{200}}},
-		"GET /api/topics/:id":            {{"GET", "/api/topics/vtopic", nil, nil}},
-		"PATCH /api/topics/:id":          {{"PATCH", "/api/topics/vtopic", map[string]any{"name": "Stolen"}, nil}},
-		"DELETE /api/topics/:id":         {{"DELETE", "/api/topics/vtopic", nil, nil}},
-		"POST /api/topics":               {{"POST", "/api/topics", map[string]any{"topicId": "vtopic", "name": "Mine", "default": "opt_out"}, []int{201}}},
-		"GET /api/events/archive/:month": {{"GET", "/api/events/archive/2020-03", nil, nil}},
+		"GET /api/sends/:sendId":          {{"GET", "/api/sends/" + sendID, nil, nil}},
+		"POST /api/events":                {{"POST", "/api/events", map[string]any{"email": "ann@example.com", "name": "victim_signed_up"}, []int{201}}},
+		"GET /api/events":                 {{"GET", "/api/events", nil, []int{200}}},
+		"GET /api/events/contacts/:id":    {{"GET", "/api/events/contacts/" + contact, nil, nil}},
+		"GET /api/events/archive":         {{"GET", "/api/events/archive", nil, []int{200}}},
+		"GET /api/topics":                 {{"GET", "/api/topics", nil, []int{200}}},
+		"GET /api/suppressions":           {{"GET", "/api/suppressions", nil, []int{200}}},
+		"DELETE /api/suppressions/:email": {{"DELETE", "/api/suppressions/victim-listed@example.com", nil, nil}},
+		"POST /api/suppressions":          {{"POST", "/api/suppressions", map[string]any{"email": "victim-listed@example.com"}, []int{201}}},
+		"GET /api/topics/:id":             {{"GET", "/api/topics/vtopic", nil, nil}},
+		"PATCH /api/topics/:id":           {{"PATCH", "/api/topics/vtopic", map[string]any{"name": "Stolen"}, nil}},
+		"DELETE /api/topics/:id":          {{"DELETE", "/api/topics/vtopic", nil, nil}},
+		"POST /api/topics":                {{"POST", "/api/topics", map[string]any{"topicId": "vtopic", "name": "Mine", "default": "opt_out"}, []int{201}}},
+		"GET /api/events/archive/:month":  {{"GET", "/api/events/archive/2020-03", nil, nil}},
 		"POST /api/sequences/:id/contacts": {
 			{"POST", "/api/sequences/vseq/contacts", map[string]any{"contactId": contact}, nil},
 			{"POST", "/api/sequences/aseq/contacts", map[string]any{"contactId": contact}, nil},

@@ -77,10 +77,12 @@ type Server struct {
 	feed     *events.Feed
 	// archives reads the events archived past the tenant's retention.
 	archives *retention.Archives
-	// topics keeps the tenant's topics (consent, ADDENDUM 16).
-	topics    *topics.Store
-	segments  *segments.Store
-	campaigns *campaigns.Store
+	// topics keeps the tenant's topics and suppressions its suppression
+	// list (consent, ADDENDUM 16).
+	topics       *topics.Store
+	suppressions *contacts.Suppressions
+	segments     *segments.Store
+	campaigns    *campaigns.Store
 	// outbound keeps the tenant's webhook endpoints.
 	outbound *outbound.Store
 	// broadcasts keeps broadcasts and moves their status.
@@ -118,7 +120,7 @@ func New(d Deps) (*fiber.App, error) {
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
 		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,
-		archives: v.Archives, topics: v.Topics}
+		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
@@ -235,6 +237,10 @@ func New(d Deps) (*fiber.App, error) {
 	r.post("/broadcasts/:id/resume", s.broadcastMove(s.broadcasts.Resume))
 	r.post("/broadcasts/:id/cancel", s.broadcastMove(s.broadcasts.Cancel))
 	r.get("/broadcasts/:id/recipients", s.broadcastRecipients)
+
+	r.get("/suppressions", s.suppressionList)
+	r.post("/suppressions", s.suppressionAdd)
+	r.delete("/suppressions/:email", s.suppressionRemove)
 
 	r.post("/topics", s.topicCreate)
 	r.get("/topics", s.topicList)

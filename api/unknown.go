@@ -27,6 +27,7 @@ var queryParams = map[string][]string{
 	"GET /api/broadcasts":                {"cursor", "limit", "status"},
 	"GET /api/webhooks":                  {"cursor", "limit"},
 	"GET /api/topics":                    {"cursor", "limit"},
+	"GET /api/suppressions":              {"cursor", "limit", "reason"},
 	"GET /api/webhooks/:id/deliveries":   {"cursor", "limit", "status"},
 	"GET /api/broadcasts/:id/recipients": {"cursor", "limit", "status"},
 	"GET /api/events":                    {"cursor", "limit", "name"},

@@ -301,6 +301,15 @@ type Sequence struct {
 	Definition   json.RawMessage
 }
 
+type Suppression struct {
+	TenantID  string
+	Email     string
+	Reason    string
+	SendID    *string
+	Note      string
+	CreatedAt time.Time
+}
+
 type Template struct {
 	TenantID          string
 	ID                string

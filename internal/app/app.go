@@ -121,8 +121,10 @@ type Services struct {
 	Archiver *retention.Archiver
 	Archives *retention.Archives
 
-	// Topics keeps the tenant's topics (consent).
-	Topics *topics.Store
+	// Topics keeps the tenant's topics, Suppressions its suppression list
+	// (consent).
+	Topics       *topics.Store
+	Suppressions *contacts.Suppressions
 }
 
 // KeyEvictChannel is the Redis channel on which a revoked key leaves every
@@ -202,5 +204,6 @@ func New(in Infra) (*Services, error) {
 	s.Archiver = &retention.Archiver{DB: db, Files: files, Log: in.Log}
 	s.Archives = &retention.Archives{DB: db, Files: files}
 	s.Topics = &topics.Store{DB: db}
+	s.Suppressions = &contacts.Suppressions{DB: db}
 	return s, nil
 }

@@ -26,8 +26,13 @@ type OptOut struct {
 	// Unsubscribe sets subscribed=false (the unsubscribe link, the
 	// provider's unsubscribe event, PATCH or upsert with subscribed:false).
 	Unsubscribe bool
-	// Suppress sets suppressed=true (hard bounce, spam complaint).
-	Suppress bool
+	// Suppress sets suppressed=true (hard bounce, spam complaint, a manual
+	// suppression) and puts the email on the suppression list with
+	// SuppressReason (SuppressHardBounce when empty) and the send that
+	// caused it (SendID, "" for none).
+	Suppress       bool
+	SuppressReason string
+	SendID         string
 	// Record, with Unsubscribe, records email.unsubscribed when the contact
 	// was subscribed: the recipient's own act through the link or the
 	// provider, which is a timeline entry; an API client's PATCH is not.
@@ -71,6 +76,9 @@ func ApplyOptOut(ctx context.Context, q *store.Tx, o OptOut) (queries.Contact, e
 		c = rec.Contact
 	}
 	if o.Suppress {
+		if err := addSuppression(ctx, q, o.TenantID, c.Email, o.SuppressReason, o.SendID, ""); err != nil {
+			return c, err
+		}
 		if err := cancelPending(ctx, q, o.TenantID, o.ContactID, ReasonSuppressed); err != nil {
 			return c, err
 		}

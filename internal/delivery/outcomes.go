@@ -158,6 +158,11 @@ func (a *Outcomes) fallBack(ctx context.Context, q *store.Tx, o Outcome) (bool, 
 	}
 	c, err := q.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: o.TenantID, Email: email})
 	if apperr.IsKind(err, apperr.KindNotFound) {
+		// No contact: the address still goes on the suppression list, so
+		// a contact created with it later is suppressed.
+		if reason := suppressReason(o.Kind); reason != "" {
+			return false, contacts.Suppress(ctx, q, o.TenantID, email, reason, o.SendID)
+		}
 		return false, nil
 	}
 	if err != nil {
@@ -178,9 +183,21 @@ func (a *Outcomes) optOut(o Outcome, contactID string) contacts.OptOut {
 		oo.Unsubscribe, oo.Record, oo.At = true, a.Events, o.At
 		oo.Properties = map[string]any{"sendId": o.SendID}
 	case sendgridevents.BouncedHard, sendgridevents.Complained:
-		oo.Suppress = true
+		oo.Suppress, oo.SuppressReason, oo.SendID = true, suppressReason(o.Kind), o.SendID
 	}
 	return oo
+}
+
+// suppressReason is the suppression list's reason of an outcome, "" for
+// one that does not suppress.
+func suppressReason(k sendgridevents.Outcome) string {
+	switch k {
+	case sendgridevents.BouncedHard:
+		return contacts.SuppressHardBounce
+	case sendgridevents.Complained:
+		return contacts.SuppressComplaint
+	}
+	return ""
 }
 
 // Apply applies outcomes inside the caller's transaction in a fixed number
@@ -280,7 +297,9 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 				oo = &contacts.OptOut{TenantID: s.TenantID, ContactID: s.ContactID}
 				optOuts[k] = oo
 			}
-			oo.Suppress = oo.Suppress || e.suppress
+			if e.suppress && !oo.Suppress {
+				oo.Suppress, oo.SuppressReason, oo.SendID = true, suppressReason(o.Kind), s.ID
+			}
 			if e.unsubscribe && !oo.Unsubscribe {
 				oo.Unsubscribe, oo.Record, oo.Properties, oo.At = true, a.Events, sendProps(s), o.At
 			}

@@ -1,0 +1,31 @@
+-- The suppression list (internal/contacts/suppressions.go, schema 0023).
+-- Every statement is scoped by tenant.
+
+-- name: SuppressionAdd :one
+-- Adds an email; the first reason stays (nothing is returned when the email
+-- was on the list already).
+INSERT INTO suppressions (tenant_id, email, reason, send_id, note)
+VALUES (@tenant_id, @email, @reason, sqlc.narg(send_id), @note)
+ON CONFLICT (tenant_id, email) DO NOTHING
+RETURNING *;
+
+-- name: SuppressionGet :one
+SELECT * FROM suppressions WHERE tenant_id = @tenant_id AND email = @email;
+
+-- name: SuppressionList :many
+SELECT * FROM suppressions
+WHERE tenant_id = @tenant_id AND (sqlc.narg(reason)::text IS NULL OR reason = sqlc.narg(reason))
+  AND (created_at, email) < (@before_time::timestamptz, @before_id::text)
+ORDER BY created_at DESC, email DESC
+LIMIT @lim;
+
+-- name: SuppressionDelete :one
+DELETE FROM suppressions WHERE tenant_id = @tenant_id AND email = @email
+RETURNING *;
+
+-- name: ContactUnsuppress :one
+-- The contact of a removed suppression receives mail again (subscribed is
+-- its own matter).
+UPDATE contacts SET suppressed = false, updated_at = now()
+WHERE tenant_id = @tenant_id AND email = @email
+RETURNING *;
