@@ -238,6 +238,7 @@ func (b *bundle) do(method, path, token string, body any) resp {
 		rd, ct = bytes.NewReader(j), "application/json"
 	}
 	req := httptest.NewRequest(method, path, rd)
+	req.Header.Set("User-Agent", mailClientUA) // a person's client: tracking hits without one are machines'
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}

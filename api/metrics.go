@@ -14,24 +14,28 @@ import (
 // replied stays 0 until inbound mail is handled; updatedAt is null while
 // nothing has been counted in the period.
 type countersJSON struct {
-	Scheduled   int64   `json:"scheduled"`
-	Sent        int64   `json:"sent"`
-	Cancelled   int64   `json:"cancelled"`
-	Delivered   int64   `json:"delivered"`
-	Bounced     int64   `json:"bounced"`
-	BouncedHard int64   `json:"bouncedHard"`
-	BouncedSoft int64   `json:"bouncedSoft"`
-	Complained  int64   `json:"complained"`
-	Opened      int64   `json:"opened"`
-	Clicked     int64   `json:"clicked"`
-	Replied     int64   `json:"replied"`
-	UpdatedAt   *string `json:"updatedAt"`
+	Scheduled   int64 `json:"scheduled"`
+	Sent        int64 `json:"sent"`
+	Cancelled   int64 `json:"cancelled"`
+	Delivered   int64 `json:"delivered"`
+	Bounced     int64 `json:"bounced"`
+	BouncedHard int64 `json:"bouncedHard"`
+	BouncedSoft int64 `json:"bouncedSoft"`
+	Complained  int64 `json:"complained"`
+	Opened      int64 `json:"opened"`
+	Clicked     int64 `json:"clicked"`
+	Replied     int64 `json:"replied"`
+	// MachineOpened and MachineClicked are the opens and clicks of mail
+	// scanners and prefetchers, which opened and clicked leave out.
+	MachineOpened  int64   `json:"machineOpened"`
+	MachineClicked int64   `json:"machineClicked"`
+	UpdatedAt      *string `json:"updatedAt"`
 }
 
 func countersView(m metrics.Counters) countersJSON {
 	v := countersJSON{Scheduled: m.Scheduled, Sent: m.Sent, Cancelled: m.Cancelled, Delivered: m.Delivered,
 		Bounced: m.Bounced(), BouncedHard: m.BouncedHard, BouncedSoft: m.BouncedSoft, Complained: m.Complained,
-		Opened: m.Opened, Clicked: m.Clicked}
+		Opened: m.Opened, Clicked: m.Clicked, MachineOpened: m.MachineOpened, MachineClicked: m.MachineClicked}
 	if !m.UpdatedAt.IsZero() {
 		v.UpdatedAt = formatTimePtr(&m.UpdatedAt)
 	}

@@ -24,7 +24,7 @@ func keysOf(m map[string]any) string {
 	return strings.Join(ks, ",")
 }
 
-const counterKeys = "bounced,bouncedHard,bouncedSoft,cancelled,clicked,complained,delivered,opened,replied,scheduled,sent,updatedAt"
+const counterKeys = "bounced,bouncedHard,bouncedSoft,cancelled,clicked,complained,delivered,machineClicked,machineOpened,opened,replied,scheduled,sent,updatedAt"
 
 // wantCounters checks some counters of a metrics object (the others must
 // be 0) and that it carries exactly the API's counters.
@@ -97,6 +97,9 @@ func TestMetricsFollowSendsAndOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Minutes later, as a person opens it (a hit within 2 s of the
+	// sending is a prefetcher's).
+	f.exec(`UPDATE sends SET sent_at = sent_at - interval '1 minute' WHERE tenant_id = $1`, f.org)
 	for range 3 { // three pixel hits, one first open
 		if res := b.do("GET", "/t/o/"+tok, "", nil); res.status != 200 {
 			t.Fatalf("pixel %d", res.status)

@@ -42,7 +42,8 @@ func noStore(c *fiber.Ctx) {
 func (s *Server) trackOpen(c *fiber.Ctx) error {
 	cl, err := s.tracking.Parse(tracking.KindOpen, c.Params("token"))
 	if err == nil {
-		s.recordHit(c, delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID, Kind: sendgridevents.Opened})
+		s.recordHit(c, delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID, Kind: sendgridevents.Opened,
+			Method: c.Method(), UserAgent: c.Get(fiber.HeaderUserAgent)})
 	}
 	noStore(c)
 	c.Set(fiber.HeaderContentType, "image/gif")
@@ -59,7 +60,8 @@ func (s *Server) trackClick(c *fiber.Ctx) error {
 	if err != nil {
 		return s.renderInvalidLink(c)
 	}
-	s.recordHit(c, delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID, Kind: sendgridevents.Clicked, URL: cl.URL})
+	s.recordHit(c, delivery.Outcome{TenantID: cl.TenantID, SendID: cl.SendID, Kind: sendgridevents.Clicked, URL: cl.URL,
+		Method: c.Method(), UserAgent: c.Get(fiber.HeaderUserAgent)})
 	noStore(c)
 	c.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 	return c.Redirect(cl.URL, fiber.StatusFound)

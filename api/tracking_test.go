@@ -76,7 +76,7 @@ func setupOutcomeAPI(t *testing.T, withKey bool) *outcomeBundle {
 		b.sql(`INSERT INTO contacts (tenant_id, id, email) VALUES ($1, 'cnt_1', 'ann@example.com')`, tn)
 		b.sql(`INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
 			from_address, to_address, subject, sent_at)
-			VALUES ($1, 'snd_1', 'msg-1', 'cnt_1', 'welcome', 1, 'a@acme.test', 'ann@example.com', 'Hi', now())`, tn)
+			VALUES ($1, 'snd_1', 'msg-1', 'cnt_1', 'welcome', 1, 'a@acme.test', 'ann@example.com', 'Hi', now() - interval '1 hour')`, tn)
 	}
 	return b
 }
@@ -116,10 +116,16 @@ func (b *outcomeBundle) token(kind tracking.Kind, tenant, send, url string) stri
 	return tok
 }
 
+// mailClientUA is Apple Mail's user agent.
+const mailClientUA = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko)"
+
 // raw sends a request with the given body and headers.
 func (b *outcomeBundle) raw(method, path, body string, headers map[string]string) resp {
 	b.t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	// A mail client's user agent unless the test gives one: a hit without
+	// one is a machine's (ADDENDUM 17).
+	req.Header.Set("User-Agent", mailClientUA)
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
@@ -170,11 +176,20 @@ func TestTrackingOpenPixel(t *testing.T) {
 	if got := b.scalar(`SELECT open_count FROM sends WHERE tenant_id = 'ten_a'`); got != "2" {
 		t.Fatalf("open_count %s", got)
 	}
+	// A HEAD to the pixel answers 200 and records a machine's open, which
+	// the send's count leaves out (ADDENDUM 17).
+	if r := b.raw("HEAD", "/t/o/"+tok, "", nil); r.status != 200 {
+		t.Fatalf("HEAD: %d", r.status)
+	}
+	if got := b.scalar(`SELECT open_count::text || ' ' || (SELECT count(*) FROM events WHERE tenant_id = 'ten_a'
+		AND properties @> '{"machine": true, "machineReason": "head_request"}') FROM sends WHERE tenant_id = 'ten_a'`); got != "2 1" {
+		t.Fatalf("after HEAD: %s", got)
+	}
 	if got := b.scalar(`SELECT total_opens FROM contacts WHERE tenant_id = 'ten_a'`); got != "1" {
 		t.Fatalf("total_opens %s", got)
 	}
-	if got := b.scalar(`SELECT count(*) FROM events WHERE name = 'email.opened'`); got != "2" {
-		t.Fatalf("%s email.opened events", got)
+	if got := b.scalar(`SELECT count(*) FROM events WHERE name = 'email.opened' AND NOT properties ? 'machine'`); got != "2" {
+		t.Fatalf("%s email.opened events of a person", got)
 	}
 }
 

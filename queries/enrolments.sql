@@ -153,10 +153,12 @@ LIMIT @lim;
 
 -- name: EnrolmentHasEvent :one
 -- Whether the contact had an event called name at or after after, the
--- event that enrolled it (exclude_id) left out.
+-- event that enrolled it (exclude_id) left out, and an open or click by a
+-- machine too (ADDENDUM 17: never engagement).
 SELECT EXISTS (SELECT 1 FROM events
     WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND name = @name
-      AND occurred_at >= @after::timestamptz AND id <> @exclude_id::text);
+      AND occurred_at >= @after::timestamptz AND id <> @exclude_id::text
+      AND NOT (name IN ('email.opened', 'email.clicked') AND properties @> '{"machine": true}'));
 
 -- name: EnrolmentTriggerEvent :one
 -- The event that enrolled a contact, for the render context.

@@ -249,7 +249,8 @@ func (q *Queries) EnrolmentGetForUpdate(ctx context.Context, arg EnrolmentGetFor
 const enrolmentHasEvent = `-- name: EnrolmentHasEvent :one
 SELECT EXISTS (SELECT 1 FROM events
     WHERE tenant_id = $1 AND contact_id = $2 AND name = $3
-      AND occurred_at >= $4::timestamptz AND id <> $5::text)
+      AND occurred_at >= $4::timestamptz AND id <> $5::text
+      AND NOT (name IN ('email.opened', 'email.clicked') AND properties @> '{"machine": true}'))
 `
 
 type EnrolmentHasEventParams struct {
@@ -261,7 +262,8 @@ type EnrolmentHasEventParams struct {
 }
 
 // Whether the contact had an event called name at or after after, the
-// event that enrolled it (exclude_id) left out.
+// event that enrolled it (exclude_id) left out, and an open or click by a
+// machine too (ADDENDUM 17: never engagement).
 func (q *Queries) EnrolmentHasEvent(ctx context.Context, arg EnrolmentHasEventParams) (bool, error) {
 	row := q.db.QueryRow(ctx, enrolmentHasEvent,
 		arg.TenantID,

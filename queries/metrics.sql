@@ -12,10 +12,10 @@
 -- statement of one transaction writes the same shard, and concurrent
 -- transactions mostly different ones.
 INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, scheduled, sent, cancelled, delivered,
-    bounced_hard, bounced_soft, complained, opened, clicked, unsubscribed, updated_at)
+    bounced_hard, bounced_soft, complained, opened, clicked, unsubscribed, machine_opened, machine_clicked, updated_at)
 SELECT r.tenant_id, r.scope, r.scope_id, r.period, (pg_current_xact_id()::text::bigint % 16)::smallint,
     sum(r.scheduled), sum(r.sent), sum(r.cancelled), sum(r.delivered), sum(r.bounced_hard), sum(r.bounced_soft),
-    sum(r.complained), sum(r.opened), sum(r.clicked), sum(r.unsubscribed), now()
+    sum(r.complained), sum(r.opened), sum(r.clicked), sum(r.unsubscribed), sum(r.machine_opened), sum(r.machine_clicked), now()
 FROM (
     SELECT u.tenant_id, u.scope, u.scope_id,
         CASE WHEN u.scope = 'tenant' THEN (coalesce(u.at, now()) AT TIME ZONE 'UTC')::date
@@ -23,10 +23,11 @@ FROM (
         coalesce(u.scheduled, 0) AS scheduled, coalesce(u.sent, 0) AS sent, coalesce(u.cancelled, 0) AS cancelled,
         coalesce(u.delivered, 0) AS delivered, coalesce(u.bounced_hard, 0) AS bounced_hard,
         coalesce(u.bounced_soft, 0) AS bounced_soft, coalesce(u.complained, 0) AS complained,
-        coalesce(u.opened, 0) AS opened, coalesce(u.clicked, 0) AS clicked, coalesce(u.unsubscribed, 0) AS unsubscribed
+        coalesce(u.opened, 0) AS opened, coalesce(u.clicked, 0) AS clicked, coalesce(u.unsubscribed, 0) AS unsubscribed,
+        coalesce(u.machine_opened, 0) AS machine_opened, coalesce(u.machine_clicked, 0) AS machine_clicked
     FROM jsonb_to_recordset(@rows::jsonb) AS u(tenant_id text, scope text, scope_id text, at timestamptz,
         scheduled bigint, sent bigint, cancelled bigint, delivered bigint, bounced_hard bigint, bounced_soft bigint,
-        complained bigint, opened bigint, clicked bigint, unsubscribed bigint)
+        complained bigint, opened bigint, clicked bigint, unsubscribed bigint, machine_opened bigint, machine_clicked bigint)
 ) r
 GROUP BY r.tenant_id, r.scope, r.scope_id, r.period
 ORDER BY r.tenant_id, r.scope <> 'tenant', r.scope, r.scope_id, r.period
@@ -41,6 +42,8 @@ ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
     opened       = m.opened + EXCLUDED.opened,
     clicked      = m.clicked + EXCLUDED.clicked,
     unsubscribed = m.unsubscribed + EXCLUDED.unsubscribed,
+    machine_opened  = m.machine_opened + EXCLUDED.machine_opened,
+    machine_clicked = m.machine_clicked + EXCLUDED.machine_clicked,
     updated_at   = greatest(m.updated_at, EXCLUDED.updated_at);
 
 -- name: MetricsTenantDays :many
@@ -50,7 +53,7 @@ SELECT period,
     sum(scheduled)::bigint AS scheduled, sum(sent)::bigint AS sent, sum(cancelled)::bigint AS cancelled,
     sum(delivered)::bigint AS delivered, sum(bounced_hard)::bigint AS bounced_hard,
     sum(bounced_soft)::bigint AS bounced_soft, sum(complained)::bigint AS complained,
-    sum(opened)::bigint AS opened, sum(clicked)::bigint AS clicked, max(updated_at)::timestamptz AS updated_at
+    sum(opened)::bigint AS opened, sum(clicked)::bigint AS clicked, sum(machine_opened)::bigint AS machine_opened, sum(machine_clicked)::bigint AS machine_clicked, max(updated_at)::timestamptz AS updated_at
 FROM metric_counts
 WHERE tenant_id = @tenant_id AND scope = 'tenant' AND scope_id = ''
   AND period BETWEEN @first_day::date AND @last_day::date
@@ -75,7 +78,7 @@ WHERE tenant_id = @tenant_id AND scope = 'tenant' AND scope_id = ''
 SELECT o.id,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked, coalesce(c.machine_opened, 0)::bigint AS machine_opened, coalesce(c.machine_clicked, 0)::bigint AS machine_clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
 FROM (
     SELECT sequences.id FROM sequences WHERE @scope::text = 'sequence' AND sequences.tenant_id = @tenant_id AND sequences.id = @id
@@ -85,7 +88,7 @@ FROM (
 LEFT JOIN LATERAL (
     SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked, sum(m.machine_opened)::bigint AS machine_opened, sum(m.machine_clicked)::bigint AS machine_clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
     WHERE m.tenant_id = @tenant_id AND m.scope = @scope::text AND m.scope_id = o.id AND m.period = @month::date
@@ -98,7 +101,7 @@ LEFT JOIN LATERAL (
 SELECT o.id, o.created_at,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked, coalesce(c.machine_opened, 0)::bigint AS machine_opened, coalesce(c.machine_clicked, 0)::bigint AS machine_clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
 FROM (
     (SELECT sequences.id, sequences.created_at FROM sequences
@@ -116,7 +119,7 @@ FROM (
 LEFT JOIN LATERAL (
     SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked, sum(m.machine_opened)::bigint AS machine_opened, sum(m.machine_clicked)::bigint AS machine_clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
     WHERE m.tenant_id = @tenant_id AND m.scope = @scope::text AND m.scope_id = o.id AND m.period = @month::date

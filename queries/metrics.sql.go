@@ -14,10 +14,10 @@ import (
 const metricsAdd = `-- name: MetricsAdd :exec
 
 INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, scheduled, sent, cancelled, delivered,
-    bounced_hard, bounced_soft, complained, opened, clicked, unsubscribed, updated_at)
+    bounced_hard, bounced_soft, complained, opened, clicked, unsubscribed, machine_opened, machine_clicked, updated_at)
 SELECT r.tenant_id, r.scope, r.scope_id, r.period, (pg_current_xact_id()::text::bigint % 16)::smallint,
     sum(r.scheduled), sum(r.sent), sum(r.cancelled), sum(r.delivered), sum(r.bounced_hard), sum(r.bounced_soft),
-    sum(r.complained), sum(r.opened), sum(r.clicked), sum(r.unsubscribed), now()
+    sum(r.complained), sum(r.opened), sum(r.clicked), sum(r.unsubscribed), sum(r.machine_opened), sum(r.machine_clicked), now()
 FROM (
     SELECT u.tenant_id, u.scope, u.scope_id,
         CASE WHEN u.scope = 'tenant' THEN (coalesce(u.at, now()) AT TIME ZONE 'UTC')::date
@@ -25,10 +25,11 @@ FROM (
         coalesce(u.scheduled, 0) AS scheduled, coalesce(u.sent, 0) AS sent, coalesce(u.cancelled, 0) AS cancelled,
         coalesce(u.delivered, 0) AS delivered, coalesce(u.bounced_hard, 0) AS bounced_hard,
         coalesce(u.bounced_soft, 0) AS bounced_soft, coalesce(u.complained, 0) AS complained,
-        coalesce(u.opened, 0) AS opened, coalesce(u.clicked, 0) AS clicked, coalesce(u.unsubscribed, 0) AS unsubscribed
+        coalesce(u.opened, 0) AS opened, coalesce(u.clicked, 0) AS clicked, coalesce(u.unsubscribed, 0) AS unsubscribed,
+        coalesce(u.machine_opened, 0) AS machine_opened, coalesce(u.machine_clicked, 0) AS machine_clicked
     FROM jsonb_to_recordset($1::jsonb) AS u(tenant_id text, scope text, scope_id text, at timestamptz,
         scheduled bigint, sent bigint, cancelled bigint, delivered bigint, bounced_hard bigint, bounced_soft bigint,
-        complained bigint, opened bigint, clicked bigint, unsubscribed bigint)
+        complained bigint, opened bigint, clicked bigint, unsubscribed bigint, machine_opened bigint, machine_clicked bigint)
 ) r
 GROUP BY r.tenant_id, r.scope, r.scope_id, r.period
 ORDER BY r.tenant_id, r.scope <> 'tenant', r.scope, r.scope_id, r.period
@@ -43,6 +44,8 @@ ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
     opened       = m.opened + EXCLUDED.opened,
     clicked      = m.clicked + EXCLUDED.clicked,
     unsubscribed = m.unsubscribed + EXCLUDED.unsubscribed,
+    machine_opened  = m.machine_opened + EXCLUDED.machine_opened,
+    machine_clicked = m.machine_clicked + EXCLUDED.machine_clicked,
     updated_at   = greatest(m.updated_at, EXCLUDED.updated_at)
 `
 
@@ -67,7 +70,7 @@ const metricsScopedGet = `-- name: MetricsScopedGet :one
 SELECT o.id,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked, coalesce(c.machine_opened, 0)::bigint AS machine_opened, coalesce(c.machine_clicked, 0)::bigint AS machine_clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
 FROM (
     SELECT sequences.id FROM sequences WHERE $1::text = 'sequence' AND sequences.tenant_id = $2 AND sequences.id = $3
@@ -77,7 +80,7 @@ FROM (
 LEFT JOIN LATERAL (
     SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked, sum(m.machine_opened)::bigint AS machine_opened, sum(m.machine_clicked)::bigint AS machine_clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
     WHERE m.tenant_id = $2 AND m.scope = $1::text AND m.scope_id = o.id AND m.period = $4::date
@@ -92,17 +95,19 @@ type MetricsScopedGetParams struct {
 }
 
 type MetricsScopedGetRow struct {
-	ID          string
-	Scheduled   int64
-	Sent        int64
-	Cancelled   int64
-	Delivered   int64
-	BouncedHard int64
-	BouncedSoft int64
-	Complained  int64
-	Opened      int64
-	Clicked     int64
-	UpdatedAt   time.Time
+	ID             string
+	Scheduled      int64
+	Sent           int64
+	Cancelled      int64
+	Delivered      int64
+	BouncedHard    int64
+	BouncedSoft    int64
+	Complained     int64
+	Opened         int64
+	Clicked        int64
+	MachineOpened  int64
+	MachineClicked int64
+	UpdatedAt      time.Time
 }
 
 // The sequence and template reads take the scope ('sequence' or 'template')
@@ -130,6 +135,8 @@ func (q *Queries) MetricsScopedGet(ctx context.Context, arg MetricsScopedGetPara
 		&i.Complained,
 		&i.Opened,
 		&i.Clicked,
+		&i.MachineOpened,
+		&i.MachineClicked,
 		&i.UpdatedAt,
 	)
 	return i, err
@@ -139,7 +146,7 @@ const metricsScopedList = `-- name: MetricsScopedList :many
 SELECT o.id, o.created_at,
     coalesce(c.scheduled, 0)::bigint AS scheduled, coalesce(c.sent, 0)::bigint AS sent, coalesce(c.cancelled, 0)::bigint AS cancelled,
     coalesce(c.delivered, 0)::bigint AS delivered, coalesce(c.bounced_hard, 0)::bigint AS bounced_hard, coalesce(c.bounced_soft, 0)::bigint AS bounced_soft,
-    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked,
+    coalesce(c.complained, 0)::bigint AS complained, coalesce(c.opened, 0)::bigint AS opened, coalesce(c.clicked, 0)::bigint AS clicked, coalesce(c.machine_opened, 0)::bigint AS machine_opened, coalesce(c.machine_clicked, 0)::bigint AS machine_clicked,
     coalesce(c.updated_at, '0001-01-01 00:00:00+00')::timestamptz AS updated_at
 FROM (
     (SELECT sequences.id, sequences.created_at FROM sequences
@@ -157,7 +164,7 @@ FROM (
 LEFT JOIN LATERAL (
     SELECT sum(m.scheduled)::bigint AS scheduled, sum(m.sent)::bigint AS sent, sum(m.cancelled)::bigint AS cancelled,
         sum(m.delivered)::bigint AS delivered, sum(m.bounced_hard)::bigint AS bounced_hard, sum(m.bounced_soft)::bigint AS bounced_soft,
-        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked,
+        sum(m.complained)::bigint AS complained, sum(m.opened)::bigint AS opened, sum(m.clicked)::bigint AS clicked, sum(m.machine_opened)::bigint AS machine_opened, sum(m.machine_clicked)::bigint AS machine_clicked,
         max(m.updated_at)::timestamptz AS updated_at
     FROM metric_counts m
     WHERE m.tenant_id = $2 AND m.scope = $1::text AND m.scope_id = o.id AND m.period = $6::date
@@ -175,18 +182,20 @@ type MetricsScopedListParams struct {
 }
 
 type MetricsScopedListRow struct {
-	ID          string
-	CreatedAt   time.Time
-	Scheduled   int64
-	Sent        int64
-	Cancelled   int64
-	Delivered   int64
-	BouncedHard int64
-	BouncedSoft int64
-	Complained  int64
-	Opened      int64
-	Clicked     int64
-	UpdatedAt   time.Time
+	ID             string
+	CreatedAt      time.Time
+	Scheduled      int64
+	Sent           int64
+	Cancelled      int64
+	Delivered      int64
+	BouncedHard    int64
+	BouncedSoft    int64
+	Complained     int64
+	Opened         int64
+	Clicked        int64
+	MachineOpened  int64
+	MachineClicked int64
+	UpdatedAt      time.Time
 }
 
 // A page of the tenant's sequences or templates (newest first, as GET
@@ -220,6 +229,8 @@ func (q *Queries) MetricsScopedList(ctx context.Context, arg MetricsScopedListPa
 			&i.Complained,
 			&i.Opened,
 			&i.Clicked,
+			&i.MachineOpened,
+			&i.MachineClicked,
 			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
@@ -237,7 +248,7 @@ SELECT period,
     sum(scheduled)::bigint AS scheduled, sum(sent)::bigint AS sent, sum(cancelled)::bigint AS cancelled,
     sum(delivered)::bigint AS delivered, sum(bounced_hard)::bigint AS bounced_hard,
     sum(bounced_soft)::bigint AS bounced_soft, sum(complained)::bigint AS complained,
-    sum(opened)::bigint AS opened, sum(clicked)::bigint AS clicked, max(updated_at)::timestamptz AS updated_at
+    sum(opened)::bigint AS opened, sum(clicked)::bigint AS clicked, sum(machine_opened)::bigint AS machine_opened, sum(machine_clicked)::bigint AS machine_clicked, max(updated_at)::timestamptz AS updated_at
 FROM metric_counts
 WHERE tenant_id = $1 AND scope = 'tenant' AND scope_id = ''
   AND period BETWEEN $2::date AND $3::date
@@ -252,17 +263,19 @@ type MetricsTenantDaysParams struct {
 }
 
 type MetricsTenantDaysRow struct {
-	Period      time.Time
-	Scheduled   int64
-	Sent        int64
-	Cancelled   int64
-	Delivered   int64
-	BouncedHard int64
-	BouncedSoft int64
-	Complained  int64
-	Opened      int64
-	Clicked     int64
-	UpdatedAt   time.Time
+	Period         time.Time
+	Scheduled      int64
+	Sent           int64
+	Cancelled      int64
+	Delivered      int64
+	BouncedHard    int64
+	BouncedSoft    int64
+	Complained     int64
+	Opened         int64
+	Clicked        int64
+	MachineOpened  int64
+	MachineClicked int64
+	UpdatedAt      time.Time
 }
 
 // The tenant's counters per UTC day from first_day to last_day inclusive,
@@ -287,6 +300,8 @@ func (q *Queries) MetricsTenantDays(ctx context.Context, arg MetricsTenantDaysPa
 			&i.Complained,
 			&i.Opened,
 			&i.Clicked,
+			&i.MachineOpened,
+			&i.MachineClicked,
 			&i.UpdatedAt,
 		); err != nil {
 			return nil, err

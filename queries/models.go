@@ -178,22 +178,24 @@ type IdempotencyKey struct {
 }
 
 type MetricCount struct {
-	TenantID     string
-	Scope        string
-	ScopeID      string
-	Period       time.Time
-	Shard        int16
-	Scheduled    int64
-	Sent         int64
-	Cancelled    int64
-	Delivered    int64
-	BouncedHard  int64
-	BouncedSoft  int64
-	Complained   int64
-	Opened       int64
-	Clicked      int64
-	UpdatedAt    time.Time
-	Unsubscribed int64
+	TenantID       string
+	Scope          string
+	ScopeID        string
+	Period         time.Time
+	Shard          int16
+	Scheduled      int64
+	Sent           int64
+	Cancelled      int64
+	Delivered      int64
+	BouncedHard    int64
+	BouncedSoft    int64
+	Complained     int64
+	Opened         int64
+	Clicked        int64
+	UpdatedAt      time.Time
+	Unsubscribed   int64
+	MachineOpened  int64
+	MachineClicked int64
 }
 
 type ProviderEvent struct {

@@ -15,6 +15,7 @@ import (
 	"tidings/internal/metrics"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
+	"tidings/internal/telemetry"
 	"tidings/internal/tenants"
 	"tidings/queries"
 )
@@ -39,6 +40,11 @@ type Outcome struct {
 	// bounce, complaint or unsubscribe falls back to when the send's
 	// record is gone (Webhooks.Unpark).
 	Email string
+	// Method and UserAgent are our own pixel's or redirect's request (set
+	// only for those hits): Machine classifies them. Machine, for a
+	// provider's event, is the provider's own flag (sg_machine_open).
+	Method, UserAgent string
+	Machine           bool
 }
 
 // Counts says what applying a set of outcomes did.
@@ -288,7 +294,7 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 				props[k] = v
 			}
 			recs = append(recs, events.System{TenantID: s.TenantID, ContactID: s.ContactID, Name: e.event,
-				Properties: props, Timestamp: o.At, Opens: e.opens, Clicks: e.clicks})
+				Properties: props, Timestamp: o.At, Opens: e.opens, Clicks: e.clicks, Machine: e.machine})
 		}
 		if e.suppress || e.unsubscribe {
 			k := [2]string{s.TenantID, s.ContactID}
@@ -327,6 +333,13 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 	}
 	if err := metrics.Count(ctx, q, facts...); err != nil {
 		return n, err
+	}
+	var mOpens, mClicks int64
+	for _, f := range facts {
+		mOpens, mClicks = mOpens+f.MachineOpened, mClicks+f.MachineClicked
+	}
+	if mOpens+mClicks > 0 {
+		q.AfterCommit(func(context.Context) { telemetry.MachineHits(mOpens, mClicks) })
 	}
 	guarded := map[string]bool{}
 	for _, k := range sortedKeys(optOuts) {
@@ -393,6 +406,23 @@ type effect struct {
 	counts      metrics.Counts
 	suppress    bool
 	unsubscribe bool
+	// machine marks a machine's open or click (its event moves no derived
+	// field and runs no hook).
+	machine bool
+}
+
+// machineOf classifies an open or click: by our own request's method,
+// user agent and timing (Machine), or for a provider's event by the
+// provider's flag. "" is a person's.
+func machineOf(s *queries.Send, o Outcome) string {
+	if o.Method == "" {
+		if o.Machine {
+			return "provider"
+		}
+		return ""
+	}
+	return Machine(Hit{Click: o.Kind == sendgridevents.Clicked, Method: o.Method, UserAgent: o.UserAgent,
+		At: o.At, SentAt: s.SentAt, FirstClickAt: s.ClickedAt})
 }
 
 // step applies one outcome to the send in memory and says what else it
@@ -449,6 +479,20 @@ func step(s *queries.Send, o Outcome) effect {
 			e.props["reason"] = o.Reason
 		}
 		return e
+	case sendgridevents.Opened, sendgridevents.Clicked:
+		if why := machineOf(s, o); why != "" {
+			// A machine's hit: an event that says so, counted apart, and
+			// nothing else (ADDENDUM 17).
+			e := effect{event: events.Opened, machine: true, props: map[string]any{"machine": true, "machineReason": why}}
+			e.counts.MachineOpened = 1
+			if o.Kind == sendgridevents.Clicked {
+				e.event, e.counts = events.Clicked, metrics.Counts{MachineClicked: 1}
+				e.props["url"] = o.URL
+			}
+			return e
+		}
+	}
+	switch o.Kind {
 	case sendgridevents.Opened:
 		first := s.OpenedAt == nil
 		if first || at.Before(*s.OpenedAt) {

@@ -125,7 +125,7 @@ func (w *Webhooks) apply(ctx context.Context, q *store.Tx, evs []sendgridevents.
 	for _, id := range fresh {
 		e := evs[first[id]]
 		outs = append(outs, Outcome{TenantID: e.TenantID, SendID: e.SendID, Kind: e.Outcome, At: e.Timestamp,
-			URL: e.URL, Reason: e.Reason, Email: e.Email})
+			URL: e.URL, Reason: e.Reason, Email: e.Email, Machine: e.MachineOpen})
 	}
 	n, err := w.Outcomes.Apply(ctx, q, outs)
 	if err != nil {

@@ -223,6 +223,10 @@ type System struct {
 	Sends      int64
 	Opens      int64
 	Clicks     int64
+	// Machine marks an open or click by a machine (ADDENDUM 17): recorded
+	// with properties.machine, it moves none of the contact's derived
+	// fields (lastEventAt included) and runs no hooks (exit conditions).
+	Machine bool
 }
 
 // RecordSystem stores a system event inside the caller's transaction, so the
@@ -307,6 +311,7 @@ func (r *Recorder) RecordSystemMany(ctx context.Context, q *store.Tx, in []Syste
 		Clicks     int64     `json:"clicks"`
 	}
 	evs := make([]eventRow, 0, len(in))
+	machine := map[int]bool{}
 	touches := map[[2]string]*touchRow{}
 	for _, s := range in {
 		props := json.RawMessage("{}")
@@ -319,6 +324,10 @@ func (r *Recorder) RecordSystemMany(ctx context.Context, q *store.Tx, in []Syste
 		}
 		evs = append(evs, eventRow{TenantID: s.TenantID, ID: ids.New(ids.Event), ContactID: s.ContactID,
 			Name: s.Name, Properties: props, OccurredAt: s.Timestamp})
+		if s.Machine {
+			machine[len(evs)-1] = true
+			continue
+		}
 		k := [2]string{s.TenantID, s.ContactID}
 		t := touches[k]
 		if t == nil {
@@ -358,9 +367,11 @@ func (r *Recorder) RecordSystemMany(ctx context.Context, q *store.Tx, in []Syste
 	if len(r.SystemHooks) == 0 {
 		return nil
 	}
-	recs := make([]SystemRecorded, len(evs))
+	recs := make([]SystemRecorded, 0, len(evs))
 	for i, e := range evs {
-		recs[i] = SystemRecorded{TenantID: e.TenantID, ContactID: e.ContactID, EventID: e.ID, Name: e.Name}
+		if !machine[i] {
+			recs = append(recs, SystemRecorded{TenantID: e.TenantID, ContactID: e.ContactID, EventID: e.ID, Name: e.Name})
+		}
 	}
 	return r.runSystemHooks(ctx, q, recs)
 }

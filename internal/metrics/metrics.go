@@ -40,6 +40,10 @@ type Counts struct {
 	// one-click header, the provider's unsubscribe event); only a
 	// broadcast's stats show it.
 	Unsubscribed int64
+	// MachineOpened and MachineClicked count the opens and clicks of
+	// machines (mail scanners, prefetchers: ADDENDUM 17), which Opened and
+	// Clicked leave out.
+	MachineOpened, MachineClicked int64
 }
 
 // Bounced is hard plus soft bounces.
@@ -57,6 +61,8 @@ func (c *Counts) add(o Counts) {
 	c.Complained += o.Complained
 	c.Opened += o.Opened
 	c.Clicked += o.Clicked
+	c.MachineOpened += o.MachineOpened
+	c.MachineClicked += o.MachineClicked
 }
 
 // Fact is one thing that happened to count: its tenant, the template and
@@ -106,6 +112,9 @@ type addRow struct {
 	Opened       int64      `json:"opened,omitempty"`
 	Clicked      int64      `json:"clicked,omitempty"`
 	Unsubscribed int64      `json:"unsubscribed,omitempty"`
+	// machine_* are the opens and clicks of machines.
+	MachineOpened  int64 `json:"machine_opened,omitempty"`
+	MachineClicked int64 `json:"machine_clicked,omitempty"`
 }
 
 // Scopes of a counter row (schema 0011).
@@ -153,7 +162,8 @@ func Count(ctx context.Context, q Adder, facts ...Fact) error {
 		r := addRow{TenantID: f.TenantID, Scope: scopeTenant,
 			Scheduled: f.Scheduled, Sent: f.Sent, Cancelled: f.Cancelled, Delivered: f.Delivered,
 			BouncedHard: f.BouncedHard, BouncedSoft: f.BouncedSoft, Complained: f.Complained,
-			Opened: f.Opened, Clicked: f.Clicked, Unsubscribed: f.Unsubscribed}
+			Opened: f.Opened, Clicked: f.Clicked, Unsubscribed: f.Unsubscribed,
+			MachineOpened: f.MachineOpened, MachineClicked: f.MachineClicked}
 		if !f.At.IsZero() {
 			at := f.At
 			r.At = &at

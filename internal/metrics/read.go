@@ -230,7 +230,8 @@ func (s *Store) days(ctx context.Context, tenantID string, first, last time.Time
 			r := rows[i]
 			day.Counters = Counters{Counts: Counts{Scheduled: r.Scheduled, Sent: r.Sent, Cancelled: r.Cancelled,
 				Delivered: r.Delivered, BouncedHard: r.BouncedHard, BouncedSoft: r.BouncedSoft,
-				Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked}, UpdatedAt: r.UpdatedAt}
+				Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked,
+				MachineOpened: r.MachineOpened, MachineClicked: r.MachineClicked}, UpdatedAt: r.UpdatedAt}
 			i++
 		}
 		out = append(out, day)
@@ -289,7 +290,8 @@ func (s *Store) ScopedOne(ctx context.Context, tenantID string, scope Scope, id,
 	}
 	return scoped(r.ID, time.Time{}, queries.MetricsScopedListRow{Scheduled: r.Scheduled, Sent: r.Sent,
 		Cancelled: r.Cancelled, Delivered: r.Delivered, BouncedHard: r.BouncedHard, BouncedSoft: r.BouncedSoft,
-		Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked, UpdatedAt: r.UpdatedAt}), month, nil
+		Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked,
+		MachineOpened: r.MachineOpened, MachineClicked: r.MachineClicked, UpdatedAt: r.UpdatedAt}), month, nil
 }
 
 // ScopedList is a page of the tenant's sequences or templates (scope),
@@ -320,6 +322,7 @@ func position(s Scoped) page.Cursor { return page.Cursor{Time: s.createdAt, ID: 
 func scoped(id string, createdAt time.Time, r queries.MetricsScopedListRow) Scoped {
 	return Scoped{ID: id, createdAt: createdAt, Counters: Counters{Counts: Counts{Scheduled: r.Scheduled,
 		Sent: r.Sent, Cancelled: r.Cancelled, Delivered: r.Delivered, BouncedHard: r.BouncedHard,
-		BouncedSoft: r.BouncedSoft, Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked},
+		BouncedSoft: r.BouncedSoft, Complained: r.Complained, Opened: r.Opened, Clicked: r.Clicked,
+		MachineOpened: r.MachineOpened, MachineClicked: r.MachineClicked},
 		UpdatedAt: r.UpdatedAt}}
 }

@@ -24,10 +24,11 @@ type contactFixture struct {
 }
 
 type eventFixture struct {
-	name   string
-	ago    time.Duration
-	tenant string // another tenant's event when set
-	other  bool   // another contact's event
+	name    string
+	ago     time.Duration
+	tenant  string // another tenant's event when set
+	other   bool   // another contact's event
+	machine bool   // properties.machine: a machine's open or click
 }
 
 func ago(d time.Duration) *time.Duration { return &d }
@@ -89,6 +90,15 @@ func topic(id, op string) string {
 }
 
 var sharedCases = []sharedCase{
+	// a machine's open or click is not engagement; a custom event's own
+	// "machine" property is the tenant's business
+	{desc: "machine open only", rule: event("email.opened", "occurred", ""),
+		contact: contactFixture{events: []eventFixture{{name: "email.opened", ago: time.Minute, machine: true}}}, want: false},
+	{desc: "machine and person opens", rule: event("email.opened", "occurred", ""),
+		contact: contactFixture{events: []eventFixture{{name: "email.opened", ago: time.Minute, machine: true}, {name: "email.opened", ago: time.Hour}}}, want: true},
+	{desc: "custom event with a machine property", rule: event("app.ping", "occurred", ""),
+		contact: contactFixture{events: []eventFixture{{name: "app.ping", ago: time.Minute, machine: true}}}, want: true},
+
 	// topic leaves: the contact's choice, else the topic's default; an
 	// unknown topic has no subscribers whatever the contact chose
 	{desc: "opt_out topic, no choice", rule: topic("news", "subscribed"), want: true},
@@ -525,8 +535,12 @@ func insertFixture(t testing.TB, tx pgx.Tx, tenant, id string, f contactFixture)
 				t.Fatalf("insert contact: %v", err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO events (tenant_id, id, contact_id, name, occurred_at) VALUES ($1, $2, $3, $4, $5)`,
-			evTenant, fmt.Sprintf("evt_%s_%d", tenant, i), evContact, e.name, now.Add(-e.ago)); err != nil {
+		props := "{}"
+		if e.machine {
+			props = `{"machine": true}`
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO events (tenant_id, id, contact_id, name, occurred_at, properties) VALUES ($1, $2, $3, $4, $5, $6::jsonb)`,
+			evTenant, fmt.Sprintf("evt_%s_%d", tenant, i), evContact, e.name, now.Add(-e.ago), props); err != nil {
 			t.Fatalf("insert event: %v", err)
 		}
 	}
@@ -570,7 +584,10 @@ func loadSubject(t testing.TB, tx pgx.Tx, tenant, id string, now time.Time) (Sub
 		name string
 		at   time.Time
 	}
-	rows, err := tx.Query(ctx, `SELECT name, occurred_at FROM events WHERE tenant_id = $1 AND contact_id = $2`, tenant, id)
+	// What the service's HasEvent (EnrolmentHasEvent) counts: a machine's
+	// opens and clicks left out.
+	rows, err := tx.Query(ctx, `SELECT name, occurred_at FROM events WHERE tenant_id = $1 AND contact_id = $2
+		AND NOT (name IN ('email.opened', 'email.clicked') AND properties @> '{"machine": true}')`, tenant, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -259,6 +259,10 @@ func (c *compiler) segment(n *Node, depth int) (string, int, error) {
 	return pred, cost, nil
 }
 
+// MachineCounted reports whether events called name may be a machine's
+// (an open or click with properties.machine), which rules never count.
+func MachineCounted(name string) bool { return name == "email.opened" || name == "email.clicked" }
+
 // topic is topic_subscribed (schema 0021), the SQL twin of the evaluator's
 // rule; an unknown topic (no default) has no subscribers.
 func (c *compiler) topic(n *Node) (string, error) {
@@ -277,6 +281,10 @@ func (c *compiler) event(n *Node) (string, error) {
 	var b strings.Builder
 	b.WriteString("EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = c.tenant_id AND e.contact_id = c.id AND e.name = ")
 	b.WriteString(c.arg(n.Name, "text"))
+	if MachineCounted(n.Name) {
+		// Opens and clicks of machines are not engagement (ADDENDUM 17).
+		b.WriteString(` AND NOT e.properties @> '{"machine": true}'`)
+	}
 	if n.Within > 0 {
 		// A seconds count, not Go's "1h0m0s": PostgreSQL reads it exactly.
 		secs := int64(n.Within / time.Second)

@@ -55,6 +55,10 @@ var (
 		Help:    "Duration of one outbound webhook attempt, connection to answer.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15},
 	})
+	machineHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_machine_engagement_total",
+		Help: "Opens and clicks recorded as a machine's (mail scanners, prefetchers: not counted as opened or clicked), by kind (open, click).",
+	}, []string{"kind"})
 	tenantPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidings_tenant_pauses_total",
 		Help: "Tenants the deliverability guard paused, by reason (complaint_rate, bounce_rate). Per-tenant rates are not labels: they are in GET /api/tenant.",
@@ -82,7 +86,7 @@ var (
 
 // own are Tidings's collectors, served by every process's registry.
 var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
-	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses}
+	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses, machineHits}
 
 var createSeries sync.Once
 
@@ -110,6 +114,18 @@ func createKnownSeries() {
 	webhookDeliveries.WithLabelValues("failed")
 	tenantPauses.WithLabelValues("complaint_rate")
 	tenantPauses.WithLabelValues("bounce_rate")
+	machineHits.WithLabelValues("open")
+	machineHits.WithLabelValues("click")
+}
+
+// MachineHits counts opens and clicks recorded as machines'.
+func MachineHits(opens, clicks int64) {
+	if opens > 0 {
+		machineHits.WithLabelValues("open").Add(float64(opens))
+	}
+	if clicks > 0 {
+		machineHits.WithLabelValues("click").Add(float64(clicks))
+	}
 }
 
 // TenantPaused counts a pause by the deliverability guard.
