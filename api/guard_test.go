@@ -34,4 +34,16 @@ func TestTenantGuardFields(t *testing.T) {
 		t.Fatalf("%s", r.raw)
 	}
 	b.expect("PATCH", "/api/tenant", f.key, map[string]any{"sendingStatus": "sandbox"}, 200)
+
+	// The frequency cap: set, shown, refused when malformed, cleared.
+	if r := b.expect("PATCH", "/api/tenant", f.key, map[string]any{"frequencyCap": map[string]any{"max": 3, "period": "week"}}, 200); r.body["frequencyCap"].(map[string]any)["max"] != float64(3) {
+		t.Fatalf("%s", r.raw)
+	}
+	for _, bad := range []any{map[string]any{"max": 0, "period": "day"}, map[string]any{"max": 2, "period": "month"},
+		map[string]any{"max": 2}, map[string]any{"max": 2, "period": "day", "per": "contact"}, "3/day"} {
+		b.expectError("PATCH", "/api/tenant", f.key, map[string]any{"frequencyCap": bad}, 400, "VALIDATION_ERROR")
+	}
+	if r := b.expect("PATCH", "/api/tenant", f.key, map[string]any{"frequencyCap": nil}, 200); r.body["frequencyCap"] != nil {
+		t.Fatalf("%s", r.raw)
+	}
 }

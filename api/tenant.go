@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -33,6 +35,8 @@ type tenantJSON struct {
 	// set while sending is paused.
 	PausedReason *string `json:"pausedReason"`
 	PausedAt     *string `json:"pausedAt"`
+	// FrequencyCap is {max, period}, or null for none.
+	FrequencyCap *frequencyCapJSON `json:"frequencyCap"`
 	// Deliverability is the guard's window of outcomes (GET and PATCH).
 	Deliverability *deliverabilityJSON `json:"deliverability,omitempty"`
 	CreatedAt      string              `json:"createdAt"`
@@ -49,8 +53,21 @@ func tenantView(t queries.Tenant) tenantJSON {
 		BillingSubscriptionID: t.BillingSubscriptionID, PlanPeriodEnd: formatTimePtr(t.PlanPeriodEnd),
 		DefaultFromAddress: t.DefaultFromAddress, PreferredRegion: t.PreferredRegion, Timezone: t.Timezone,
 		EventRetentionDays: t.EventRetentionDays, PausedReason: t.PausedReason, PausedAt: formatTimePtr(t.PausedAt),
-		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
+		FrequencyCap: capView(tenants.CapOf(t)),
+		CreatedAt:    formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 	}
+}
+
+type frequencyCapJSON struct {
+	Max    int    `json:"max"`
+	Period string `json:"period"`
+}
+
+func capView(c *tenants.Cap) *frequencyCapJSON {
+	if c == nil {
+		return nil
+	}
+	return &frequencyCapJSON{Max: c.Max, Period: c.Period}
 }
 
 // deliverabilityJSON is the deliverability guard's view of the tenant:
@@ -121,6 +138,8 @@ type tenantUpdateReq struct {
 	SendingStatus      Opt[string] `json:"sendingStatus"`
 	Timezone           Opt[string] `json:"timezone"`
 	EventRetentionDays Opt[int]    `json:"eventRetentionDays"`
+	// FrequencyCap is {max, period} or null (no cap).
+	FrequencyCap Opt[frequencyCapJSON] `json:"frequencyCap"`
 }
 
 // validate passes what was sent to the domain, which judges it (a PATCH's
@@ -132,7 +151,8 @@ func (r tenantUpdateReq) validate() (tenants.Settings, error) {
 	return tenants.Settings{Name: r.Name.Sent(), SendingStatus: r.SendingStatus.Sent(), Timezone: r.Timezone.Sent(),
 		DefaultFromAddress: r.DefaultFromAddress.Ptr(), SetDefaultFrom: r.DefaultFromAddress.Set,
 		PreferredRegion: r.PreferredRegion.Ptr(), SetRegion: r.PreferredRegion.Set,
-		EventRetentionDays: r.EventRetentionDays.Sent()}, nil
+		EventRetentionDays: r.EventRetentionDays.Sent(), SetFrequencyCap: r.FrequencyCap.Set,
+		FrequencyCap: capOf(r.FrequencyCap)}, nil
 }
 
 func (s *Server) tenantUpdate(c *fiber.Ctx) error {
@@ -197,4 +217,33 @@ func (s *Server) whitelistRemove(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(emailsJSON{Emails: list})
+}
+
+// capOf is the cap a PATCH sent: nil for null (no cap).
+func capOf(o Opt[frequencyCapJSON]) *tenants.Cap {
+	v, ok := o.Value()
+	if !ok {
+		return nil
+	}
+	return &tenants.Cap{Max: v.Max, Period: v.Period}
+}
+
+// UnmarshalJSON reads a cap strictly: a field other than max and period
+// is refused (ADDENDUM 3), and both are required.
+func (c *frequencyCapJSON) UnmarshalJSON(b []byte) error {
+	type plain struct {
+		Max    *int    `json:"max"`
+		Period *string `json:"period"`
+	}
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return apperr.Invalid("frequencyCap", "must be {\"max\": 1-1000, \"period\": \"day\" or \"week\"}, or null")
+	}
+	if p.Max == nil || p.Period == nil {
+		return apperr.Invalid("frequencyCap", "needs both max and period")
+	}
+	c.Max, c.Period = *p.Max, *p.Period
+	return nil
 }

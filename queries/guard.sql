@@ -26,3 +26,15 @@ RETURNING *;
 -- Paused tenants by reason, for Prometheus.
 SELECT coalesce(paused_reason, 'manual')::text AS reason, count(*)::bigint AS n FROM tenants
 WHERE sending_status = 'paused' GROUP BY 1;
+
+-- name: FrequencyLock :exec
+-- Serialises the record writes of one contact (the frequency cap's count
+-- and the record it allows), to the transaction's end.
+SELECT pg_advisory_xact_lock(hashtextextended('cap:' || @tenant_id::text || ':' || @contact_id::text, 0));
+
+-- name: FrequencyCount :one
+-- The contact's sequence and broadcast messages in [from_time, to_time).
+SELECT count(*)::int FROM sends
+WHERE tenant_id = @tenant_id AND contact_id = @contact_id
+  AND (sequence_id IS NOT NULL OR broadcast_id IS NOT NULL)
+  AND sent_at >= @from_time AND sent_at < @to_time;

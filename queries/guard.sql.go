@@ -7,12 +7,56 @@ package queries
 
 import (
 	"context"
+	"time"
 )
+
+const frequencyCount = `-- name: FrequencyCount :one
+SELECT count(*)::int FROM sends
+WHERE tenant_id = $1 AND contact_id = $2
+  AND (sequence_id IS NOT NULL OR broadcast_id IS NOT NULL)
+  AND sent_at >= $3 AND sent_at < $4
+`
+
+type FrequencyCountParams struct {
+	TenantID  string
+	ContactID string
+	FromTime  time.Time
+	ToTime    time.Time
+}
+
+// The contact's sequence and broadcast messages in [from_time, to_time).
+func (q *Queries) FrequencyCount(ctx context.Context, arg FrequencyCountParams) (int32, error) {
+	row := q.db.QueryRow(ctx, frequencyCount,
+		arg.TenantID,
+		arg.ContactID,
+		arg.FromTime,
+		arg.ToTime,
+	)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const frequencyLock = `-- name: FrequencyLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended('cap:' || $1::text || ':' || $2::text, 0))
+`
+
+type FrequencyLockParams struct {
+	TenantID  string
+	ContactID string
+}
+
+// Serialises the record writes of one contact (the frequency cap's count
+// and the record it allows), to the transaction's end.
+func (q *Queries) FrequencyLock(ctx context.Context, arg FrequencyLockParams) error {
+	_, err := q.db.Exec(ctx, frequencyLock, arg.TenantID, arg.ContactID)
+	return err
+}
 
 const guardPause = `-- name: GuardPause :one
 UPDATE tenants SET sending_status = 'paused', paused_reason = $1, paused_at = now(), updated_at = now()
 WHERE id = $2 AND sending_status <> 'paused'
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since, frequency_cap_max, frequency_cap_period
 `
 
 type GuardPauseParams struct {
@@ -47,6 +91,8 @@ func (q *Queries) GuardPause(ctx context.Context, arg GuardPauseParams) (Tenant,
 		&i.PausedReason,
 		&i.PausedAt,
 		&i.GuardSince,
+		&i.FrequencyCapMax,
+		&i.FrequencyCapPeriod,
 	)
 	return i, err
 }

@@ -361,6 +361,8 @@ type Tenant struct {
 	PausedReason           *string
 	PausedAt               *time.Time
 	GuardSince             *time.Time
+	FrequencyCapMax        *int32
+	FrequencyCapPeriod     *string
 }
 
 type TimelineEntry struct {

@@ -29,6 +29,8 @@ UPDATE tenants SET
                                 ELSE guard_since END,
     timezone             = coalesce(sqlc.narg(timezone), timezone),
     event_retention_days = coalesce(sqlc.narg(event_retention_days), event_retention_days),
+    frequency_cap_max    = CASE WHEN @set_frequency_cap::boolean THEN sqlc.narg(frequency_cap_max)::int ELSE frequency_cap_max END,
+    frequency_cap_period = CASE WHEN @set_frequency_cap::boolean THEN sqlc.narg(frequency_cap_period)::text ELSE frequency_cap_period END,
     updated_at           = now()
 WHERE id = @id
 RETURNING *;

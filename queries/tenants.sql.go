@@ -32,7 +32,7 @@ func (q *Queries) TenantExists(ctx context.Context, id string) (bool, error) {
 }
 
 const tenantGet = `-- name: TenantGet :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since FROM tenants WHERE id = $1
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since, frequency_cap_max, frequency_cap_period FROM tenants WHERE id = $1
 `
 
 func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
@@ -60,12 +60,14 @@ func (q *Queries) TenantGet(ctx context.Context, id string) (Tenant, error) {
 		&i.PausedReason,
 		&i.PausedAt,
 		&i.GuardSince,
+		&i.FrequencyCapMax,
+		&i.FrequencyCapPeriod,
 	)
 	return i, err
 }
 
 const tenantGetForUpdate = `-- name: TenantGetForUpdate :one
-SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since FROM tenants WHERE id = $1 FOR UPDATE
+SELECT id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since, frequency_cap_max, frequency_cap_period FROM tenants WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, error) {
@@ -93,6 +95,8 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 		&i.PausedReason,
 		&i.PausedAt,
 		&i.GuardSince,
+		&i.FrequencyCapMax,
+		&i.FrequencyCapPeriod,
 	)
 	return i, err
 }
@@ -100,7 +104,7 @@ func (q *Queries) TenantGetForUpdate(ctx context.Context, id string) (Tenant, er
 const tenantInsert = `-- name: TenantInsert :one
 INSERT INTO tenants (id, name) VALUES ($1, $2)
 ON CONFLICT (id) DO NOTHING
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since, frequency_cap_max, frequency_cap_period
 `
 
 type TenantInsertParams struct {
@@ -134,6 +138,8 @@ func (q *Queries) TenantInsert(ctx context.Context, arg TenantInsertParams) (Ten
 		&i.PausedReason,
 		&i.PausedAt,
 		&i.GuardSince,
+		&i.FrequencyCapMax,
+		&i.FrequencyCapPeriod,
 	)
 	return i, err
 }
@@ -172,9 +178,11 @@ UPDATE tenants SET
                                 ELSE guard_since END,
     timezone             = coalesce($7, timezone),
     event_retention_days = coalesce($8, event_retention_days),
+    frequency_cap_max    = CASE WHEN $9::boolean THEN $10::int ELSE frequency_cap_max END,
+    frequency_cap_period = CASE WHEN $9::boolean THEN $11::text ELSE frequency_cap_period END,
     updated_at           = now()
-WHERE id = $9
-RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since
+WHERE id = $12
+RETURNING id, name, plan, sending_status, sandbox_whitelist, contact_count, monthly_send_count, monthly_send_count_period, billing_status, billing_customer_id, billing_subscription_id, plan_period_end, default_from_address, preferred_region, created_at, updated_at, timezone, event_retention_days, paused_reason, paused_at, guard_since, frequency_cap_max, frequency_cap_period
 `
 
 type TenantUpdateParams struct {
@@ -186,6 +194,9 @@ type TenantUpdateParams struct {
 	SendingStatus      *string
 	Timezone           *string
 	EventRetentionDays *int32
+	SetFrequencyCap    bool
+	FrequencyCapMax    *int32
+	FrequencyCapPeriod *string
 	ID                 string
 }
 
@@ -199,6 +210,9 @@ func (q *Queries) TenantUpdate(ctx context.Context, arg TenantUpdateParams) (Ten
 		arg.SendingStatus,
 		arg.Timezone,
 		arg.EventRetentionDays,
+		arg.SetFrequencyCap,
+		arg.FrequencyCapMax,
+		arg.FrequencyCapPeriod,
 		arg.ID,
 	)
 	var i Tenant
@@ -224,6 +238,8 @@ func (q *Queries) TenantUpdate(ctx context.Context, arg TenantUpdateParams) (Ten
 		&i.PausedReason,
 		&i.PausedAt,
 		&i.GuardSince,
+		&i.FrequencyCapMax,
+		&i.FrequencyCapPeriod,
 	)
 	return i, err
 }

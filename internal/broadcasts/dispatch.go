@@ -155,6 +155,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 					// record and moves it.
 					continue
 				}
+			case isCapped(res.Err):
+				// Over the frequency cap: no record, nothing sent; a
+				// broadcast does not wait (ADDENDUM 17).
+				n.Skipped++
+				reason := SkipFrequencyCapped
+				finish(r, RecipientSkipped).SkipReason = &reason
 			case provider.IsTemporary(res.Err) && int(r.Attempts) < d.MaxAttempts:
 				n.Retry++
 				row := finish(r, RecipientQueued)
@@ -300,3 +306,5 @@ func (d *Dispatcher) complete(ctx context.Context, touched []queries.BroadcastFi
 		}
 	}
 }
+
+func isCapped(err error) bool { _, ok := delivery.IsCapped(err); return ok }

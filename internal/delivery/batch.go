@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,11 +63,25 @@ func (s *Sender) SendSteps(ctx context.Context, steps []Step, parallel int,
 	if len(idx) == 0 {
 		return res
 	}
-	if err := s.insertMany(ctx, preps, idx); err != nil {
+	over, err := s.insertMany(ctx, preps, idx)
+	if err != nil {
 		for _, i := range idx {
 			res[i].Err = err
 		}
 		return res
+	}
+	if len(over) > 0 {
+		// Over the frequency cap: no record, no message.
+		idx = slices.DeleteFunc(idx, func(i int) bool {
+			until, ok := over[i]
+			if ok {
+				res[i].Err = &CappedError{Until: until}
+			}
+			return ok
+		})
+		if len(idx) == 0 {
+			return res
+		}
 	}
 
 	answers := s.callMany(ctx, preps, idx, parallel)
@@ -166,21 +181,52 @@ type insertRow struct {
 }
 
 // insertMany commits the records of the prepared steps, before any of
-// their messages leaves.
-func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) error {
-	rows := make([]insertRow, len(idx))
-	for k, i := range idx {
-		r := preps[i].rec
-		rows[k] = insertRow{TenantID: r.TenantID, ID: r.ID, ContactID: r.ContactID, TemplateID: r.TemplateID,
-			TemplateVersion: r.TemplateVersion, SequenceID: r.SequenceID, StepID: r.StepID,
-			ScheduledSendID: r.ScheduledSendID, BroadcastID: r.BroadcastID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
-			Subject: r.Subject, SentAt: r.SentAt}
+// their messages leaves. Steps of tenants with a frequency cap are judged
+// in the same transaction (applyCap); it returns those over the cap, with
+// the end of their contact's period, which get no record.
+func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) (map[int]time.Time, error) {
+	var caps []capped
+	for _, i := range idx {
+		if preps[i].capOn {
+			c := preps[i].capped
+			c.k = i
+			caps = append(caps, c)
+		}
 	}
-	b, err := json.Marshal(rows)
-	if err != nil {
-		return err
+	rowsOf := func(over map[int]time.Time) ([]byte, error) {
+		rows := make([]insertRow, 0, len(idx))
+		for _, i := range idx {
+			if _, ok := over[i]; ok {
+				continue
+			}
+			r := preps[i].rec
+			rows = append(rows, insertRow{TenantID: r.TenantID, ID: r.ID, ContactID: r.ContactID, TemplateID: r.TemplateID,
+				TemplateVersion: r.TemplateVersion, SequenceID: r.SequenceID, StepID: r.StepID,
+				ScheduledSendID: r.ScheduledSendID, BroadcastID: r.BroadcastID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
+				Subject: r.Subject, SentAt: r.SentAt})
+		}
+		return json.Marshal(rows)
 	}
-	return s.DB.SendInsertMany(ctx, b)
+	if len(caps) == 0 {
+		b, err := rowsOf(nil)
+		if err != nil {
+			return nil, err
+		}
+		return nil, s.DB.SendInsertMany(ctx, b)
+	}
+	var over map[int]time.Time
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		var err error
+		if over, err = applyCap(ctx, q, s.now(), caps); err != nil {
+			return err
+		}
+		b, err := rowsOf(over)
+		if err != nil {
+			return err
+		}
+		return q.SendInsertMany(ctx, b)
+	})
+	return over, err
 }
 
 type answer struct {

@@ -385,7 +385,7 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	if err := s.Rate.Wait(ctx, prio); err != nil {
 		return Result{}, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err})
 	}
-	if err := s.recordFirst(ctx, rec, o.onRecord); err != nil {
+	if err := s.recordFirst(ctx, p, o.onRecord); err != nil {
 		return Result{}, err
 	}
 
@@ -441,6 +441,11 @@ func (s *Sender) backoff(err error) {
 type prepared struct {
 	msg provider.Message
 	rec queries.SendInsertParams
+	// capped says the tenant's frequency cap judges the message (a
+	// sequence or broadcast message of a tenant with a cap), with the rows
+	// it needs.
+	capped capped
+	capOn  bool
 }
 
 // prepare renders o for its recipient (tracking links, List-Unsubscribe on
@@ -481,7 +486,11 @@ func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
 		ContactID: o.contact.ID, TemplateID: o.tmpl.ID, TemplateVersion: o.tmpl.CurrentVersion,
 		SequenceID: opt(o.sequenceID), StepID: opt(o.stepID), ScheduledSendID: opt(o.scheduledSendID),
 		BroadcastID: opt(o.broadcastID), FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now()}
-	return prepared{msg: out, rec: rec}, nil
+	p := prepared{msg: out, rec: rec}
+	if (o.sequenceID != "" || o.broadcastID != "") && tenants.CapOf(o.tenant) != nil {
+		p.capOn, p.capped = true, capped{tenant: o.tenant, contact: o.contact}
+	}
+	return p, nil
 }
 
 // settleTimeout bounds the writes after the provider's answer.
@@ -498,14 +507,27 @@ func fromHeader(a provider.Address) string {
 
 // recordFirst commits the send's record before the provider is called,
 // with then (an Idempotency-Key's link to the send) in its transaction.
-func (s *Sender) recordFirst(ctx context.Context, rec queries.SendInsertParams, then func(context.Context, *store.Tx, string) error) error {
-	if then == nil {
+func (s *Sender) recordFirst(ctx context.Context, p prepared, then func(context.Context, *store.Tx, string) error) error {
+	rec := p.rec
+	if then == nil && !p.capOn {
 		_, err := s.DB.SendInsert(ctx, rec)
 		return err
 	}
 	return s.DB.InTx(ctx, func(q *store.Tx) error {
+		if p.capOn {
+			over, err := applyCap(ctx, q, s.now(), []capped{p.capped})
+			if err != nil {
+				return err
+			}
+			if until, ok := over[0]; ok {
+				return &CappedError{Until: until}
+			}
+		}
 		if _, err := q.SendInsert(ctx, rec); err != nil {
 			return err
+		}
+		if then == nil {
+			return nil
 		}
 		return then(ctx, q, rec.ID)
 	})

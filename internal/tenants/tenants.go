@@ -122,6 +122,24 @@ type Settings struct {
 	// BySession says the change comes with a dashboard session: only a
 	// session may resume a tenant the deliverability guard paused.
 	BySession bool
+	// FrequencyCap, with SetFrequencyCap, sets the cap (nil: none).
+	FrequencyCap    *Cap
+	SetFrequencyCap bool
+}
+
+// Cap is a frequency cap: at most Max sequence and broadcast messages per
+// contact per Period ("day" or "week", calendar, in the contact's zone).
+type Cap struct {
+	Max    int
+	Period string
+}
+
+// CapOf reads a tenant's cap; nil when it has none.
+func CapOf(t queries.Tenant) *Cap {
+	if t.FrequencyCapMax == nil || t.FrequencyCapPeriod == nil {
+		return nil
+	}
+	return &Cap{Max: int(*t.FrequencyCapMax), Period: *t.FrequencyCapPeriod}
 }
 
 // The range of eventRetentionDays (ADDENDUM 15).
@@ -133,9 +151,9 @@ const (
 // validate checks and normalises the settings.
 func (u *Settings) validate() error {
 	if u.Name == nil && !u.SetDefaultFrom && !u.SetRegion && u.SendingStatus == nil && u.Timezone == nil &&
-		u.EventRetentionDays == nil {
+		u.EventRetentionDays == nil && !u.SetFrequencyCap {
 		return apperr.AtLeastOne("name", "defaultFromAddress", "preferredRegion", "sendingStatus", "timezone",
-			"eventRetentionDays")
+			"eventRetentionDays", "frequencyCap")
 	}
 	var f apperr.Fields
 	if u.Name != nil {
@@ -156,6 +174,10 @@ func (u *Settings) validate() error {
 	}
 	if tz := u.Timezone; tz != nil {
 		f.Check(localtime.Valid(*tz), "timezone", "must be an IANA time zone name, e.g. Europe/Amsterdam or UTC")
+	}
+	if c := u.FrequencyCap; c != nil {
+		f.Check(c.Max >= 1 && c.Max <= 1000, "frequencyCap.max", "must be a whole number from 1 to 1000")
+		f.Check(c.Period == "day" || c.Period == "week", "frequencyCap.period", "must be one of day, week")
 	}
 	if d := u.EventRetentionDays; d != nil {
 		f.Check(*d >= MinRetentionDays && *d <= MaxRetentionDays, "eventRetentionDays",
@@ -189,7 +211,8 @@ func (s *Store) Update(ctx context.Context, id string, u Settings) (queries.Tena
 	t, err := s.DB.TenantUpdate(ctx, queries.TenantUpdateParams{ID: id, Name: u.Name,
 		SetDefaultFrom: u.SetDefaultFrom, DefaultFromAddress: u.DefaultFromAddress,
 		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus, Timezone: u.Timezone,
-		EventRetentionDays: retentionDays(u.EventRetentionDays)})
+		EventRetentionDays: retentionDays(u.EventRetentionDays), SetFrequencyCap: u.SetFrequencyCap,
+		FrequencyCapMax: capMax(u.FrequencyCap), FrequencyCapPeriod: capPeriod(u.FrequencyCap)})
 	if err != nil {
 		return t, notFound(err)
 	}
@@ -238,4 +261,19 @@ func retentionDays(d *int) *int32 {
 	}
 	v := int32(*d)
 	return &v
+}
+
+func capMax(c *Cap) *int32 {
+	if c == nil {
+		return nil
+	}
+	v := int32(c.Max)
+	return &v
+}
+
+func capPeriod(c *Cap) *string {
+	if c == nil {
+		return nil
+	}
+	return &c.Period
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"tidings/internal/delivery"
 	"tidings/internal/ids"
@@ -132,6 +133,11 @@ func (r *Runner) runClaimed(ctx context.Context, claimed []queries.DispatchClaim
 	for k, res := range results {
 		i, row := b.index[k], b.rows[k]
 		switch {
+		case isCapped(res.Err):
+			// Over the frequency cap: no record, nothing sent; the step
+			// waits, untried, for the contact's next period (ADDENDUM 17).
+			c, _ := delivery.IsCapped(res.Err)
+			out[i] = runOut{res: Result{Outcome: OutcomeHeld}, err: r.deferTo(ctx, row, c.Until)}
 		case res.Err != nil && !delivery.IsInDoubt(res.Err):
 			// Nothing left: failed with a retry time, or dead.
 			fr, err := r.failed(ctx, row, res.Err)
@@ -291,4 +297,21 @@ func (b *sendBatch) markSent(ctx context.Context, q *store.Tx, settled []deliver
 		}
 	}
 	return nil
+}
+
+func isCapped(err error) bool { _, ok := delivery.IsCapped(err); return ok }
+
+// deferTo gives a claimed row back untried, pending at at (its timer
+// queued after the commit): a step over the frequency cap.
+func (r *Runner) deferTo(ctx context.Context, row queries.ScheduledSend, at time.Time) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return r.DB.InTx(ctx, func(q *store.Tx) error {
+		if _, err := q.ScheduledSendDefer(ctx, queries.ScheduledSendDeferParams{TenantID: row.TenantID, ID: row.ID,
+			ScheduledFor: at, ClaimedAt: row.ClaimedAt}); err != nil {
+			return err
+		}
+		q.Schedule(tasks.Timer{TenantID: row.TenantID, ID: row.ID, At: at})
+		return nil
+	})
 }

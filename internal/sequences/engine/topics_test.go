@@ -3,6 +3,7 @@ package engine_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"tidings/internal/sequences/engine"
 	"tidings/internal/sequences/engine/enginetest"
@@ -75,5 +76,31 @@ func TestGuardPauseHoldsThenReleasesOnce(t *testing.T) {
 	wantOutcomes(t, f.RunDue())
 	if f.SG.Count() != 1 {
 		t.Fatalf("%d messages after the resume, want 1", f.SG.Count())
+	}
+}
+
+// A sequence step over the tenant's frequency cap waits, untried, for the
+// contact's next period: its scheduledFor moves to the next midnight in
+// the contact's zone, and nothing is sent or recorded.
+func TestSequenceStepOverTheCapWaits(t *testing.T) {
+	t.Parallel()
+	f := enginetest.New(t, "org_seq_cap")
+	f.Exec(`UPDATE tenants SET frequency_cap_max = 1, frequency_cap_period = 'day', timezone = 'Europe/Amsterdam' WHERE id = $1`, f.Tenant)
+	f.PutSequence("two", "name: T\ntrigger: {event: go}\nsteps: [{send: welcome}, {send: tips}]\n", true)
+	f.Event("go", nil)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeSent)
+	wantOutcomes(t, f.RunDue(), engine.OutcomeHeld)
+	if f.SG.Count() != 1 {
+		t.Fatalf("%d messages under a cap of 1", f.SG.Count())
+	}
+	open := f.Open()
+	if len(open) != 1 || open[0].Status != "pending" || open[0].Attempts != 0 {
+		t.Fatalf("%+v", open)
+	}
+	ams, _ := time.LoadLocation("Europe/Amsterdam")
+	now := time.Now().In(ams)
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, ams)
+	if !open[0].ScheduledFor.Equal(midnight) {
+		t.Fatalf("the step waits until %v, want %v", open[0].ScheduledFor, midnight)
 	}
 }
