@@ -27,3 +27,11 @@ func AdminHandler(opt asynq.RedisConnOpt, ins *asynq.Inspector, readOnly bool, e
 	})
 	return mux, func() { _ = mon.Close() }
 }
+
+// AdminCollectors are the gauges the admin listener reads from the
+// database at scrape time: outbound deliveries per state, paused tenants
+// per reason.
+func AdminCollectors(d Deps) []prometheus.Collector {
+	return []prometheus.Collector{telemetry.NewDeliveriesCollector(d.Outbound.DeliveryCounts),
+		telemetry.NewPausedCollector(d.Tenants.PausedCounts)}
+}

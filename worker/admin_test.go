@@ -13,7 +13,6 @@ import (
 	"tidings/internal/app/apptest"
 	"tidings/internal/config"
 	"tidings/internal/tasks"
-	"tidings/internal/telemetry"
 	"tidings/internal/telemetry/telemetrytest"
 	"tidings/internal/testenv"
 )
@@ -34,9 +33,9 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	}
 	ins := asynq.NewInspector(opt)
 	t.Cleanup(func() { _ = ins.Close() })
-	// As cmd/worker wires it, with the outbound deliveries' gauge.
+	// As cmd/worker wires it, with the gauges read from the database.
 	svc := apptest.Services(t, app.Infra{})
-	h, closeAdmin := AdminHandler(opt, ins, true, telemetry.NewDeliveriesCollector(svc.Outbound.DeliveryCounts))
+	h, closeAdmin := AdminHandler(opt, ins, true, AdminCollectors(svc)...)
 	t.Cleanup(closeAdmin)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -18,7 +18,6 @@ import (
 
 	"tidings/internal/app"
 	"tidings/internal/config"
-	"tidings/internal/telemetry"
 	"tidings/worker"
 )
 
@@ -71,7 +70,7 @@ func run(log *slog.Logger) error {
 	go func() { defer close(listenDone); worker.ListenWebhooks(listenCtx, svc) }()
 
 	adminHandler, closeAdmin := worker.AdminHandler(infra.AsynqOpt, infra.Inspector, cfg.AsynqmonReadOnly,
-		telemetry.NewDeliveriesCollector(svc.Outbound.DeliveryCounts), telemetry.NewPausedCollector(svc.Tenants.PausedCounts))
+		worker.AdminCollectors(svc)...)
 	defer closeAdmin()
 	admin := &http.Server{Addr: cfg.WorkerAdminAddr, Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
