@@ -47,7 +47,7 @@ func addSuppression(ctx context.Context, q *store.Tx, tenantID, email, reason, s
 	}
 	_, err := q.SuppressionAdd(ctx, queries.SuppressionAddParams{TenantID: tenantID, Email: email, Reason: reason,
 		SendID: send, Note: note})
-	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+	if store.IsNoRows(err) {
 		return nil
 	}
 	return err
@@ -79,7 +79,7 @@ func (s *Suppressions) Add(ctx context.Context, tenantID, email string, note *st
 	err = s.DB.InTx(ctx, func(q *store.Tx) error {
 		if sup, err = q.SuppressionGet(ctx, queries.SuppressionGetParams{TenantID: tenantID, Email: norm}); err == nil {
 			return nil
-		} else if !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
+		} else if !store.IsNoRows(err) {
 			return err
 		}
 		created = true
@@ -92,7 +92,7 @@ func (s *Suppressions) Add(ctx context.Context, tenantID, email string, note *st
 				SuppressReason: SuppressManual}); err != nil {
 				return err
 			}
-		} else if !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
+		} else if !store.IsNoRows(err) {
 			return err
 		}
 		sup, err = q.SuppressionGet(ctx, queries.SuppressionGetParams{TenantID: tenantID, Email: norm})
@@ -133,7 +133,7 @@ func (s *Suppressions) Remove(ctx context.Context, tenantID, email string) error
 			return apperr.Specific(err, apperr.KindNotFound, SuppressionNotFound())
 		}
 		c, err := q.ContactUnsuppress(ctx, queries.ContactUnsuppressParams{TenantID: tenantID, Email: norm})
-		if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		if store.IsNoRows(err) {
 			return nil // no contact has the email
 		}
 		if err != nil {

@@ -3,7 +3,6 @@ package tenants
 import (
 	"context"
 
-	"tidings/internal/apperr"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -91,7 +90,7 @@ func (g Guard) Check(ctx context.Context, q *store.Tx, tenantID string) (string,
 		return "", nil
 	}
 	if _, err := q.GuardPause(ctx, queries.GuardPauseParams{ID: tenantID, Reason: &reason}); err != nil {
-		if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		if store.IsNoRows(err) {
 			return "", nil // paused already
 		}
 		return "", err

@@ -119,7 +119,7 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		}
 		out, err = q.TopicInsert(ctx, queries.TopicInsertParams{TenantID: tenantID, ID: *in.ID,
 			Name: strings.TrimSpace(*in.Name), Description: desc, DefaultMode: *in.Default})
-		if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		if store.IsNoRows(err) {
 			return apperr.Conflict("CONFLICT", "topic "+*in.ID+" already exists")
 		}
 		return err
@@ -234,7 +234,7 @@ func OfMessage(ctx context.Context, q *queries.Queries, tenantID, own, templateI
 	id := own
 	if id == "" {
 		t, err := q.TemplateTopic(ctx, queries.TemplateTopicParams{TenantID: tenantID, ID: templateID})
-		if err != nil && !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound) {
+		if err != nil && !store.IsNoRows(err) {
 			return nil, err
 		}
 		if t == nil {
@@ -243,7 +243,7 @@ func OfMessage(ctx context.Context, q *queries.Queries, tenantID, own, templateI
 		id = *t
 	}
 	t, err := q.TopicGet(ctx, queries.TopicGetParams{TenantID: tenantID, ID: id})
-	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+	if store.IsNoRows(err) {
 		return &queries.Topic{TenantID: tenantID, ID: id, Name: id, DefaultMode: OptIn}, nil
 	}
 	if err != nil {
