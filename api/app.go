@@ -148,8 +148,11 @@ func New(d Deps) (*fiber.App, error) {
 
 	// Authentication runs per route rather than as prefix middleware, so an
 	// unknown route is a plain 404 whatever credential came with it.
-	provisioning := routes{app.Group("/api"), []fiber.Handler{s.authenticate, s.rateLimit, checkQuery}}
+	provisioning := routes{g: app.Group("/api"), mw: []fiber.Handler{s.authenticate, s.rateLimit, checkQuery}}
+	// Every other write under /api honours Idempotency-Key (ADDENDUM
+	// 18); provisioning is idempotent by itself.
 	r := provisioning.with(s.requireTenant)
+	r.writes = []fiber.Handler{s.idempotentWrite()}
 
 	provisioning.with(sessionOnly).post("/tenant", s.tenantCreate)
 	r.get("/tenant", s.tenantGet)
@@ -175,7 +178,7 @@ func New(d Deps) (*fiber.App, error) {
 	r.get("/contacts/:id/segments", s.contactSegments)
 	r.get("/contacts/:id/timeline", s.contactTimeline)
 
-	r.with(s.idempotent("send")).post("/send", s.send)
+	r.ownWrites().with(s.idempotent("send")).post("/send", s.send)
 	r.get("/sends", s.sendList)
 	r.get("/sends/:sendId", s.sendGet)
 
@@ -290,24 +293,34 @@ func FiberConfig(onError fiber.ErrorHandler) fiber.Config {
 	}
 }
 
-// routes registers handlers behind a fixed middleware chain.
+// routes registers handlers behind a fixed middleware chain; writes (POST,
+// PUT, PATCH) get the writes chain too (Idempotency-Key).
 type routes struct {
-	g  fiber.Router
-	mw []fiber.Handler
+	g      fiber.Router
+	mw     []fiber.Handler
+	writes []fiber.Handler
 }
 
 func (r routes) with(mw ...fiber.Handler) routes {
-	return routes{g: r.g, mw: append(append([]fiber.Handler{}, r.mw...), mw...)}
+	return routes{g: r.g, mw: append(append([]fiber.Handler{}, r.mw...), mw...), writes: r.writes}
 }
+
+// ownWrites drops the writes chain: the route brings its own (POST
+// /api/send keeps its send-aware Idempotency-Key).
+func (r routes) ownWrites() routes { return routes{g: r.g, mw: r.mw} }
 
 func (r routes) chain(h fiber.Handler) []fiber.Handler {
 	return append(append([]fiber.Handler{}, r.mw...), h)
 }
 
+func (r routes) writeChain(h fiber.Handler) []fiber.Handler {
+	return append(append(append([]fiber.Handler{}, r.mw...), r.writes...), h)
+}
+
 func (r routes) get(p string, h fiber.Handler)    { r.g.Get(p, r.chain(h)...) }
-func (r routes) post(p string, h fiber.Handler)   { r.g.Post(p, r.chain(h)...) }
-func (r routes) put(p string, h fiber.Handler)    { r.g.Put(p, r.chain(h)...) }
-func (r routes) patch(p string, h fiber.Handler)  { r.g.Patch(p, r.chain(h)...) }
+func (r routes) post(p string, h fiber.Handler)   { r.g.Post(p, r.writeChain(h)...) }
+func (r routes) put(p string, h fiber.Handler)    { r.g.Put(p, r.writeChain(h)...) }
+func (r routes) patch(p string, h fiber.Handler)  { r.g.Patch(p, r.writeChain(h)...) }
 func (r routes) delete(p string, h fiber.Handler) { r.g.Delete(p, r.chain(h)...) }
 
 // withTimeout gives every handler a context, derived from the server's

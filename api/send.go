@@ -85,6 +85,22 @@ const idempotencyClaim = "idempotency-claim"
 // operation, so one key may be used for different operations. Any POST
 // route can adopt it.
 func (s *Server) idempotent(scope string) fiber.Handler {
+	return s.idempotentBy(scope, func(c *fiber.Ctx) []byte { return c.Body() })
+}
+
+// idempotentWrite is Idempotency-Key for every other POST, PUT and PATCH
+// under /api (ADDENDUM 18), one scope per tenant: the request is its
+// method, its URL and its body, so a key used again on another route or
+// resource is IDEMPOTENCY_KEY_REUSED like a different body.
+func (s *Server) idempotentWrite() fiber.Handler {
+	return s.idempotentBy("api", func(c *fiber.Ctx) []byte {
+		b := append([]byte(c.Method()+" "+c.OriginalURL()+"\n"), c.Body()...)
+		return b
+	})
+}
+
+// idempotentBy serves the key with the request fingerprinted by request.
+func (s *Server) idempotentBy(scope string, request func(c *fiber.Ctx) []byte) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		key := c.Get("Idempotency-Key")
 		if key == "" {
@@ -93,9 +109,9 @@ func (s *Server) idempotent(scope string) fiber.Handler {
 		if !idempotency.ValidKey(key) {
 			return apperr.Invalid("Idempotency-Key", "must be 1-255 printable ASCII characters")
 		}
-		// The body is hashed as received: the same bytes are the same
+		// The request is hashed as received: the same bytes are the same
 		// request. fasthttp reuses the buffer, but Begin only hashes it.
-		claim, stored, err := s.idempotency.Begin(c.UserContext(), tenantID(c), scope, key, c.Body())
+		claim, stored, err := s.idempotency.Begin(c.UserContext(), tenantID(c), scope, key, request(c))
 		if err != nil {
 			return err
 		}
@@ -104,7 +120,9 @@ func (s *Server) idempotent(scope string) fiber.Handler {
 		}
 		if stored != nil {
 			c.Set("Idempotent-Replayed", "true")
-			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+			if len(stored.Body) > 0 {
+				c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+			}
 			return c.Status(stored.Status).Send(stored.Body)
 		}
 		c.Locals(idempotencyClaim, claim)
