@@ -118,6 +118,9 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"POST", "/api/send", map[string]any{"to": "ann@example.com", "template": "welcome"}, nil},
 			{"POST", "/api/send", map[string]any{"to": "ann@example.com", "template": "own", "from": "x@victim.example"}, []int{400}},
 		},
+		"POST /api/send/batch": {
+			{"POST", "/api/send/batch", map[string]any{"messages": []any{map[string]any{"to": "ann@example.com", "template": "welcome"}}}, []int{200}},
+		},
 		"GET /api/sends": {
 			{"GET", "/api/sends", nil, []int{200}},
 			{"GET", "/api/sends?contactId=" + contact, nil, nil},

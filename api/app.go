@@ -179,6 +179,7 @@ func New(d Deps) (*fiber.App, error) {
 	r.get("/contacts/:id/timeline", s.contactTimeline)
 
 	r.ownWrites().with(s.idempotent("send")).post("/send", s.send)
+	r.post("/send/batch", s.sendBatch)
 	r.get("/sends", s.sendList)
 	r.get("/sends/:sendId", s.sendGet)
 

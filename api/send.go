@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -181,4 +183,67 @@ func (s *Server) answerRecordedSend(c *fiber.Ctx, scope, key, sendID string) err
 		return err
 	}
 	return sendAnswer(c, res)
+}
+
+// MaxBatch is how many messages one POST /api/send/batch takes.
+const MaxBatch = 100
+
+type sendBatchReq struct {
+	Messages Opt[[]json.RawMessage] `json:"messages"`
+}
+
+type batchItem struct {
+	Status    string        `json:"status"`
+	SendID    string        `json:"sendId,omitempty"`
+	MessageID string        `json:"messageId,omitempty"`
+	Error     *errorPayload `json:"error,omitempty"`
+}
+
+// sendBatch is POST /api/send/batch (ADDENDUM 18): 1-100 messages, each
+// checked and sent as POST /api/send would; a malformed or failing one is
+// an error item in its place and stops nothing else. The records of the
+// batch are written in one statement before the provider is called.
+func (s *Server) sendBatch(c *fiber.Ctx) error {
+	var req sendBatchReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	msgs, ok := req.Messages.Value()
+	if !ok || len(msgs) == 0 || len(msgs) > MaxBatch {
+		return apperr.Invalid("messages", fmt.Sprintf("must hold 1-%d messages", MaxBatch))
+	}
+	items := make([]batchItem, len(msgs))
+	var reqs []delivery.Request
+	var at []int
+	for i, raw := range msgs {
+		var one sendReq
+		err := decodeBytes(raw, &one)
+		var in delivery.Request
+		if err == nil {
+			in, err = one.validate()
+		}
+		if err != nil {
+			items[i] = s.batchError(c, err)
+			continue
+		}
+		reqs, at = append(reqs, in), append(at, i)
+	}
+	for k, r := range s.sender.SendBatch(c.UserContext(), tenantID(c), reqs, 0) {
+		i := at[k]
+		if r.Err != nil {
+			items[i] = s.batchError(c, r.Err)
+			continue
+		}
+		items[i] = batchItem{Status: "sent", SendID: r.SendID, MessageID: r.MessageID}
+	}
+	return c.JSON(fiber.Map{"items": items})
+}
+
+// batchError is one message's error as POST /api/send would answer it.
+func (s *Server) batchError(c *fiber.Ctx, err error) batchItem {
+	f := s.failure(c, err)
+	if f.details == nil || (f.status >= 500 && !delivery.IsInDoubt(err)) {
+		f.details = map[string]any{}
+	}
+	return batchItem{Status: "error", Error: &errorPayload{Code: f.code, Message: f.msg, Details: f.details}}
 }

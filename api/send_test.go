@@ -27,7 +27,7 @@ type sendFixture struct {
 	contactID string
 }
 
-func newSendFixture(t *testing.T, org string, opts ...option) sendFixture {
+func newSendFixture(t testing.TB, org string, opts ...option) sendFixture {
 	t.Helper()
 	b := setup(t, opts...)
 	key := b.apiKey(b.tenant(org))

@@ -54,6 +54,49 @@ func (s *Sender) SendSteps(ctx context.Context, steps []Step, parallel int,
 	then func(ctx context.Context, q *store.Tx, settled []Settled) error) []StepResult {
 	res := make([]StepResult, len(steps))
 	preps := s.prepareSteps(ctx, steps, res)
+	return s.sendPrepared(ctx, preps, res, parallel, then)
+}
+
+// SendBatch sends transactional messages (POST /api/send/batch), each
+// checked as Send checks it, through the ledger in a fixed number of
+// statements (sendPrepared): one failing its checks or refused by the
+// provider does not stop the others. Request.OnRecord is not used. The
+// results are in the order of reqs; an error is Send's for that message.
+func (s *Sender) SendBatch(ctx context.Context, tenantID string, reqs []Request, parallel int) []StepResult {
+	res := make([]StepResult, len(reqs))
+	preps := make([]*prepared, len(reqs))
+	for i, req := range reqs {
+		o, err := s.outgoingOf(ctx, tenantID, req)
+		if err == nil {
+			var p prepared
+			if p, err = s.prepare(ctx, o); err == nil {
+				preps[i] = &p
+			}
+		}
+		res[i].Err = err
+	}
+	out := s.sendPrepared(ctx, preps, res, parallel, nil)
+	for i := range out {
+		// As Send answers: a refused message has no record; one in doubt
+		// is the 502 that names its record.
+		switch err := out[i].Err; {
+		case err == nil:
+		case IsInDoubt(err):
+			out[i].Err = inDoubtError(out[i].SendID, err)
+		default:
+			out[i].SendID = ""
+		}
+	}
+	return out
+}
+
+// sendPrepared sends the prepared messages (nil: failed before, with its
+// error in res): every record in one statement before the provider is
+// called, the provider calls concurrently, the refused records deleted in
+// one statement, the others settled in one transaction that also runs
+// then.
+func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []StepResult, parallel int,
+	then func(ctx context.Context, q *store.Tx, settled []Settled) error) []StepResult {
 	var idx []int
 	for i, p := range preps {
 		if p != nil {
@@ -250,7 +293,11 @@ func (s *Sender) callMany(ctx context.Context, preps []*prepared, idx []int, par
 			// Sequence steps and broadcasts take what transactional sends
 			// leave of the provider's rate. A wait cut short sent nothing:
 			// the record is deleted and the step tried again.
-			if err := s.Rate.Wait(ctx, sendrate.Low); err != nil {
+			prio := sendrate.Low
+			if preps[i].rec.SequenceID == nil && preps[i].rec.BroadcastID == nil {
+				prio = sendrate.High // a batch of transactional sends
+			}
+			if err := s.Rate.Wait(ctx, prio); err != nil {
 				answers[i] = answer{err: &provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err}}
 				return
 			}

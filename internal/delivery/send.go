@@ -114,38 +114,47 @@ func (s *Sender) now() time.Time {
 //     record; no answer is 502 PROVIDER_ERROR naming the send, whose record
 //     stays in doubt (deliver, ADDENDUM section 12).
 func (s *Sender) Send(ctx context.Context, tenantID string, req Request) (Result, error) {
-	if err := req.check(); err != nil {
+	o, err := s.outgoingOf(ctx, tenantID, req)
+	if err != nil {
 		return Result{}, err
+	}
+	return s.deliver(ctx, o)
+}
+
+// outgoingOf runs Send's checks 0-5 and returns the message to render.
+func (s *Sender) outgoingOf(ctx context.Context, tenantID string, req Request) (outgoing, error) {
+	if err := req.check(); err != nil {
+		return outgoing{}, err
 	}
 	tenant, err := s.DB.TenantGet(ctx, tenantID)
 	if err != nil {
-		return Result{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
+		return outgoing{}, apperr.Specific(err, apperr.KindNotFound, tenants.NotFound())
 	}
 	contact, err := s.DB.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tenantID, Email: req.To})
 	if err != nil {
-		return Result{}, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
+		return outgoing{}, apperr.Specific(err, apperr.KindNotFound, contacts.NotFound())
 	}
 	tmpl, err := s.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: req.TemplateID})
 	if err != nil {
-		return Result{}, apperr.Specific(err, apperr.KindNotFound, templates.NotFound())
+		return outgoing{}, apperr.Specific(err, apperr.KindNotFound, templates.NotFound())
 	}
 	if !tmpl.Enabled {
-		return Result{}, apperr.Invalid("template", "is disabled")
+		return outgoing{}, apperr.Invalid("template", "is disabled")
 	}
 	if !req.IgnoreUnsubscribe {
 		if err := MayMail(contact); err != nil {
-			return Result{}, err
+			return outgoing{}, err
 		}
 	}
 	if err := tenants.MayReceive(tenant, contact.Email); err != nil {
-		return Result{}, err
+		return outgoing{}, err
 	}
 	from, err := s.fromAddress(ctx, tenant, req.From)
 	if err != nil {
-		return Result{}, err
+		return outgoing{}, err
 	}
-	return s.deliver(ctx, outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from,
-		variables: req.Variables, onRecord: req.OnRecord})
+	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from,
+		variables: req.Variables, onRecord: req.OnRecord}, nil
 }
 
 // Step is one email step of a sequence to send (the sequence engine calls
