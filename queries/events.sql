@@ -95,8 +95,9 @@ ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;
 
 -- name: EventSetProcessed :exec
+-- occurred_at names the event's month: one partition is touched, not each.
 UPDATE events SET processed_sequences = @processed_sequences::text[]
-WHERE tenant_id = @tenant_id AND id = @id;
+WHERE tenant_id = @tenant_id AND id = @id AND occurred_at = @occurred_at;
 
 -- name: EventInsertMany :exec
 -- Inserts many events in one statement; rows is a JSON array of objects

@@ -422,17 +422,24 @@ func (q *Queries) EventRecordByEmail(ctx context.Context, arg EventRecordByEmail
 
 const eventSetProcessed = `-- name: EventSetProcessed :exec
 UPDATE events SET processed_sequences = $1::text[]
-WHERE tenant_id = $2 AND id = $3
+WHERE tenant_id = $2 AND id = $3 AND occurred_at = $4
 `
 
 type EventSetProcessedParams struct {
 	ProcessedSequences []string
 	TenantID           string
 	ID                 string
+	OccurredAt         time.Time
 }
 
+// occurred_at names the event's month: one partition is touched, not each.
 func (q *Queries) EventSetProcessed(ctx context.Context, arg EventSetProcessedParams) error {
-	_, err := q.db.Exec(ctx, eventSetProcessed, arg.ProcessedSequences, arg.TenantID, arg.ID)
+	_, err := q.db.Exec(ctx, eventSetProcessed,
+		arg.ProcessedSequences,
+		arg.TenantID,
+		arg.ID,
+		arg.OccurredAt,
+	)
 	return err
 }
 

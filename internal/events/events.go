@@ -277,7 +277,7 @@ func (r *Recorder) runHooks(ctx context.Context, q *store.Tx, rec *Recorded) err
 		return nil
 	}
 	return q.EventSetProcessed(ctx, queries.EventSetProcessedParams{
-		TenantID: rec.Contact.TenantID, ID: rec.EventID, ProcessedSequences: rec.ProcessedSequences})
+		TenantID: rec.Contact.TenantID, ID: rec.EventID, OccurredAt: rec.Timestamp, ProcessedSequences: rec.ProcessedSequences})
 }
 
 // RecordSystemMany stores many system events inside the caller's

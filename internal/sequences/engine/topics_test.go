@@ -104,3 +104,20 @@ func TestSequenceStepOverTheCapWaits(t *testing.T) {
 		t.Fatalf("the step waits until %v, want %v", open[0].ScheduledFor, midnight)
 	}
 }
+
+// The event's processedSequences are stored on its row (the update names
+// the event's partition by its time).
+func TestEventKeepsItsProcessedSequences(t *testing.T) {
+	t.Parallel()
+	f := enginetest.New(t, "org_seq_processed")
+	f.PutSequence("one", "name: O\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
+	rec := f.Event("go", nil)
+	var got []string
+	if err := f.Svc.DB.Pool.QueryRow(t.Context(), `SELECT processed_sequences FROM events WHERE tenant_id = $1 AND id = $2`,
+		f.Tenant, rec.EventID).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "one" {
+		t.Fatalf("stored processed_sequences %v", got)
+	}
+}
