@@ -1,7 +1,7 @@
-// Package examples holds files to start from (README.md); this test keeps
-// them valid against the service's own parsers, so an example never drifts
-// from what the API accepts.
-package examples
+// The files of examples/ (README.md there) stay valid against the
+// service's own parsers, so an example never drifts from what the API
+// accepts.
+package docscheck
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestSequenceParses(t *testing.T) {
-	b, err := os.ReadFile("sequences/onboarding.yaml")
+	b, err := os.ReadFile("../../examples/sequences/onboarding.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestSequenceParses(t *testing.T) {
 }
 
 func TestSegmentRulesParse(t *testing.T) {
-	b, err := os.ReadFile("segments/engaged-pro.json")
+	b, err := os.ReadFile("../../examples/segments/engaged-pro.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestSegmentRulesParse(t *testing.T) {
 }
 
 func TestTemplateCompiles(t *testing.T) {
-	b, err := os.ReadFile("templates/welcome.mjml")
+	b, err := os.ReadFile("../../examples/templates/welcome.mjml")
 	if err != nil {
 		t.Fatal(err)
 	}

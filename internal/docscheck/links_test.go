@@ -1,7 +1,7 @@
-// Package docs holds the project's documentation; its test keeps the
-// README and the docs self-contained: every relative link resolves to a
-// file of the repository, and none leaves it.
-package docs
+// Package docscheck keeps the repository's documentation honest: the
+// README and docs link only inside the repository, and the files of
+// examples/ parse and compile as the service would read them.
+package docscheck
 
 import (
 	"os"
@@ -15,7 +15,7 @@ import (
 var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
 func TestLinksStayInTheRepository(t *testing.T) {
-	root, err := filepath.Abs("..")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // secret, drops a webhook-id it has seen (deliveries are at least once),
 // and prints the event. Answer 2xx within 15 s or Tidings tries again.
 //
-//	WEBHOOK_SECRET=whsec_... ADDR=:9000 go run ./examples/webhook-receiver
+//	WEBHOOK_SECRET=whsec_... ADDR=:9000 go run ./cmd/webhook-receiver
 package main
 
 import (
