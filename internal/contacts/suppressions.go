@@ -2,13 +2,11 @@ package contacts
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"tidings/internal/apperr"
-	"tidings/internal/ids"
+	"tidings/internal/events"
 	"tidings/internal/page"
 	"tidings/internal/store"
 	"tidings/queries"
@@ -139,16 +137,6 @@ func (s *Suppressions) Remove(ctx context.Context, tenantID, email string) error
 		if err != nil {
 			return err
 		}
-		return timelineEntry(ctx, q, c, "suppression_removed", map[string]any{"email": norm, "reason": sup.Reason})
+		return events.WriteTimelineEntry(ctx, q, c.TenantID, c.ID, "suppression_removed", map[string]any{"email": norm, "reason": sup.Reason})
 	})
-}
-
-// timelineEntry writes a timeline entry of the contact.
-func timelineEntry(ctx context.Context, q *store.Tx, c queries.Contact, typ string, data map[string]any) error {
-	b, err := json.Marshal(data)
-	if err != nil {
-		return err
-	}
-	return q.TimelineEntryInsert(ctx, queries.TimelineEntryInsertParams{TenantID: c.TenantID, ID: ids.New("tle_"),
-		ContactID: c.ID, Type: typ, OccurredAt: time.Now(), Data: b})
 }

@@ -2,8 +2,10 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
+	"tidings/internal/ids"
 	"tidings/internal/page"
 	"tidings/internal/store"
 	"tidings/queries"
@@ -48,4 +50,16 @@ func (f *Feed) Timeline(ctx context.Context, tenantID, contactID string, from ti
 		return f.DB.Timeline(ctx, queries.TimelineParams{TenantID: tenantID, ContactID: contactID, FromTime: from,
 			BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
 	}, func(r queries.TimelineRow) page.Cursor { return page.Cursor{Time: r.OccurredAt, ID: r.ID} })
+}
+
+// WriteTimelineEntry adds an entry that is not an event to a contact's
+// timeline (suppression_removed, topics_changed...), inside the caller's
+// transaction, at the current time.
+func WriteTimelineEntry(ctx context.Context, q *store.Tx, tenantID, contactID, typ string, data map[string]any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	return q.TimelineEntryInsert(ctx, queries.TimelineEntryInsertParams{TenantID: tenantID, ID: ids.New("tle_"),
+		ContactID: contactID, Type: typ, OccurredAt: time.Now(), Data: b})
 }

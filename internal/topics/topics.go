@@ -11,10 +11,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"tidings/internal/apperr"
+	"tidings/internal/events"
 	"tidings/internal/ids"
 	"tidings/internal/page"
 	"tidings/internal/store"
@@ -272,12 +272,8 @@ func (s *Store) Choose(ctx context.Context, tenantID, contactID, sendID string, 
 			Choices: merged}); err != nil {
 			return err
 		}
-		data, err := json.Marshal(map[string]any{"choices": choices, "sendId": sendID})
-		if err != nil {
-			return err
-		}
-		return q.TimelineEntryInsert(ctx, queries.TimelineEntryInsertParams{TenantID: tenantID, ID: ids.New("tle_"),
-			ContactID: contactID, Type: "topics_changed", OccurredAt: time.Now(), Data: data})
+		return events.WriteTimelineEntry(ctx, q, tenantID, contactID, "topics_changed",
+			map[string]any{"choices": choices, "sendId": sendID})
 	})
 	return c, apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("CONTACT_NOT_FOUND", "contact"))
 }
