@@ -14,7 +14,17 @@ SELECT * FROM suppressions WHERE tenant_id = @tenant_id AND email = @email;
 
 -- name: SuppressionList :many
 SELECT * FROM suppressions
-WHERE tenant_id = @tenant_id AND (sqlc.narg(reason)::text IS NULL OR reason = sqlc.narg(reason))
+WHERE tenant_id = @tenant_id
+  AND (created_at, email) < (@before_time::timestamptz, @before_id::text)
+ORDER BY created_at DESC, email DESC
+LIMIT @lim;
+
+-- name: SuppressionListByReason :many
+-- One reason's entries: a query of its own rather than an optional filter
+-- on SuppressionList, so the plan reads suppressions_by_reason (schema
+-- 0026) instead of walking the whole list for a rare reason.
+SELECT * FROM suppressions
+WHERE tenant_id = @tenant_id AND reason = @reason
   AND (created_at, email) < (@before_time::timestamptz, @before_id::text)
 ORDER BY created_at DESC, email DESC
 LIMIT @lim;

@@ -2,6 +2,7 @@ package contacts
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -75,46 +76,48 @@ func (s *Suppressions) Add(ctx context.Context, tenantID, email string, note *st
 		return sup, false, err
 	}
 	err = s.DB.InTx(ctx, func(q *store.Tx) error {
-		if sup, err = q.SuppressionGet(ctx, queries.SuppressionGetParams{TenantID: tenantID, Email: norm}); err == nil {
-			return nil
-		} else if !store.IsNoRows(err) {
+		// The insert decides: of two concurrent adds of one email, the
+		// second waits on the first's row and then finds it there, so
+		// exactly one answers created.
+		sup, err = q.SuppressionAdd(ctx, queries.SuppressionAddParams{TenantID: tenantID, Email: norm,
+			Reason: SuppressManual, Note: n})
+		if store.IsNoRows(err) {
+			sup, err = q.SuppressionGet(ctx, queries.SuppressionGetParams{TenantID: tenantID, Email: norm})
+			return err
+		}
+		if err != nil {
 			return err
 		}
 		created = true
-		if err := addSuppression(ctx, q, tenantID, norm, SuppressManual, "", n); err != nil {
-			return err
-		}
 		c, err := q.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tenantID, Email: norm})
-		if err == nil {
-			if _, err := ApplyOptOut(ctx, q, OptOut{TenantID: tenantID, ContactID: c.ID, Suppress: true,
-				SuppressReason: SuppressManual}); err != nil {
-				return err
-			}
-		} else if !store.IsNoRows(err) {
+		if store.IsNoRows(err) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		sup, err = q.SuppressionGet(ctx, queries.SuppressionGetParams{TenantID: tenantID, Email: norm})
+		_, err = ApplyOptOut(ctx, q, OptOut{TenantID: tenantID, ContactID: c.ID, Suppress: true,
+			SuppressReason: SuppressManual})
 		return err
 	})
+	if err != nil {
+		return sup, false, err // the insert, if any, was rolled back
+	}
 	return sup, created, err
 }
 
 // List returns a page of the list, newest first, of one reason when
 // reason is not "".
 func (s *Suppressions) List(ctx context.Context, tenantID, reason string, p page.Params) ([]queries.Suppression, *page.Cursor, error) {
-	var r *string
-	if reason != "" {
-		ok := false
-		for _, known := range SuppressionReasons {
-			ok = ok || reason == known
-		}
-		if !ok {
-			return nil, nil, apperr.Invalid("reason", "must be one of hard_bounce, complaint, manual")
-		}
-		r = &reason
+	if reason != "" && !slices.Contains(SuppressionReasons, reason) {
+		return nil, nil, apperr.Invalid("reason", "must be one of hard_bounce, complaint, manual")
 	}
 	return page.List(p, func(q page.Query) ([]queries.Suppression, error) {
-		return s.DB.SuppressionList(ctx, queries.SuppressionListParams{TenantID: tenantID, Reason: r,
+		if reason != "" {
+			return s.DB.SuppressionListByReason(ctx, queries.SuppressionListByReasonParams{TenantID: tenantID,
+				Reason: reason, BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
+		}
+		return s.DB.SuppressionList(ctx, queries.SuppressionListParams{TenantID: tenantID,
 			BeforeTime: q.BeforeTime, BeforeID: q.BeforeID, Lim: q.Limit})
 	}, func(x queries.Suppression) page.Cursor { return page.Cursor{Time: x.CreatedAt, ID: x.Email} })
 }
