@@ -224,10 +224,12 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 		"GET /api/metrics/templates/:id":                     {{"GET", "/api/metrics/templates/tips", nil, nil}},
 		"POST /api/domains":                                  {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
 		"GET /api/domains":                                   {{"GET", "/api/domains", nil, []int{200}}},
-		"GET /api/domains/:domain":                           {{"GET", "/api/domains/victim.example", nil, []int{200}}},
-		"PATCH /api/domains/:domain":                         {{"PATCH", "/api/domains/victim.example", map[string]any{"sendingEnabled": true}, []int{400, 422}}},
-		"DELETE /api/domains/:domain":                        {{"DELETE", "/api/domains/victim.example", nil, []int{204}}},
-		"POST /api/domains/:domain/verify":                   {{"POST", "/api/domains/victim.example/verify", nil, []int{200, 503}}},
+		// The document is the same for every caller and holds no tenant's data.
+		"GET /api/openapi.json":            {{"GET", "/api/openapi.json", nil, []int{200}}},
+		"GET /api/domains/:domain":         {{"GET", "/api/domains/victim.example", nil, []int{200}}},
+		"PATCH /api/domains/:domain":       {{"PATCH", "/api/domains/victim.example", map[string]any{"sendingEnabled": true}, []int{400, 422}}},
+		"DELETE /api/domains/:domain":      {{"DELETE", "/api/domains/victim.example", nil, []int{204}}},
+		"POST /api/domains/:domain/verify": {{"POST", "/api/domains/victim.example/verify", nil, []int{200, 503}}},
 	}
 	// The domain probes run in order after POST /api/domains: the
 	// attacker's own claim on the name is what they may touch.

@@ -68,7 +68,7 @@ func RenderAPIKeys(c *fiber.Ctx, rows []queries.ApiKey) error {
 		items[i] = apiKeyJSON{KeyID: k.ID, TenantID: k.TenantID, Name: k.Name, KeyPrefix: k.KeyPrefix,
 			Status: status, CreatedAt: formatTime(k.CreatedAt)}
 	}
-	return c.JSON(fiber.Map{"items": items})
+	return c.JSON(whole(items))
 }
 
 func (s *Server) apiKeyRevoke(c *fiber.Ctx) error {

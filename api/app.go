@@ -137,6 +137,8 @@ func New(d Deps) (*fiber.App, error) {
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(telemetry.Handler()))
+	// The OpenAPI document of this route table, without credentials.
+	app.Get("/api/openapi.json", openAPIDocument(app))
 
 	// Outside /api, without credentials or the per-tenant rate limit: the
 	// signed token, or SendGrid's signature, is the credential.
@@ -338,26 +340,38 @@ func withTimeout(base context.Context, d time.Duration) fiber.Handler {
 // Healthz answers that the process is alive. It is exported for the HTTP
 // benchmark's baseline (bench/bare).
 func Healthz(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok"})
+	return c.JSON(healthJSON{Status: "ok"})
+}
+
+type healthJSON struct {
+	Status string `json:"status"`
+}
+
+type readyJSON struct {
+	Status string `json:"status" doc:"ready or unavailable"`
+	Checks struct {
+		Postgres string `json:"postgres" doc:"ok or unreachable"`
+		Redis    string `json:"redis" doc:"ok or unreachable"`
+	} `json:"checks"`
 }
 
 // readyz reports whether Postgres and Redis answer.
 func (s *Server) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 	defer cancel()
-	checks := fiber.Map{"postgres": "ok", "redis": "ok"}
+	v := readyJSON{Status: "ready"}
+	v.Checks.Postgres, v.Checks.Redis = "ok", "ok"
 	status := fiber.StatusOK
 	if err := s.db.Pool.Ping(ctx); err != nil {
-		checks["postgres"] = "unreachable"
+		v.Checks.Postgres = "unreachable"
 		status = fiber.StatusServiceUnavailable
 	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		checks["redis"] = "unreachable"
+		v.Checks.Redis = "unreachable"
 		status = fiber.StatusServiceUnavailable
 	}
-	state := "ready"
 	if status != fiber.StatusOK {
-		state = "unavailable"
+		v.Status = "unavailable"
 	}
-	return c.Status(status).JSON(fiber.Map{"status": state, "checks": checks})
+	return c.Status(status).JSON(v)
 }

@@ -134,7 +134,7 @@ func (s *Server) broadcastList(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) broadcastGet(c *fiber.Ctx) error {
@@ -252,5 +252,5 @@ func (s *Server) broadcastRecipients(c *fiber.Ctx) error {
 		items[i] = recipientJSON{ContactID: r.ContactID, Email: r.Email, Status: r.Status, SkipReason: r.SkipReason,
 			SendID: r.SendID, ScheduledFor: formatTime(r.ScheduledFor)}
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }

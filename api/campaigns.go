@@ -83,7 +83,7 @@ func (s *Server) campaignList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = campaignView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) campaignGet(c *fiber.Ctx) error {

@@ -50,6 +50,20 @@ func contactView(c queries.Contact, withDerived bool) contactJSON {
 	return v
 }
 
+// contactUpsertedJSON is PUT /api/contacts's answer: the contact and
+// whether the call created it.
+type contactUpsertedJSON struct {
+	contactJSON
+	Created bool `json:"created"`
+}
+
+type contactStatsJSON struct {
+	Total           int64 `json:"total"`
+	SuppressedCount int64 `json:"suppressedCount"`
+	AddedLast24h    int64 `json:"addedLast24h"`
+	AddedLast7d     int64 `json:"addedLast7d"`
+}
+
 type contactReq struct {
 	Email      Opt[string]                     `json:"email"`
 	UserID     Opt[string]                     `json:"userId"`
@@ -141,10 +155,7 @@ func (s *Server) contactUpsert(c *fiber.Ctx) error {
 	if created {
 		status = http.StatusCreated
 	}
-	return c.Status(status).JSON(struct {
-		contactJSON
-		Created bool `json:"created"`
-	}{contactView(ct, true), created})
+	return c.Status(status).JSON(contactUpsertedJSON{contactView(ct, true), created})
 }
 
 func (s *Server) contactList(c *fiber.Ctx) error {
@@ -167,7 +178,7 @@ func (s *Server) contactList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = contactView(r, false)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) contactStats(c *fiber.Ctx) error {
@@ -175,8 +186,8 @@ func (s *Server) contactStats(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"total": st.Total, "suppressedCount": st.SuppressedCount,
-		"addedLast24h": st.AddedLast24h, "addedLast7d": st.AddedLast7d})
+	return c.JSON(contactStatsJSON{Total: st.Total, SuppressedCount: st.SuppressedCount,
+		AddedLast24h: st.AddedLast24h, AddedLast7d: st.AddedLast7d})
 }
 
 func (s *Server) contactGet(c *fiber.Ctx) error {

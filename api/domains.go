@@ -47,7 +47,7 @@ type domainCheckedJSON struct {
 }
 
 type domainCreateReq struct {
-	Domain string `json:"domain"`
+	Domain string `json:"domain" required:"true"`
 }
 
 type domainUpdateReq struct {
@@ -90,7 +90,7 @@ func (s *Server) domainList(c *fiber.Ctx) error {
 	for i, d := range rows {
 		items[i] = s.domainView(d, false)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) domainGet(c *fiber.Ctx) error {

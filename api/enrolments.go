@@ -32,7 +32,7 @@ func enrolmentView(e queries.Enrolment) enrolmentJSON {
 }
 
 type enrolReq struct {
-	ContactID Opt[string] `json:"contactId"`
+	ContactID Opt[string] `json:"contactId" required:"true"`
 }
 
 // enrol is POST /api/sequences/{id}/contacts: 201 with a new enrolment,
@@ -107,7 +107,23 @@ func (s *Server) enrolled(c *fiber.Ctx) error {
 		items[i] = enrolledJSON{ContactID: r.ContactID, Email: r.Email, Status: r.Status,
 			EnrolledAt: formatTime(r.EnrolledAt), CurrentStep: r.CurrentStepIndex}
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
+}
+
+type sequenceStatusJSON struct {
+	SequenceID string `json:"sequenceId"`
+	Name       string `json:"name"`
+	Enabled    bool   `json:"enabled"`
+	Version    string `json:"version"`
+	CreatedAt  string `json:"createdAt"`
+	UpdatedAt  string `json:"updatedAt"`
+	// Contacts counts the enrolments by status.
+	Contacts struct {
+		Active    int64 `json:"active"`
+		Paused    int64 `json:"paused"`
+		Completed int64 `json:"completed"`
+		Exited    int64 `json:"exited"`
+	} `json:"contacts"`
 }
 
 // sequenceStatus is GET /api/sequences/{id}/status.
@@ -120,9 +136,10 @@ func (s *Server) sequenceStatus(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"sequenceId": r.ID, "name": r.Name, "enabled": r.Enabled,
-		"version": strconv.Itoa(int(r.Version)), "createdAt": formatTime(r.CreatedAt), "updatedAt": formatTime(r.UpdatedAt),
-		"contacts": fiber.Map{"active": r.Active, "paused": r.Paused, "completed": r.Completed, "exited": r.Exited}})
+	v := sequenceStatusJSON{SequenceID: r.ID, Name: r.Name, Enabled: r.Enabled, Version: strconv.Itoa(int(r.Version)),
+		CreatedAt: formatTime(r.CreatedAt), UpdatedAt: formatTime(r.UpdatedAt)}
+	v.Contacts.Active, v.Contacts.Paused, v.Contacts.Completed, v.Contacts.Exited = r.Active, r.Paused, r.Completed, r.Exited
+	return c.JSON(v)
 }
 
 // contactSequences is GET /api/contacts/{id}/sequences: every enrolment of
@@ -140,12 +157,41 @@ func (s *Server) contactSequences(c *fiber.Ctx) error {
 	for i, e := range rows {
 		items[i] = enrolmentView(e)
 	}
-	return c.JSON(fiber.Map{"items": items})
+	return c.JSON(whole(items))
 }
 
 type dryRunReq struct {
-	ContactID Opt[string] `json:"contactId"`
+	ContactID Opt[string] `json:"contactId" required:"true"`
 	StepID    Opt[string] `json:"stepId"`
+}
+
+type dryRunJSON struct {
+	Outcome      string           `json:"outcome"`
+	DecisionPath []map[string]any `json:"decisionPath"`
+	StepInfo     struct {
+		StepID     string `json:"stepId"`
+		TemplateID string `json:"templateId"`
+	} `json:"stepInfo"`
+	ContactInfo struct {
+		ContactID  string `json:"contactId"`
+		Email      string `json:"email"`
+		Subscribed bool   `json:"subscribed"`
+		Suppressed bool   `json:"suppressed"`
+	} `json:"contactInfo"`
+	SequenceInfo struct {
+		SequenceID string `json:"sequenceId"`
+		Name       string `json:"name"`
+		Enabled    bool   `json:"enabled"`
+		Version    string `json:"version"`
+	} `json:"sequenceInfo"`
+	InSequence      bool                 `json:"inSequence"`
+	Timestamp       string               `json:"timestamp"`
+	TemplatePreview *templatePreviewJSON `json:"templatePreview,omitempty"`
+}
+
+type templatePreviewJSON struct {
+	Subject     string `json:"subject"`
+	TextPreview string `json:"textPreview"`
 }
 
 // dryRun is POST /api/sequences/{id}/dry-run: what a step would do for a
@@ -168,14 +214,15 @@ func (s *Server) dryRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	out := fiber.Map{"outcome": res.Outcome, "decisionPath": res.DecisionPath,
-		"stepInfo":    fiber.Map{"stepId": res.Step.ID, "templateId": res.Step.Template},
-		"contactInfo": fiber.Map{"contactId": res.Contact.ID, "email": res.Contact.Email, "subscribed": res.Contact.Subscribed, "suppressed": res.Contact.Suppressed},
-		"sequenceInfo": fiber.Map{"sequenceId": res.Sequence.ID, "name": res.Sequence.Name, "enabled": res.Sequence.Enabled,
-			"version": strconv.Itoa(int(res.Sequence.Version))},
-		"inSequence": res.Enrolment != nil, "timestamp": formatTime(time.Now())}
+	out := dryRunJSON{Outcome: res.Outcome, DecisionPath: res.DecisionPath, InSequence: res.Enrolment != nil,
+		Timestamp: formatTime(time.Now())}
+	out.StepInfo.StepID, out.StepInfo.TemplateID = res.Step.ID, res.Step.Template
+	out.ContactInfo.ContactID, out.ContactInfo.Email = res.Contact.ID, res.Contact.Email
+	out.ContactInfo.Subscribed, out.ContactInfo.Suppressed = res.Contact.Subscribed, res.Contact.Suppressed
+	out.SequenceInfo.SequenceID, out.SequenceInfo.Name = res.Sequence.ID, res.Sequence.Name
+	out.SequenceInfo.Enabled, out.SequenceInfo.Version = res.Sequence.Enabled, strconv.Itoa(int(res.Sequence.Version))
 	if preview != nil {
-		out["templatePreview"] = fiber.Map{"subject": preview.Subject, "textPreview": preview.TextPreview}
+		out.TemplatePreview = &templatePreviewJSON{Subject: preview.Subject, TextPreview: preview.TextPreview}
 	}
 	return c.JSON(out)
 }

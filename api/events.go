@@ -23,8 +23,8 @@ type eventJSON struct {
 }
 
 type eventReq struct {
-	Email         Opt[string]                     `json:"email"`
-	Name          Opt[string]                     `json:"name"`
+	Email         Opt[string]                     `json:"email" required:"true"`
+	Name          Opt[string]                     `json:"name" required:"true"`
 	Properties    Opt[map[string]json.RawMessage] `json:"properties"`
 	Timestamp     Opt[string]                     `json:"timestamp"`
 	UpdateContact Opt[bool]                       `json:"updateContact"`
@@ -73,16 +73,25 @@ func (s *Server) eventCreate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	out := fiber.Map{
-		"event": eventJSON{EventID: rec.EventID, Name: rec.Name, Properties: rec.Properties,
+	out := eventCreatedJSON{
+		Event: eventJSON{EventID: rec.EventID, Name: rec.Name, Properties: rec.Properties,
 			Timestamp: formatTime(rec.Timestamp), ProcessedSequences: rec.ProcessedSequences},
-		"contactId":          rec.ContactID,
-		"triggeredSequences": rec.TriggeredSequences,
+		ContactID: rec.ContactID, TriggeredSequences: rec.TriggeredSequences,
 	}
 	if in.UpdateContact {
-		out["contact"] = contactView(rec.Contact, true)
+		v := contactView(rec.Contact, true)
+		out.Contact = &v
 	}
 	return c.Status(http.StatusCreated).JSON(out)
+}
+
+// eventCreatedJSON is POST /api/events's answer; contact is there when
+// the event updated it (updateContact).
+type eventCreatedJSON struct {
+	Event              eventJSON    `json:"event"`
+	ContactID          string       `json:"contactId"`
+	TriggeredSequences []string     `json:"triggeredSequences"`
+	Contact            *contactJSON `json:"contact,omitempty"`
 }
 
 func eventView(e queries.Event) eventJSON {
@@ -118,7 +127,7 @@ func (s *Server) listEvents(c *fiber.Ctx, contactID string) error {
 	for i, e := range rows {
 		items[i] = eventView(e)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 type timelineJSON struct {
@@ -171,7 +180,7 @@ func (s *Server) contactTimeline(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = timelineView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "hasMore": next != nil, "nextCursor": s.pages.Next(next)})
+	return c.JSON(timelinePageJSON{Items: items, HasMore: next != nil, NextCursor: s.pages.Next(next)})
 }
 
 // timelineView shapes one entry: events carry their id, name and
@@ -198,6 +207,12 @@ func timelineView(r queries.TimelineRow) timelineJSON {
 	return timelineJSON{Type: typ, Timestamp: formatTime(r.OccurredAt), Data: out}
 }
 
+type timelinePageJSON struct {
+	Items      []timelineJSON `json:"items"`
+	HasMore    bool           `json:"hasMore"`
+	NextCursor *string        `json:"nextCursor"`
+}
+
 type archiveJSON struct {
 	Month  string `json:"month"`
 	Events int64  `json:"events"`
@@ -214,7 +229,7 @@ func (s *Server) archiveList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = archiveJSON{Month: r.Month, Events: r.Events, Bytes: r.Bytes}
 	}
-	return c.JSON(fiber.Map{"items": items})
+	return c.JSON(whole(items))
 }
 
 // archiveGet streams one month's archived events as NDJSON, decompressed

@@ -251,6 +251,7 @@ func (b *bundle) do(method, path, token string, body any) resp {
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	checkResponse(b.t, b.app, req, res, raw)
 	r := resp{status: res.StatusCode, header: res.Header, raw: raw}
 	if len(raw) > 0 && strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &r.body); err != nil {

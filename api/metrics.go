@@ -63,25 +63,58 @@ func (s *Server) metricsGet(c *fiber.Ctx) error {
 		for i, d := range r.Days {
 			days[i] = dayJSON{Date: d.Date.Format(metrics.DateLayout), countersJSON: countersView(d.Counters)}
 		}
-		return c.JSON(fiber.Map{"startDate": r.Start.Format(metrics.DateLayout),
-			"endDate": r.End.Format(metrics.DateLayout), "metrics": days})
+		return c.JSON(metricsReportJSON{StartDate: r.Start.Format(metrics.DateLayout),
+			EndDate: r.End.Format(metrics.DateLayout), Metrics: days})
 	case r.Period == metrics.Daily:
-		return c.JSON(fiber.Map{"period": r.Period, "date": r.Date.Format(metrics.DateLayout),
-			"yearMonth": r.Month.Format(metrics.MonthLayout), "metrics": countersView(r.Counters)})
+		return c.JSON(metricsReportJSON{Period: r.Period, Date: r.Date.Format(metrics.DateLayout),
+			YearMonth: r.Month.Format(metrics.MonthLayout), Metrics: countersView(r.Counters)})
 	}
-	return c.JSON(fiber.Map{"period": r.Period, "yearMonth": r.Month.Format(metrics.MonthLayout),
-		"metrics": countersView(r.Counters)})
+	return c.JSON(metricsReportJSON{Period: r.Period, YearMonth: r.Month.Format(metrics.MonthLayout),
+		Metrics: countersView(r.Counters)})
 }
 
-// scopeIDKeys name an item's id in the answers of the sequence and
-// template routes.
-var scopeIDKeys = map[metrics.Scope]string{metrics.ScopeSequence: "sequenceId", metrics.ScopeTemplate: "templateId"}
+// metricsReportJSON is GET /api/metrics's answer: a month (period,
+// yearMonth), a day (period, date, yearMonth) or a range of days
+// (startDate, endDate, and metrics a list of days).
+type metricsReportJSON struct {
+	Period    string `json:"period,omitempty"`
+	YearMonth string `json:"yearMonth,omitempty"`
+	Date      string `json:"date,omitempty"`
+	StartDate string `json:"startDate,omitempty"`
+	EndDate   string `json:"endDate,omitempty"`
+	Metrics   any    `json:"metrics" doc:"The counters; for a range, a list of days, each its date and counters."`
+}
+
+// scopedJSON is a sequence's or template's counters: one of sequenceId
+// and templateId is there, by the route.
+type scopedJSON struct {
+	SequenceID string       `json:"sequenceId,omitempty"`
+	TemplateID string       `json:"templateId,omitempty"`
+	YearMonth  string       `json:"yearMonth,omitempty"`
+	Metrics    countersJSON `json:"metrics"`
+}
+
+func scopedView(scope metrics.Scope, id string, c metrics.Counters) scopedJSON {
+	v := scopedJSON{Metrics: countersView(c)}
+	if scope == metrics.ScopeSequence {
+		v.SequenceID = id
+	} else {
+		v.TemplateID = id
+	}
+	return v
+}
+
+// scopedPageJSON is a page of scopedJSON, of one month.
+type scopedPageJSON struct {
+	Items      []scopedJSON `json:"items"`
+	YearMonth  string       `json:"yearMonth"`
+	NextCursor *string      `json:"nextCursor"`
+}
 
 // metricsScoped is GET /api/metrics/sequences/{id} and
 // /api/metrics/templates/{id} (scope), ?yearMonth=: the object's counters
 // for the month.
 func (s *Server) metricsScoped(scope metrics.Scope) fiber.Handler {
-	idKey := scopeIDKeys[scope]
 	return func(c *fiber.Ctx) error {
 		id, err := pathParam(c, "id")
 		if err != nil {
@@ -91,8 +124,9 @@ func (s *Server) metricsScoped(scope metrics.Scope) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		return c.JSON(fiber.Map{idKey: m.ID, "yearMonth": month.Format(metrics.MonthLayout),
-			"metrics": countersView(m.Counters)})
+		v := scopedView(scope, m.ID, m.Counters)
+		v.YearMonth = month.Format(metrics.MonthLayout)
+		return c.JSON(v)
 	}
 }
 
@@ -101,7 +135,6 @@ func (s *Server) metricsScoped(scope metrics.Scope) fiber.Handler {
 // GET /api/sequences and /api/templates page them, each with its month's
 // counters.
 func (s *Server) metricsScopedList(scope metrics.Scope) fiber.Handler {
-	idKey := scopeIDKeys[scope]
 	return func(c *fiber.Ctx) error {
 		p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
 		if err != nil {
@@ -111,11 +144,11 @@ func (s *Server) metricsScopedList(scope metrics.Scope) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		items := make([]fiber.Map, len(pg.Items))
+		items := make([]scopedJSON, len(pg.Items))
 		for i, it := range pg.Items {
-			items[i] = fiber.Map{idKey: it.ID, "metrics": countersView(it.Counters)}
+			items[i] = scopedView(scope, it.ID, it.Counters)
 		}
-		return c.JSON(fiber.Map{"items": items, "yearMonth": pg.Month.Format(metrics.MonthLayout),
-			"nextCursor": s.pages.Next(pg.Next)})
+		return c.JSON(scopedPageJSON{Items: items, YearMonth: pg.Month.Format(metrics.MonthLayout),
+			NextCursor: s.pages.Next(pg.Next)})
 	}
 }

@@ -90,7 +90,7 @@ func (s *Server) webhookList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = endpointView(r, false)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) webhookGet(c *fiber.Ctx) error {
@@ -145,7 +145,7 @@ func (s *Server) webhookRotate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"secret": e.Secret})
+	return c.JSON(secretJSON{Secret: e.Secret})
 }
 
 func (s *Server) webhookTest(c *fiber.Ctx) error {
@@ -156,7 +156,7 @@ func (s *Server) webhookTest(c *fiber.Ctx) error {
 	if err := s.outbound.Test(c.UserContext(), tenantID(c), id); err != nil {
 		return err
 	}
-	return c.Status(http.StatusAccepted).JSON(fiber.Map{"queued": true})
+	return c.Status(http.StatusAccepted).JSON(queuedJSON{Queued: true})
 }
 
 type deliveryJSON struct {
@@ -191,7 +191,7 @@ func (s *Server) webhookDeliveries(c *fiber.Ctx) error {
 			items[i].NextAttemptAt = formatTimePtr(&r.NextAttemptAt)
 		}
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) webhookRetry(c *fiber.Ctx) error {
@@ -206,5 +206,13 @@ func (s *Server) webhookRetry(c *fiber.Ctx) error {
 	if err := s.outbound.Retry(c.UserContext(), tenantID(c), id, msg); err != nil {
 		return err
 	}
-	return c.Status(http.StatusAccepted).JSON(fiber.Map{"queued": true})
+	return c.Status(http.StatusAccepted).JSON(queuedJSON{Queued: true})
+}
+
+type secretJSON struct {
+	Secret string `json:"secret"`
+}
+
+type queuedJSON struct {
+	Queued bool `json:"queued"`
 }

@@ -90,7 +90,7 @@ func (s *Server) scheduledPage(c *fiber.Ctx, filter engine.ScheduledFilter) erro
 	for i, r := range rows {
 		items[i] = scheduledView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "hasMore": more})
+	return c.JSON(scheduledPageJSON{Items: items, HasMore: more})
 }
 
 // scheduledGet is GET /api/scheduled/{id}?scheduledFor=: the instant must
@@ -113,4 +113,11 @@ func (s *Server) scheduledGet(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(scheduledView(r))
+}
+
+// scheduledPageJSON is a list of scheduled sends; hasMore says the limit
+// cut it.
+type scheduledPageJSON struct {
+	Items   []scheduledJSON `json:"items"`
+	HasMore bool            `json:"hasMore"`
 }

@@ -99,7 +99,7 @@ func (s *Server) segmentList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = segmentView(r.Segment, r.DependedBy)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) segmentGet(c *fiber.Ctx) error {
@@ -162,10 +162,10 @@ func (s *Server) segmentMembers(c *fiber.Ctx) error {
 		return err
 	}
 	computedAt := formatTimePtr(m.Segment.LastComputedAt)
-	items := make([]fiber.Map, len(m.Members))
+	items := make([]memberJSON, len(m.Members))
 	for i, mb := range m.Members {
-		items[i] = fiber.Map{"contactId": mb.ContactID, "email": mb.Email, "isMember": true, "computedAt": computedAt,
-			"version": m.Version}
+		items[i] = memberJSON{ContactID: mb.ContactID, Email: mb.Email, IsMember: true, ComputedAt: computedAt,
+			Version: m.Version}
 	}
 	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(m.Next)})
 }
@@ -181,7 +181,7 @@ func (s *Server) segmentCompute(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"segmentId": id, "processed": res.Processed, "changed": res.Changed})
+	return c.JSON(computedJSON{SegmentID: id, Processed: res.Processed, Changed: res.Changed})
 }
 
 func (s *Server) contactSegments(c *fiber.Ctx) error {
@@ -193,9 +193,31 @@ func (s *Server) contactSegments(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	items := make([]fiber.Map, len(rows))
+	items := make([]contactSegmentJSON, len(rows))
 	for i, r := range rows {
-		items[i] = fiber.Map{"segmentId": r.ID, "name": r.Name, "memberCount": r.MemberCount, "computedAt": formatTimePtr(r.LastComputedAt)}
+		items[i] = contactSegmentJSON{SegmentID: r.ID, Name: r.Name, MemberCount: r.MemberCount, ComputedAt: formatTimePtr(r.LastComputedAt)}
 	}
-	return c.JSON(fiber.Map{"items": items})
+	return c.JSON(whole(items))
+}
+
+type memberJSON struct {
+	ContactID  string  `json:"contactId"`
+	Email      string  `json:"email"`
+	IsMember   bool    `json:"isMember"`
+	ComputedAt *string `json:"computedAt"`
+	Version    string  `json:"version"`
+}
+
+type computedJSON struct {
+	SegmentID string `json:"segmentId"`
+	Processed int64  `json:"processed"`
+	Changed   int64  `json:"changed"`
+}
+
+// contactSegmentJSON is a segment the contact is a member of.
+type contactSegmentJSON struct {
+	SegmentID   string  `json:"segmentId"`
+	Name        string  `json:"name"`
+	MemberCount int64   `json:"memberCount"`
+	ComputedAt  *string `json:"computedAt"`
 }

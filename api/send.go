@@ -15,8 +15,8 @@ import (
 )
 
 type sendReq struct {
-	To                Opt[string]         `json:"to"`
-	Template          Opt[string]         `json:"template"`
+	To                Opt[string]         `json:"to" required:"true"`
+	Template          Opt[string]         `json:"template" required:"true"`
 	Variables         Opt[map[string]any] `json:"variables"`
 	From              Opt[string]         `json:"from"`
 	IgnoreUnsubscribe Opt[bool]           `json:"ignoreUnsubscribe"`
@@ -72,7 +72,14 @@ func (s *Server) send(c *fiber.Ctx) error {
 }
 
 func sendAnswer(c *fiber.Ctx, res delivery.Result) error {
-	return c.JSON(fiber.Map{"messageId": res.MessageID, "status": "sent", "sendId": res.SendID})
+	return c.JSON(sentJSON{MessageID: res.MessageID, Status: "sent", SendID: res.SendID})
+}
+
+// sentJSON is POST /api/send's answer.
+type sentJSON struct {
+	MessageID string `json:"messageId"`
+	Status    string `json:"status"`
+	SendID    string `json:"sendId"`
 }
 
 // idempotencyClaim is the c.Locals key of the request's Idempotency-Key
@@ -236,7 +243,7 @@ func (s *Server) sendBatch(c *fiber.Ctx) error {
 		}
 		items[i] = batchItem{Status: "sent", SendID: r.SendID, MessageID: r.MessageID}
 	}
-	return c.JSON(fiber.Map{"items": items})
+	return c.JSON(whole(items))
 }
 
 // batchError is one message's error as POST /api/send would answer it.

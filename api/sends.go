@@ -121,7 +121,7 @@ func (s *Server) listSends(c *fiber.Ctx, contactID string) error {
 	for i, r := range rows {
 		items[i] = sendView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) sendGet(c *fiber.Ctx) error {

@@ -181,7 +181,7 @@ func (s *Server) sequenceList(c *fiber.Ctx) error {
 		items[i] = sequenceView(queries.Sequence{ID: r.ID, Name: r.Name, Version: r.Version, Enabled: r.Enabled,
 			TriggerEvent: r.TriggerEvent, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) sequenceDelete(c *fiber.Ctx) error {
@@ -217,5 +217,5 @@ func (s *Server) sequenceSends(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = sendView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }

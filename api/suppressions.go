@@ -22,7 +22,7 @@ func suppressionView(s queries.Suppression) suppressionJSON {
 }
 
 type suppressionReq struct {
-	Email Opt[string] `json:"email"`
+	Email Opt[string] `json:"email" required:"true"`
 	Note  Opt[string] `json:"note"`
 }
 
@@ -39,7 +39,7 @@ func (s *Server) suppressionList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = suppressionView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 // suppressionAdd suppresses an email by hand: 201 with the entry, or 200

@@ -121,7 +121,7 @@ func (s *Server) templateList(c *fiber.Ctx) error {
 			RequiredVariables: r.RequiredVariables, CurrentVersion: r.CurrentVersion, Enabled: r.Enabled,
 			DisableReason: r.DisableReason, Topic: r.Topic, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, false)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) templateDelete(c *fiber.Ctx) error {
@@ -144,11 +144,25 @@ func (s *Server) templateVersions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	items := make([]fiber.Map, len(rows))
+	items := make([]templateVersionJSON, len(rows))
 	for i, v := range rows {
-		items[i] = fiber.Map{"version": v.Version, "subject": v.Subject, "updatedAt": formatTime(v.CreatedAt)}
+		items[i] = templateVersionJSON{Version: v.Version, Subject: v.Subject, UpdatedAt: formatTime(v.CreatedAt)}
 	}
-	return c.JSON(fiber.Map{"items": items})
+	return c.JSON(whole(items))
+}
+
+type templateVersionJSON struct {
+	Version   int32  `json:"version"`
+	Subject   string `json:"subject"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+type previewJSON struct {
+	Subject         string   `json:"subject"`
+	HTML            string   `json:"html"`
+	Text            string   `json:"text"`
+	TemplateVersion int32    `json:"templateVersion"`
+	Warnings        []string `json:"warnings"`
 }
 
 type previewReq struct {
@@ -170,6 +184,6 @@ func (s *Server) templatePreview(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"subject": m.Subject, "html": m.HTML, "text": m.Text, "templateVersion": version,
-		"warnings": warnings})
+	return c.JSON(previewJSON{Subject: m.Subject, HTML: m.HTML, Text: m.Text, TemplateVersion: version,
+		Warnings: warnings})
 }

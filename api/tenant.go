@@ -94,7 +94,7 @@ func (s *Server) tenantFullView(c *fiber.Ctx, t queries.Tenant) (tenantJSON, err
 }
 
 type tenantCreateReq struct {
-	Name *string `json:"name"`
+	Name *string `json:"name" required:"true"`
 }
 
 // tenantCreate provisions the session's organisation: 201 the first time,
@@ -139,7 +139,7 @@ type tenantUpdateReq struct {
 	Timezone           Opt[string] `json:"timezone"`
 	EventRetentionDays Opt[int]    `json:"eventRetentionDays"`
 	// FrequencyCap is {max, period} or null (no cap).
-	FrequencyCap Opt[frequencyCapJSON] `json:"frequencyCap"`
+	FrequencyCap Opt[frequencyCapJSON] `json:"frequencyCap" nullable:"true"`
 }
 
 // validate passes what was sent to the domain, which judges it (a PATCH's
@@ -189,7 +189,7 @@ func (s *Server) whitelistGet(c *fiber.Ctx) error {
 }
 
 type whitelistReq struct {
-	Email *string `json:"email"`
+	Email *string `json:"email" required:"true"`
 }
 
 func (s *Server) whitelistAdd(c *fiber.Ctx) error {

@@ -75,7 +75,7 @@ func (s *Server) topicList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = topicView(r)
 	}
-	return c.JSON(fiber.Map{"items": items, "nextCursor": s.pages.Next(next)})
+	return c.JSON(list(items, s.pages.Next(next)))
 }
 
 func (s *Server) topicGet(c *fiber.Ctx) error {

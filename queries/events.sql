@@ -16,7 +16,7 @@ WITH c AS (
     RETURNING id, occurred_at, created_at
 )
 SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
-       c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed,
+       c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
        c.total_sends, c.total_opens, c.total_clicks,
        CASE WHEN @update_contact::boolean THEN greatest(c.last_event_at, @occurred_at::timestamptz) ELSE c.last_event_at END AS last_event_at,
        c.created_at, c.updated_at

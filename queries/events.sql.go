@@ -352,7 +352,7 @@ WITH c AS (
     RETURNING id, occurred_at, created_at
 )
 SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
-       c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed,
+       c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
        c.total_sends, c.total_opens, c.total_clicks,
        CASE WHEN $1::boolean THEN greatest(c.last_event_at, $2::timestamptz) ELSE c.last_event_at END AS last_event_at,
        c.created_at, c.updated_at
@@ -378,6 +378,7 @@ type EventRecordByEmailRow struct {
 	ContactProperties json.RawMessage
 	Subscribed        bool
 	Suppressed        bool
+	Topics            json.RawMessage
 	TotalSends        int64
 	TotalOpens        int64
 	TotalClicks       int64
@@ -410,6 +411,7 @@ func (q *Queries) EventRecordByEmail(ctx context.Context, arg EventRecordByEmail
 		&i.ContactProperties,
 		&i.Subscribed,
 		&i.Suppressed,
+		&i.Topics,
 		&i.TotalSends,
 		&i.TotalOpens,
 		&i.TotalClicks,

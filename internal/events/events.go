@@ -207,7 +207,7 @@ func (r *Recorder) recordCustom(ctx context.Context, q *queries.Queries, in Cust
 	return &Recorded{EventID: row.EventID, Name: in.Name, Properties: in.Properties, Timestamp: row.EventOccurredAt,
 		ContactID: row.ContactID, ProcessedSequences: []string{}, TriggeredSequences: []string{},
 		Contact: queries.Contact{TenantID: in.TenantID, ID: row.ContactID, Email: row.Email, UserID: row.UserID,
-			Properties: row.ContactProperties, Subscribed: row.Subscribed, Suppressed: row.Suppressed,
+			Properties: row.ContactProperties, Subscribed: row.Subscribed, Suppressed: row.Suppressed, Topics: row.Topics,
 			TotalSends: row.TotalSends, TotalOpens: row.TotalOpens, TotalClicks: row.TotalClicks,
 			LastEventAt: last, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}}, nil
 }
