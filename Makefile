@@ -46,6 +46,7 @@ test: services tools mjml-deps browser ## vet, staticcheck, gofmt, generated-cod
 	$(STATICCHECK) $(GO_PACKAGES)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(SQLC) diff || (echo "generated code is stale: run make generate" && exit 1)
+	@$(MAKE) --no-print-directory client-diff
 	@echo "go test -race: building the race binaries takes a few minutes the first time; then one line per package"
 	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -count=1 $(GO_PACKAGES)
 
@@ -83,8 +84,19 @@ fuzz: services mjml-deps ## Fuzz every target in turn: make fuzz FUZZTIME=30s FU
 	done
 
 .PHONY: generate
-generate: tools ## Regenerate sqlc code from queries/ and schema/
+generate: tools services mjml-deps ## Regenerate sqlc code, docs/openapi.json (from the route table) and the client generated from it
 	$(SQLC) generate
+	go test ./api -run '^TestOpenAPIFile$$' -count=1 -update
+	go generate ./internal/apiclient
+
+# The client generated from docs/openapi.json must be the one committed
+# (TestOpenAPIFile checks that the file is the served document).
+.PHONY: client-diff
+client-diff:
+	@tmp=$$(mktemp -d) && sed "s|^output: .*|output: $$tmp/client.gen.go|" internal/apiclient/oapi-codegen.yaml > $$tmp/config.yaml && \
+		go tool oapi-codegen -config $$tmp/config.yaml docs/openapi.json && \
+		cmp -s $$tmp/client.gen.go internal/apiclient/client.gen.go; st=$$?; rm -rf $$tmp; \
+		if [ $$st -ne 0 ]; then echo "internal/apiclient is stale: run make generate"; exit 1; fi
 
 .PHONY: bench
 bench: services mjml-deps ## Run the Go benchmarks
