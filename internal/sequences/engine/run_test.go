@@ -183,7 +183,9 @@ func TestScheduledCancelledInFlightEndsSentAndUncounted(t *testing.T) {
 	f.PutSequence("s", "name: S\ntrigger: {event: go}\nsteps: [{send: welcome}]\n", true)
 	f.Event("go", nil)
 	id := f.Scheduled("pending", "")[0].ID
-	f.SG.SetLatency(time.Second)
+	// The provider holds its answer long enough for the unsubscribe below
+	// to land while the message is on its way, however loaded the machine.
+	f.SG.SetLatency(3 * time.Second)
 	done := make(chan engine.Outcome)
 	go func() {
 		res, err := f.Svc.Runner.Run(ctx, f.Tenant, id)
@@ -192,9 +194,11 @@ func TestScheduledCancelledInFlightEndsSentAndUncounted(t *testing.T) {
 		}
 		done <- res.Outcome
 	}()
-	for deadline := time.Now().Add(5 * time.Second); len(f.Scheduled("claimed", "")) != 1; time.Sleep(50 * time.Millisecond) {
+	// On its way means at the provider: a send only claimed has no record
+	// yet, and an unsubscribe then rightly cancels it.
+	for deadline := time.Now().Add(30 * time.Second); f.SG.Requests() != 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the send was not claimed within 5s")
+			t.Fatal("the message did not reach the provider within 30s")
 		}
 	}
 	off := false
