@@ -55,7 +55,7 @@ func TestGeneratedClient(t *testing.T) {
 	if err != nil || rec.JSON200 == nil || rec.JSON200.ToAddress != "ann@example.com" || rec.JSON200.TemplateId != "welcome" {
 		t.Fatalf("send record: %v %s", err, rec.Body)
 	}
-	if rec.Headers200 == nil || rec.Headers200.XRateLimitLimit == nil {
+	if rec.Headers200 == nil || rec.Headers200.XRateLimitLimit != f.b.cfg.RateLimitPerMinute {
 		t.Fatalf("the rate-limit headers are not read: %+v", rec.Headers200)
 	}
 

@@ -95,11 +95,11 @@ var queryDocs = map[string]string{
 	"reason":       "Only entries of this reason (hard_bounce, complaint, manual).",
 	"cancelReason": "Only cancelled sends of this reason.",
 	"scheduledFor": "The scheduled time of the send (RFC 3339), to find a send of a partitioned table at once.",
-	"period":       "month, day or range.",
+	"period":       "monthly (the default) or daily; startDate and endDate without a period choose a range of days.",
 	"yearMonth":    "The month (YYYY-MM); the current month when absent.",
-	"date":         "The day (YYYY-MM-DD) of period=day.",
-	"startDate":    "The first day (YYYY-MM-DD) of period=range.",
-	"endDate":      "The last day (YYYY-MM-DD) of period=range.",
+	"date":         "The day (YYYY-MM-DD) of period=daily.",
+	"startDate":    "The first day (YYYY-MM-DD) of a range.",
+	"endDate":      "The last day (YYYY-MM-DD) of a range.",
 }
 
 // Document builds the OpenAPI document of app's routes. An error names a
@@ -109,7 +109,7 @@ func Document(app *fiber.App) (*openapi3.T, error) {
 		OpenAPI: "3.1.0",
 		Info: &openapi3.Info{Title: "Tidings API", Version: "1",
 			Description: "Contacts, templates, sequences, segments, broadcasts and sending for each tenant. " +
-				"Every answer under /api carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset; " +
+				"Every answer under /api carries X-RateLimit-Limit and X-RateLimit-Remaining; " +
 				"every error is the envelope {error: {code, message, details}}. POST, PUT and PATCH under /api take " +
 				"an Idempotency-Key header."},
 		Paths:      openapi3.NewPaths(),
@@ -192,12 +192,10 @@ func addShared(doc *openapi3.T, g *schemaGen) {
 	}
 	integer := &openapi3.Schema{Type: &openapi3.Types{"integer"}}
 	c.Headers = openapi3.Headers{
-		"X-RateLimit-Limit": {Value: &openapi3.Header{Parameter: openapi3.Parameter{
-			Description: "Requests the tenant may make per window.", Schema: integer.NewRef()}}},
-		"X-RateLimit-Remaining": {Value: &openapi3.Header{Parameter: openapi3.Parameter{
-			Description: "Requests left in the window.", Schema: integer.NewRef()}}},
-		"X-RateLimit-Reset": {Value: &openapi3.Header{Parameter: openapi3.Parameter{
-			Description: "Unix time (seconds) at which the window refills.", Schema: integer.NewRef()}}},
+		"X-RateLimit-Limit": {Value: &openapi3.Header{Parameter: openapi3.Parameter{Required: true,
+			Description: "Requests the tenant may make per minute.", Schema: integer.NewRef()}}},
+		"X-RateLimit-Remaining": {Value: &openapi3.Header{Parameter: openapi3.Parameter{Required: true,
+			Description: "Requests left of that budget.", Schema: integer.NewRef()}}},
 		"Retry-After": {Value: &openapi3.Header{Parameter: openapi3.Parameter{
 			Description: "Seconds to wait before trying again.", Schema: integer.NewRef()}}},
 	}
@@ -302,7 +300,7 @@ func (g *schemaGen) operation(key, fiberPath string, params []string, o op) (*op
 		r := &openapi3.Response{Description: openapi3.Ptr(http.StatusText(st)), Content: content}
 		if underAPI {
 			r.Headers = openapi3.Headers{}
-			for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining"} {
 				r.Headers[h] = &openapi3.HeaderRef{Ref: "#/components/headers/" + h}
 			}
 		}

@@ -67,11 +67,10 @@ var operations = map[string]op{
 	// Events.
 	"POST /api/events": {id: "createEvent", summary: "Record a custom event (it may enrol the contact in sequences)",
 		req: eventReq{}, res: eventCreatedJSON{}, status: http.StatusCreated},
-	"GET /api/events":              {id: "listEvents", summary: "Events, newest first", res: listJSON[eventJSON]{}},
-	"GET /api/events/contacts/:id": {id: "listContactEvents", summary: "A contact's events, newest first", res: listJSON[eventJSON]{}},
-	"GET /api/events/archive":      {id: "listEventArchives", summary: "Months of events archived past the retention", res: itemsJSON[archiveJSON]{}},
-	"GET /api/events/archive/:month": {id: "getEventArchive", summary: "One archived month: gzip-compressed NDJSON",
-		resType: "application/gzip"},
+	"GET /api/events":                {id: "listEvents", summary: "Events, newest first", res: listJSON[eventJSON]{}},
+	"GET /api/events/contacts/:id":   {id: "listContactEvents", summary: "A contact's events, newest first", res: listJSON[eventJSON]{}},
+	"GET /api/events/archive":        {id: "listEventArchives", summary: "Months of events archived past the retention", res: itemsJSON[archiveJSON]{}},
+	"GET /api/events/archive/:month": {id: "getEventArchive", summary: "One archived month's events as NDJSON", resType: "application/x-ndjson"},
 
 	// Sequences and their enrolments.
 	"PUT /api/sequences/:id": {id: "putSequence", summary: "Create or replace a sequence from YAML",
@@ -126,7 +125,7 @@ var operations = map[string]op{
 	"POST /api/broadcasts":               {id: "createBroadcast", summary: "Create a broadcast (a draft)", req: broadcastReq{}, res: broadcastJSON{}, status: http.StatusCreated},
 	"GET /api/broadcasts":                {id: "listBroadcasts", summary: "List broadcasts", res: listJSON[broadcastJSON]{}},
 	"GET /api/broadcasts/:id":            {id: "getBroadcast", summary: "A broadcast with its counts", res: broadcastJSON{}},
-	"PATCH /api/broadcasts/:id":          {id: "updateBroadcast", summary: "Change a draft broadcast", req: broadcastReq{}, res: broadcastJSON{}},
+	"PATCH /api/broadcasts/:id":          {id: "updateBroadcast", summary: "Change a broadcast not yet sending", req: broadcastReq{}, res: broadcastJSON{}},
 	"DELETE /api/broadcasts/:id":         {id: "deleteBroadcast", summary: "Delete a draft broadcast", status: http.StatusNoContent},
 	"POST /api/broadcasts/:id/send":      {id: "sendBroadcast", summary: "Send a broadcast now or at sendAt", req: broadcastSendReq{}, res: broadcastJSON{}},
 	"POST /api/broadcasts/:id/pause":     {id: "pauseBroadcast", summary: "Pause a sending broadcast", res: broadcastJSON{}},

@@ -1173,19 +1173,19 @@ type ListContactEventsParams struct {
 
 // GetMetricsParams defines parameters for GetMetrics.
 type GetMetricsParams struct {
-	// Period month, day or range.
+	// Period monthly (the default) or daily; startDate and endDate without a period choose a range of days.
 	Period *string `form:"period,omitempty" json:"period,omitempty"`
 
 	// YearMonth The month (YYYY-MM); the current month when absent.
 	YearMonth *string `form:"yearMonth,omitempty" json:"yearMonth,omitempty"`
 
-	// Date The day (YYYY-MM-DD) of period=day.
+	// Date The day (YYYY-MM-DD) of period=daily.
 	Date *string `form:"date,omitempty" json:"date,omitempty"`
 
-	// StartDate The first day (YYYY-MM-DD) of period=range.
+	// StartDate The first day (YYYY-MM-DD) of a range.
 	StartDate *string `form:"startDate,omitempty" json:"startDate,omitempty"`
 
-	// EndDate The last day (YYYY-MM-DD) of period=range.
+	// EndDate The last day (YYYY-MM-DD) of a range.
 	EndDate *string `form:"endDate,omitempty" json:"endDate,omitempty"`
 }
 
@@ -1799,14 +1799,14 @@ type ClientInterface interface {
 	// Corresponds with GET /api/broadcasts/{id} (the `GetBroadcast` operationId).
 	GetBroadcast(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateBroadcastWithBody Change a draft broadcast
+	// UpdateBroadcastWithBody Change a broadcast not yet sending
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/broadcasts/{id} (the `UpdateBroadcast` operationId).
 	UpdateBroadcastWithBody(ctx context.Context, id string, params *UpdateBroadcastParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateBroadcast Change a draft broadcast
+	// UpdateBroadcast Change a broadcast not yet sending
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2073,7 +2073,7 @@ type ClientInterface interface {
 	// Corresponds with GET /api/events/archive (the `ListEventArchives` operationId).
 	ListEventArchives(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetEventArchive One archived month: gzip-compressed NDJSON
+	// GetEventArchive One archived month's events as NDJSON
 	//
 	// Corresponds with GET /api/events/archive/{month} (the `GetEventArchive` operationId).
 	GetEventArchive(ctx context.Context, month string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2762,7 +2762,7 @@ func (c *Client) GetBroadcast(ctx context.Context, id string, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
-// UpdateBroadcastWithBody Change a draft broadcast
+// UpdateBroadcastWithBody Change a broadcast not yet sending
 //
 // Takes any type of body and a specified content type.
 //
@@ -2779,7 +2779,7 @@ func (c *Client) UpdateBroadcastWithBody(ctx context.Context, id string, params 
 	return c.Client.Do(req)
 }
 
-// UpdateBroadcast Change a draft broadcast
+// UpdateBroadcast Change a broadcast not yet sending
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3496,7 +3496,7 @@ func (c *Client) ListEventArchives(ctx context.Context, reqEditors ...RequestEdi
 	return c.Client.Do(req)
 }
 
-// GetEventArchive One archived month: gzip-compressed NDJSON
+// GetEventArchive One archived month's events as NDJSON
 //
 // Corresponds with GET /api/events/archive/{month} (the `GetEventArchive` operationId).
 func (c *Client) GetEventArchive(ctx context.Context, month string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -11038,14 +11038,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/broadcasts/{id} (the `GetBroadcast` operationId).
 	GetBroadcastWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetBroadcastResponse, error)
 
-	// UpdateBroadcastWithBodyWithResponse Change a draft broadcast
+	// UpdateBroadcastWithBodyWithResponse Change a broadcast not yet sending
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/broadcasts/{id} (the `UpdateBroadcast` operationId).
 	UpdateBroadcastWithBodyWithResponse(ctx context.Context, id string, params *UpdateBroadcastParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateBroadcastResponse, error)
 
-	// UpdateBroadcastWithResponse Change a draft broadcast
+	// UpdateBroadcastWithResponse Change a broadcast not yet sending
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11364,7 +11364,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/events/archive (the `ListEventArchives` operationId).
 	ListEventArchivesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListEventArchivesResponse, error)
 
-	// GetEventArchiveWithResponse One archived month: gzip-compressed NDJSON
+	// GetEventArchiveWithResponse One archived month's events as NDJSON
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12010,9 +12010,8 @@ type ClientWithResponsesInterface interface {
 
 // ListApiKeysResponse200Headers the declared response headers of an HTTP 200 response for ListApiKeys
 type ListApiKeysResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListApiKeysResponse429Headers the declared response headers of an HTTP 429 response for ListApiKeys
@@ -12081,9 +12080,8 @@ func (r ListApiKeysResponse) ContentType() string {
 
 // CreateApiKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateApiKey
 type CreateApiKeyResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateApiKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateApiKey
@@ -12152,9 +12150,8 @@ func (r CreateApiKeyResponse) ContentType() string {
 
 // RevokeApiKeyResponse204Headers the declared response headers of an HTTP 204 response for RevokeApiKey
 type RevokeApiKeyResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // RevokeApiKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeApiKey
@@ -12216,9 +12213,8 @@ func (r RevokeApiKeyResponse) ContentType() string {
 
 // ListBroadcastsResponse200Headers the declared response headers of an HTTP 200 response for ListBroadcasts
 type ListBroadcastsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListBroadcastsResponse429Headers the declared response headers of an HTTP 429 response for ListBroadcasts
@@ -12287,9 +12283,8 @@ func (r ListBroadcastsResponse) ContentType() string {
 
 // CreateBroadcastResponse201Headers the declared response headers of an HTTP 201 response for CreateBroadcast
 type CreateBroadcastResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateBroadcastResponse429Headers the declared response headers of an HTTP 429 response for CreateBroadcast
@@ -12358,9 +12353,8 @@ func (r CreateBroadcastResponse) ContentType() string {
 
 // DeleteBroadcastResponse204Headers the declared response headers of an HTTP 204 response for DeleteBroadcast
 type DeleteBroadcastResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteBroadcastResponse429Headers the declared response headers of an HTTP 429 response for DeleteBroadcast
@@ -12422,9 +12416,8 @@ func (r DeleteBroadcastResponse) ContentType() string {
 
 // GetBroadcastResponse200Headers the declared response headers of an HTTP 200 response for GetBroadcast
 type GetBroadcastResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetBroadcastResponse429Headers the declared response headers of an HTTP 429 response for GetBroadcast
@@ -12493,9 +12486,8 @@ func (r GetBroadcastResponse) ContentType() string {
 
 // UpdateBroadcastResponse200Headers the declared response headers of an HTTP 200 response for UpdateBroadcast
 type UpdateBroadcastResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateBroadcastResponse429Headers the declared response headers of an HTTP 429 response for UpdateBroadcast
@@ -12564,9 +12556,8 @@ func (r UpdateBroadcastResponse) ContentType() string {
 
 // CancelBroadcastResponse200Headers the declared response headers of an HTTP 200 response for CancelBroadcast
 type CancelBroadcastResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CancelBroadcastResponse429Headers the declared response headers of an HTTP 429 response for CancelBroadcast
@@ -12635,9 +12626,8 @@ func (r CancelBroadcastResponse) ContentType() string {
 
 // PauseBroadcastResponse200Headers the declared response headers of an HTTP 200 response for PauseBroadcast
 type PauseBroadcastResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // PauseBroadcastResponse429Headers the declared response headers of an HTTP 429 response for PauseBroadcast
@@ -12706,9 +12696,8 @@ func (r PauseBroadcastResponse) ContentType() string {
 
 // ListBroadcastRecipientsResponse200Headers the declared response headers of an HTTP 200 response for ListBroadcastRecipients
 type ListBroadcastRecipientsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListBroadcastRecipientsResponse429Headers the declared response headers of an HTTP 429 response for ListBroadcastRecipients
@@ -12777,9 +12766,8 @@ func (r ListBroadcastRecipientsResponse) ContentType() string {
 
 // ResumeBroadcastResponse200Headers the declared response headers of an HTTP 200 response for ResumeBroadcast
 type ResumeBroadcastResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ResumeBroadcastResponse429Headers the declared response headers of an HTTP 429 response for ResumeBroadcast
@@ -12848,9 +12836,8 @@ func (r ResumeBroadcastResponse) ContentType() string {
 
 // SendBroadcastResponse200Headers the declared response headers of an HTTP 200 response for SendBroadcast
 type SendBroadcastResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // SendBroadcastResponse429Headers the declared response headers of an HTTP 429 response for SendBroadcast
@@ -12919,9 +12906,8 @@ func (r SendBroadcastResponse) ContentType() string {
 
 // ListCampaignsResponse200Headers the declared response headers of an HTTP 200 response for ListCampaigns
 type ListCampaignsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListCampaignsResponse429Headers the declared response headers of an HTTP 429 response for ListCampaigns
@@ -12990,9 +12976,8 @@ func (r ListCampaignsResponse) ContentType() string {
 
 // CreateCampaignResponse201Headers the declared response headers of an HTTP 201 response for CreateCampaign
 type CreateCampaignResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateCampaignResponse429Headers the declared response headers of an HTTP 429 response for CreateCampaign
@@ -13061,9 +13046,8 @@ func (r CreateCampaignResponse) ContentType() string {
 
 // DeleteCampaignResponse204Headers the declared response headers of an HTTP 204 response for DeleteCampaign
 type DeleteCampaignResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteCampaignResponse429Headers the declared response headers of an HTTP 429 response for DeleteCampaign
@@ -13125,9 +13109,8 @@ func (r DeleteCampaignResponse) ContentType() string {
 
 // GetCampaignResponse200Headers the declared response headers of an HTTP 200 response for GetCampaign
 type GetCampaignResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetCampaignResponse429Headers the declared response headers of an HTTP 429 response for GetCampaign
@@ -13196,9 +13179,8 @@ func (r GetCampaignResponse) ContentType() string {
 
 // UpdateCampaignResponse200Headers the declared response headers of an HTTP 200 response for UpdateCampaign
 type UpdateCampaignResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateCampaignResponse429Headers the declared response headers of an HTTP 429 response for UpdateCampaign
@@ -13267,9 +13249,8 @@ func (r UpdateCampaignResponse) ContentType() string {
 
 // RemoveCampaignSequenceResponse200Headers the declared response headers of an HTTP 200 response for RemoveCampaignSequence
 type RemoveCampaignSequenceResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // RemoveCampaignSequenceResponse429Headers the declared response headers of an HTTP 429 response for RemoveCampaignSequence
@@ -13338,9 +13319,8 @@ func (r RemoveCampaignSequenceResponse) ContentType() string {
 
 // AddCampaignSequenceResponse200Headers the declared response headers of an HTTP 200 response for AddCampaignSequence
 type AddCampaignSequenceResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // AddCampaignSequenceResponse429Headers the declared response headers of an HTTP 429 response for AddCampaignSequence
@@ -13409,9 +13389,8 @@ func (r AddCampaignSequenceResponse) ContentType() string {
 
 // RemoveCampaignTemplateResponse200Headers the declared response headers of an HTTP 200 response for RemoveCampaignTemplate
 type RemoveCampaignTemplateResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // RemoveCampaignTemplateResponse429Headers the declared response headers of an HTTP 429 response for RemoveCampaignTemplate
@@ -13480,9 +13459,8 @@ func (r RemoveCampaignTemplateResponse) ContentType() string {
 
 // AddCampaignTemplateResponse200Headers the declared response headers of an HTTP 200 response for AddCampaignTemplate
 type AddCampaignTemplateResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // AddCampaignTemplateResponse429Headers the declared response headers of an HTTP 429 response for AddCampaignTemplate
@@ -13551,9 +13529,8 @@ func (r AddCampaignTemplateResponse) ContentType() string {
 
 // ListContactsResponse200Headers the declared response headers of an HTTP 200 response for ListContacts
 type ListContactsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListContactsResponse429Headers the declared response headers of an HTTP 429 response for ListContacts
@@ -13622,9 +13599,8 @@ func (r ListContactsResponse) ContentType() string {
 
 // CreateContactResponse201Headers the declared response headers of an HTTP 201 response for CreateContact
 type CreateContactResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateContactResponse429Headers the declared response headers of an HTTP 429 response for CreateContact
@@ -13693,16 +13669,14 @@ func (r CreateContactResponse) ContentType() string {
 
 // UpsertContactResponse200Headers the declared response headers of an HTTP 200 response for UpsertContact
 type UpsertContactResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpsertContactResponse201Headers the declared response headers of an HTTP 201 response for UpsertContact
 type UpsertContactResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpsertContactResponse429Headers the declared response headers of an HTTP 429 response for UpsertContact
@@ -13780,9 +13754,8 @@ func (r UpsertContactResponse) ContentType() string {
 
 // ContactStatsResponse200Headers the declared response headers of an HTTP 200 response for ContactStats
 type ContactStatsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ContactStatsResponse429Headers the declared response headers of an HTTP 429 response for ContactStats
@@ -13851,9 +13824,8 @@ func (r ContactStatsResponse) ContentType() string {
 
 // DeleteContactResponse204Headers the declared response headers of an HTTP 204 response for DeleteContact
 type DeleteContactResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteContactResponse429Headers the declared response headers of an HTTP 429 response for DeleteContact
@@ -13915,9 +13887,8 @@ func (r DeleteContactResponse) ContentType() string {
 
 // GetContactResponse200Headers the declared response headers of an HTTP 200 response for GetContact
 type GetContactResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetContactResponse429Headers the declared response headers of an HTTP 429 response for GetContact
@@ -13986,9 +13957,8 @@ func (r GetContactResponse) ContentType() string {
 
 // UpdateContactResponse200Headers the declared response headers of an HTTP 200 response for UpdateContact
 type UpdateContactResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateContactResponse429Headers the declared response headers of an HTTP 429 response for UpdateContact
@@ -14057,9 +14027,8 @@ func (r UpdateContactResponse) ContentType() string {
 
 // ListContactScheduledResponse200Headers the declared response headers of an HTTP 200 response for ListContactScheduled
 type ListContactScheduledResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListContactScheduledResponse429Headers the declared response headers of an HTTP 429 response for ListContactScheduled
@@ -14128,9 +14097,8 @@ func (r ListContactScheduledResponse) ContentType() string {
 
 // ListContactSegmentsResponse200Headers the declared response headers of an HTTP 200 response for ListContactSegments
 type ListContactSegmentsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListContactSegmentsResponse429Headers the declared response headers of an HTTP 429 response for ListContactSegments
@@ -14199,9 +14167,8 @@ func (r ListContactSegmentsResponse) ContentType() string {
 
 // ListContactSendsResponse200Headers the declared response headers of an HTTP 200 response for ListContactSends
 type ListContactSendsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListContactSendsResponse429Headers the declared response headers of an HTTP 429 response for ListContactSends
@@ -14270,9 +14237,8 @@ func (r ListContactSendsResponse) ContentType() string {
 
 // ListContactSequencesResponse200Headers the declared response headers of an HTTP 200 response for ListContactSequences
 type ListContactSequencesResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListContactSequencesResponse429Headers the declared response headers of an HTTP 429 response for ListContactSequences
@@ -14341,9 +14307,8 @@ func (r ListContactSequencesResponse) ContentType() string {
 
 // ContactTimelineResponse200Headers the declared response headers of an HTTP 200 response for ContactTimeline
 type ContactTimelineResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ContactTimelineResponse429Headers the declared response headers of an HTTP 429 response for ContactTimeline
@@ -14412,9 +14377,8 @@ func (r ContactTimelineResponse) ContentType() string {
 
 // ListDomainsResponse200Headers the declared response headers of an HTTP 200 response for ListDomains
 type ListDomainsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListDomainsResponse429Headers the declared response headers of an HTTP 429 response for ListDomains
@@ -14483,9 +14447,8 @@ func (r ListDomainsResponse) ContentType() string {
 
 // CreateDomainResponse201Headers the declared response headers of an HTTP 201 response for CreateDomain
 type CreateDomainResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateDomainResponse429Headers the declared response headers of an HTTP 429 response for CreateDomain
@@ -14554,9 +14517,8 @@ func (r CreateDomainResponse) ContentType() string {
 
 // DeleteDomainResponse204Headers the declared response headers of an HTTP 204 response for DeleteDomain
 type DeleteDomainResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteDomainResponse429Headers the declared response headers of an HTTP 429 response for DeleteDomain
@@ -14618,9 +14580,8 @@ func (r DeleteDomainResponse) ContentType() string {
 
 // GetDomainResponse200Headers the declared response headers of an HTTP 200 response for GetDomain
 type GetDomainResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetDomainResponse429Headers the declared response headers of an HTTP 429 response for GetDomain
@@ -14689,9 +14650,8 @@ func (r GetDomainResponse) ContentType() string {
 
 // UpdateDomainResponse200Headers the declared response headers of an HTTP 200 response for UpdateDomain
 type UpdateDomainResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateDomainResponse429Headers the declared response headers of an HTTP 429 response for UpdateDomain
@@ -14760,9 +14720,8 @@ func (r UpdateDomainResponse) ContentType() string {
 
 // VerifyDomainResponse200Headers the declared response headers of an HTTP 200 response for VerifyDomain
 type VerifyDomainResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // VerifyDomainResponse429Headers the declared response headers of an HTTP 429 response for VerifyDomain
@@ -14831,9 +14790,8 @@ func (r VerifyDomainResponse) ContentType() string {
 
 // ListEventsResponse200Headers the declared response headers of an HTTP 200 response for ListEvents
 type ListEventsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
@@ -14902,9 +14860,8 @@ func (r ListEventsResponse) ContentType() string {
 
 // CreateEventResponse201Headers the declared response headers of an HTTP 201 response for CreateEvent
 type CreateEventResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateEventResponse429Headers the declared response headers of an HTTP 429 response for CreateEvent
@@ -14973,9 +14930,8 @@ func (r CreateEventResponse) ContentType() string {
 
 // ListEventArchivesResponse200Headers the declared response headers of an HTTP 200 response for ListEventArchives
 type ListEventArchivesResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListEventArchivesResponse429Headers the declared response headers of an HTTP 429 response for ListEventArchives
@@ -15044,9 +15000,8 @@ func (r ListEventArchivesResponse) ContentType() string {
 
 // GetEventArchiveResponse200Headers the declared response headers of an HTTP 200 response for GetEventArchive
 type GetEventArchiveResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetEventArchiveResponse429Headers the declared response headers of an HTTP 429 response for GetEventArchive
@@ -15108,9 +15063,8 @@ func (r GetEventArchiveResponse) ContentType() string {
 
 // ListContactEventsResponse200Headers the declared response headers of an HTTP 200 response for ListContactEvents
 type ListContactEventsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListContactEventsResponse429Headers the declared response headers of an HTTP 429 response for ListContactEvents
@@ -15179,9 +15133,8 @@ func (r ListContactEventsResponse) ContentType() string {
 
 // GetMetricsResponse200Headers the declared response headers of an HTTP 200 response for GetMetrics
 type GetMetricsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetMetrics
@@ -15250,9 +15203,8 @@ func (r GetMetricsResponse) ContentType() string {
 
 // ListSequenceMetricsResponse200Headers the declared response headers of an HTTP 200 response for ListSequenceMetrics
 type ListSequenceMetricsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListSequenceMetricsResponse429Headers the declared response headers of an HTTP 429 response for ListSequenceMetrics
@@ -15321,9 +15273,8 @@ func (r ListSequenceMetricsResponse) ContentType() string {
 
 // GetSequenceMetricsResponse200Headers the declared response headers of an HTTP 200 response for GetSequenceMetrics
 type GetSequenceMetricsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetSequenceMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetSequenceMetrics
@@ -15392,9 +15343,8 @@ func (r GetSequenceMetricsResponse) ContentType() string {
 
 // ListTemplateMetricsResponse200Headers the declared response headers of an HTTP 200 response for ListTemplateMetrics
 type ListTemplateMetricsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListTemplateMetricsResponse429Headers the declared response headers of an HTTP 429 response for ListTemplateMetrics
@@ -15463,9 +15413,8 @@ func (r ListTemplateMetricsResponse) ContentType() string {
 
 // GetTemplateMetricsResponse200Headers the declared response headers of an HTTP 200 response for GetTemplateMetrics
 type GetTemplateMetricsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetTemplateMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetTemplateMetrics
@@ -15582,9 +15531,8 @@ func (r OpenapiResponse) ContentType() string {
 
 // ListScheduledResponse200Headers the declared response headers of an HTTP 200 response for ListScheduled
 type ListScheduledResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListScheduledResponse429Headers the declared response headers of an HTTP 429 response for ListScheduled
@@ -15653,9 +15601,8 @@ func (r ListScheduledResponse) ContentType() string {
 
 // GetScheduledResponse200Headers the declared response headers of an HTTP 200 response for GetScheduled
 type GetScheduledResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetScheduledResponse429Headers the declared response headers of an HTTP 429 response for GetScheduled
@@ -15724,9 +15671,8 @@ func (r GetScheduledResponse) ContentType() string {
 
 // ListSegmentsResponse200Headers the declared response headers of an HTTP 200 response for ListSegments
 type ListSegmentsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListSegmentsResponse429Headers the declared response headers of an HTTP 429 response for ListSegments
@@ -15795,9 +15741,8 @@ func (r ListSegmentsResponse) ContentType() string {
 
 // CreateSegmentResponse201Headers the declared response headers of an HTTP 201 response for CreateSegment
 type CreateSegmentResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateSegmentResponse429Headers the declared response headers of an HTTP 429 response for CreateSegment
@@ -15866,9 +15811,8 @@ func (r CreateSegmentResponse) ContentType() string {
 
 // DeleteSegmentResponse204Headers the declared response headers of an HTTP 204 response for DeleteSegment
 type DeleteSegmentResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteSegmentResponse429Headers the declared response headers of an HTTP 429 response for DeleteSegment
@@ -15930,9 +15874,8 @@ func (r DeleteSegmentResponse) ContentType() string {
 
 // GetSegmentResponse200Headers the declared response headers of an HTTP 200 response for GetSegment
 type GetSegmentResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetSegmentResponse429Headers the declared response headers of an HTTP 429 response for GetSegment
@@ -16001,9 +15944,8 @@ func (r GetSegmentResponse) ContentType() string {
 
 // UpdateSegmentResponse200Headers the declared response headers of an HTTP 200 response for UpdateSegment
 type UpdateSegmentResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateSegmentResponse429Headers the declared response headers of an HTTP 429 response for UpdateSegment
@@ -16072,9 +16014,8 @@ func (r UpdateSegmentResponse) ContentType() string {
 
 // ComputeSegmentResponse200Headers the declared response headers of an HTTP 200 response for ComputeSegment
 type ComputeSegmentResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ComputeSegmentResponse429Headers the declared response headers of an HTTP 429 response for ComputeSegment
@@ -16143,9 +16084,8 @@ func (r ComputeSegmentResponse) ContentType() string {
 
 // ListSegmentMembersResponse200Headers the declared response headers of an HTTP 200 response for ListSegmentMembers
 type ListSegmentMembersResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListSegmentMembersResponse429Headers the declared response headers of an HTTP 429 response for ListSegmentMembers
@@ -16214,9 +16154,8 @@ func (r ListSegmentMembersResponse) ContentType() string {
 
 // SendResponse200Headers the declared response headers of an HTTP 200 response for Send
 type SendResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // SendResponse429Headers the declared response headers of an HTTP 429 response for Send
@@ -16285,9 +16224,8 @@ func (r SendResponse) ContentType() string {
 
 // SendBatchResponse200Headers the declared response headers of an HTTP 200 response for SendBatch
 type SendBatchResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // SendBatchResponse429Headers the declared response headers of an HTTP 429 response for SendBatch
@@ -16356,9 +16294,8 @@ func (r SendBatchResponse) ContentType() string {
 
 // ListSendsResponse200Headers the declared response headers of an HTTP 200 response for ListSends
 type ListSendsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListSendsResponse429Headers the declared response headers of an HTTP 429 response for ListSends
@@ -16427,9 +16364,8 @@ func (r ListSendsResponse) ContentType() string {
 
 // GetSendResponse200Headers the declared response headers of an HTTP 200 response for GetSend
 type GetSendResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetSendResponse429Headers the declared response headers of an HTTP 429 response for GetSend
@@ -16498,9 +16434,8 @@ func (r GetSendResponse) ContentType() string {
 
 // ListSequencesResponse200Headers the declared response headers of an HTTP 200 response for ListSequences
 type ListSequencesResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListSequencesResponse429Headers the declared response headers of an HTTP 429 response for ListSequences
@@ -16569,9 +16504,8 @@ func (r ListSequencesResponse) ContentType() string {
 
 // DeleteSequenceResponse204Headers the declared response headers of an HTTP 204 response for DeleteSequence
 type DeleteSequenceResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteSequenceResponse429Headers the declared response headers of an HTTP 429 response for DeleteSequence
@@ -16633,9 +16567,8 @@ func (r DeleteSequenceResponse) ContentType() string {
 
 // GetSequenceResponse200Headers the declared response headers of an HTTP 200 response for GetSequence
 type GetSequenceResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetSequenceResponse429Headers the declared response headers of an HTTP 429 response for GetSequence
@@ -16704,9 +16637,8 @@ func (r GetSequenceResponse) ContentType() string {
 
 // UpdateSequenceResponse200Headers the declared response headers of an HTTP 200 response for UpdateSequence
 type UpdateSequenceResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateSequenceResponse429Headers the declared response headers of an HTTP 429 response for UpdateSequence
@@ -16775,16 +16707,14 @@ func (r UpdateSequenceResponse) ContentType() string {
 
 // PutSequenceResponse200Headers the declared response headers of an HTTP 200 response for PutSequence
 type PutSequenceResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // PutSequenceResponse201Headers the declared response headers of an HTTP 201 response for PutSequence
 type PutSequenceResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // PutSequenceResponse429Headers the declared response headers of an HTTP 429 response for PutSequence
@@ -16862,9 +16792,8 @@ func (r PutSequenceResponse) ContentType() string {
 
 // ListEnrolledResponse200Headers the declared response headers of an HTTP 200 response for ListEnrolled
 type ListEnrolledResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListEnrolledResponse429Headers the declared response headers of an HTTP 429 response for ListEnrolled
@@ -16933,16 +16862,14 @@ func (r ListEnrolledResponse) ContentType() string {
 
 // EnrolResponse200Headers the declared response headers of an HTTP 200 response for Enrol
 type EnrolResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // EnrolResponse201Headers the declared response headers of an HTTP 201 response for Enrol
 type EnrolResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // EnrolResponse429Headers the declared response headers of an HTTP 429 response for Enrol
@@ -17020,9 +16947,8 @@ func (r EnrolResponse) ContentType() string {
 
 // UnenrolResponse204Headers the declared response headers of an HTTP 204 response for Unenrol
 type UnenrolResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UnenrolResponse429Headers the declared response headers of an HTTP 429 response for Unenrol
@@ -17084,9 +17010,8 @@ func (r UnenrolResponse) ContentType() string {
 
 // DryRunSequenceResponse200Headers the declared response headers of an HTTP 200 response for DryRunSequence
 type DryRunSequenceResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DryRunSequenceResponse429Headers the declared response headers of an HTTP 429 response for DryRunSequence
@@ -17155,9 +17080,8 @@ func (r DryRunSequenceResponse) ContentType() string {
 
 // ListSequenceSendsResponse200Headers the declared response headers of an HTTP 200 response for ListSequenceSends
 type ListSequenceSendsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListSequenceSendsResponse429Headers the declared response headers of an HTTP 429 response for ListSequenceSends
@@ -17226,9 +17150,8 @@ func (r ListSequenceSendsResponse) ContentType() string {
 
 // SequenceStatusResponse200Headers the declared response headers of an HTTP 200 response for SequenceStatus
 type SequenceStatusResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // SequenceStatusResponse429Headers the declared response headers of an HTTP 429 response for SequenceStatus
@@ -17297,9 +17220,8 @@ func (r SequenceStatusResponse) ContentType() string {
 
 // ListSuppressionsResponse200Headers the declared response headers of an HTTP 200 response for ListSuppressions
 type ListSuppressionsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListSuppressionsResponse429Headers the declared response headers of an HTTP 429 response for ListSuppressions
@@ -17368,16 +17290,14 @@ func (r ListSuppressionsResponse) ContentType() string {
 
 // AddSuppressionResponse200Headers the declared response headers of an HTTP 200 response for AddSuppression
 type AddSuppressionResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // AddSuppressionResponse201Headers the declared response headers of an HTTP 201 response for AddSuppression
 type AddSuppressionResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // AddSuppressionResponse429Headers the declared response headers of an HTTP 429 response for AddSuppression
@@ -17455,9 +17375,8 @@ func (r AddSuppressionResponse) ContentType() string {
 
 // RemoveSuppressionResponse204Headers the declared response headers of an HTTP 204 response for RemoveSuppression
 type RemoveSuppressionResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // RemoveSuppressionResponse429Headers the declared response headers of an HTTP 429 response for RemoveSuppression
@@ -17519,9 +17438,8 @@ func (r RemoveSuppressionResponse) ContentType() string {
 
 // ListTemplatesResponse200Headers the declared response headers of an HTTP 200 response for ListTemplates
 type ListTemplatesResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListTemplatesResponse429Headers the declared response headers of an HTTP 429 response for ListTemplates
@@ -17590,9 +17508,8 @@ func (r ListTemplatesResponse) ContentType() string {
 
 // DeleteTemplateResponse204Headers the declared response headers of an HTTP 204 response for DeleteTemplate
 type DeleteTemplateResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteTemplateResponse429Headers the declared response headers of an HTTP 429 response for DeleteTemplate
@@ -17654,9 +17571,8 @@ func (r DeleteTemplateResponse) ContentType() string {
 
 // GetTemplateResponse200Headers the declared response headers of an HTTP 200 response for GetTemplate
 type GetTemplateResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetTemplateResponse429Headers the declared response headers of an HTTP 429 response for GetTemplate
@@ -17725,16 +17641,14 @@ func (r GetTemplateResponse) ContentType() string {
 
 // PutTemplateResponse200Headers the declared response headers of an HTTP 200 response for PutTemplate
 type PutTemplateResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // PutTemplateResponse201Headers the declared response headers of an HTTP 201 response for PutTemplate
 type PutTemplateResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // PutTemplateResponse429Headers the declared response headers of an HTTP 429 response for PutTemplate
@@ -17812,9 +17726,8 @@ func (r PutTemplateResponse) ContentType() string {
 
 // PreviewTemplateResponse200Headers the declared response headers of an HTTP 200 response for PreviewTemplate
 type PreviewTemplateResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // PreviewTemplateResponse429Headers the declared response headers of an HTTP 429 response for PreviewTemplate
@@ -17883,9 +17796,8 @@ func (r PreviewTemplateResponse) ContentType() string {
 
 // ListTemplateVersionsResponse200Headers the declared response headers of an HTTP 200 response for ListTemplateVersions
 type ListTemplateVersionsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListTemplateVersionsResponse429Headers the declared response headers of an HTTP 429 response for ListTemplateVersions
@@ -17954,9 +17866,8 @@ func (r ListTemplateVersionsResponse) ContentType() string {
 
 // GetTenantResponse200Headers the declared response headers of an HTTP 200 response for GetTenant
 type GetTenantResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetTenantResponse429Headers the declared response headers of an HTTP 429 response for GetTenant
@@ -18025,9 +17936,8 @@ func (r GetTenantResponse) ContentType() string {
 
 // UpdateTenantResponse200Headers the declared response headers of an HTTP 200 response for UpdateTenant
 type UpdateTenantResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateTenantResponse429Headers the declared response headers of an HTTP 429 response for UpdateTenant
@@ -18096,16 +18006,14 @@ func (r UpdateTenantResponse) ContentType() string {
 
 // CreateTenantResponse200Headers the declared response headers of an HTTP 200 response for CreateTenant
 type CreateTenantResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateTenantResponse201Headers the declared response headers of an HTTP 201 response for CreateTenant
 type CreateTenantResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateTenantResponse429Headers the declared response headers of an HTTP 429 response for CreateTenant
@@ -18183,9 +18091,8 @@ func (r CreateTenantResponse) ContentType() string {
 
 // GetSandboxWhitelistResponse200Headers the declared response headers of an HTTP 200 response for GetSandboxWhitelist
 type GetSandboxWhitelistResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetSandboxWhitelistResponse429Headers the declared response headers of an HTTP 429 response for GetSandboxWhitelist
@@ -18254,9 +18161,8 @@ func (r GetSandboxWhitelistResponse) ContentType() string {
 
 // AddSandboxWhitelistResponse200Headers the declared response headers of an HTTP 200 response for AddSandboxWhitelist
 type AddSandboxWhitelistResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // AddSandboxWhitelistResponse429Headers the declared response headers of an HTTP 429 response for AddSandboxWhitelist
@@ -18325,9 +18231,8 @@ func (r AddSandboxWhitelistResponse) ContentType() string {
 
 // RemoveSandboxWhitelistResponse200Headers the declared response headers of an HTTP 200 response for RemoveSandboxWhitelist
 type RemoveSandboxWhitelistResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // RemoveSandboxWhitelistResponse429Headers the declared response headers of an HTTP 429 response for RemoveSandboxWhitelist
@@ -18396,9 +18301,8 @@ func (r RemoveSandboxWhitelistResponse) ContentType() string {
 
 // ListTopicsResponse200Headers the declared response headers of an HTTP 200 response for ListTopics
 type ListTopicsResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListTopicsResponse429Headers the declared response headers of an HTTP 429 response for ListTopics
@@ -18467,9 +18371,8 @@ func (r ListTopicsResponse) ContentType() string {
 
 // CreateTopicResponse201Headers the declared response headers of an HTTP 201 response for CreateTopic
 type CreateTopicResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateTopicResponse429Headers the declared response headers of an HTTP 429 response for CreateTopic
@@ -18538,9 +18441,8 @@ func (r CreateTopicResponse) ContentType() string {
 
 // DeleteTopicResponse204Headers the declared response headers of an HTTP 204 response for DeleteTopic
 type DeleteTopicResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteTopicResponse429Headers the declared response headers of an HTTP 429 response for DeleteTopic
@@ -18602,9 +18504,8 @@ func (r DeleteTopicResponse) ContentType() string {
 
 // GetTopicResponse200Headers the declared response headers of an HTTP 200 response for GetTopic
 type GetTopicResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetTopicResponse429Headers the declared response headers of an HTTP 429 response for GetTopic
@@ -18673,9 +18574,8 @@ func (r GetTopicResponse) ContentType() string {
 
 // UpdateTopicResponse200Headers the declared response headers of an HTTP 200 response for UpdateTopic
 type UpdateTopicResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateTopicResponse429Headers the declared response headers of an HTTP 429 response for UpdateTopic
@@ -18744,9 +18644,8 @@ func (r UpdateTopicResponse) ContentType() string {
 
 // ListWebhooksResponse200Headers the declared response headers of an HTTP 200 response for ListWebhooks
 type ListWebhooksResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListWebhooksResponse429Headers the declared response headers of an HTTP 429 response for ListWebhooks
@@ -18815,9 +18714,8 @@ func (r ListWebhooksResponse) ContentType() string {
 
 // CreateWebhookResponse201Headers the declared response headers of an HTTP 201 response for CreateWebhook
 type CreateWebhookResponse201Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // CreateWebhookResponse429Headers the declared response headers of an HTTP 429 response for CreateWebhook
@@ -18886,9 +18784,8 @@ func (r CreateWebhookResponse) ContentType() string {
 
 // DeleteWebhookResponse204Headers the declared response headers of an HTTP 204 response for DeleteWebhook
 type DeleteWebhookResponse204Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // DeleteWebhookResponse429Headers the declared response headers of an HTTP 429 response for DeleteWebhook
@@ -18950,9 +18847,8 @@ func (r DeleteWebhookResponse) ContentType() string {
 
 // GetWebhookResponse200Headers the declared response headers of an HTTP 200 response for GetWebhook
 type GetWebhookResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // GetWebhookResponse429Headers the declared response headers of an HTTP 429 response for GetWebhook
@@ -19021,9 +18917,8 @@ func (r GetWebhookResponse) ContentType() string {
 
 // UpdateWebhookResponse200Headers the declared response headers of an HTTP 200 response for UpdateWebhook
 type UpdateWebhookResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // UpdateWebhookResponse429Headers the declared response headers of an HTTP 429 response for UpdateWebhook
@@ -19092,9 +18987,8 @@ func (r UpdateWebhookResponse) ContentType() string {
 
 // ListWebhookDeliveriesResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookDeliveries
 type ListWebhookDeliveriesResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // ListWebhookDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for ListWebhookDeliveries
@@ -19163,9 +19057,8 @@ func (r ListWebhookDeliveriesResponse) ContentType() string {
 
 // RetryWebhookDeliveryResponse202Headers the declared response headers of an HTTP 202 response for RetryWebhookDelivery
 type RetryWebhookDeliveryResponse202Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // RetryWebhookDeliveryResponse429Headers the declared response headers of an HTTP 429 response for RetryWebhookDelivery
@@ -19234,9 +19127,8 @@ func (r RetryWebhookDeliveryResponse) ContentType() string {
 
 // RotateWebhookSecretResponse200Headers the declared response headers of an HTTP 200 response for RotateWebhookSecret
 type RotateWebhookSecretResponse200Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // RotateWebhookSecretResponse429Headers the declared response headers of an HTTP 429 response for RotateWebhookSecret
@@ -19305,9 +19197,8 @@ func (r RotateWebhookSecretResponse) ContentType() string {
 
 // TestWebhookResponse202Headers the declared response headers of an HTTP 202 response for TestWebhook
 type TestWebhookResponse202Headers struct {
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
+	XRateLimitLimit     int
+	XRateLimitRemaining int
 }
 
 // TestWebhookResponse429Headers the declared response headers of an HTTP 429 response for TestWebhook
@@ -19840,7 +19731,7 @@ func (c *ClientWithResponses) GetBroadcastWithResponse(ctx context.Context, id s
 	return ParseGetBroadcastResponse(rsp)
 }
 
-// UpdateBroadcastWithBodyWithResponse Change a draft broadcast
+// UpdateBroadcastWithBodyWithResponse Change a broadcast not yet sending
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -19853,7 +19744,7 @@ func (c *ClientWithResponses) UpdateBroadcastWithBodyWithResponse(ctx context.Co
 	return ParseUpdateBroadcastResponse(rsp)
 }
 
-// UpdateBroadcastWithResponse Change a draft broadcast
+// UpdateBroadcastWithResponse Change a broadcast not yet sending
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -20442,7 +20333,7 @@ func (c *ClientWithResponses) ListEventArchivesWithResponse(ctx context.Context,
 	return ParseListEventArchivesResponse(rsp)
 }
 
-// GetEventArchiveWithResponse One archived month: gzip-compressed NDJSON
+// GetEventArchiveWithResponse One archived month's events as NDJSON
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -21661,24 +21552,17 @@ func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) 
 		var headers ListApiKeysResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -21738,24 +21622,17 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		var headers CreateApiKeyResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -21811,24 +21688,17 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 		var headers RevokeApiKeyResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -21888,24 +21758,17 @@ func ParseListBroadcastsResponse(rsp *http.Response) (*ListBroadcastsResponse, e
 		var headers ListBroadcastsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -21965,24 +21828,17 @@ func ParseCreateBroadcastResponse(rsp *http.Response) (*CreateBroadcastResponse,
 		var headers CreateBroadcastResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -22038,24 +21894,17 @@ func ParseDeleteBroadcastResponse(rsp *http.Response) (*DeleteBroadcastResponse,
 		var headers DeleteBroadcastResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -22115,24 +21964,17 @@ func ParseGetBroadcastResponse(rsp *http.Response) (*GetBroadcastResponse, error
 		var headers GetBroadcastResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22192,24 +22034,17 @@ func ParseUpdateBroadcastResponse(rsp *http.Response) (*UpdateBroadcastResponse,
 		var headers UpdateBroadcastResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22269,24 +22104,17 @@ func ParseCancelBroadcastResponse(rsp *http.Response) (*CancelBroadcastResponse,
 		var headers CancelBroadcastResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22346,24 +22174,17 @@ func ParsePauseBroadcastResponse(rsp *http.Response) (*PauseBroadcastResponse, e
 		var headers PauseBroadcastResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22423,24 +22244,17 @@ func ParseListBroadcastRecipientsResponse(rsp *http.Response) (*ListBroadcastRec
 		var headers ListBroadcastRecipientsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22500,24 +22314,17 @@ func ParseResumeBroadcastResponse(rsp *http.Response) (*ResumeBroadcastResponse,
 		var headers ResumeBroadcastResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22577,24 +22384,17 @@ func ParseSendBroadcastResponse(rsp *http.Response) (*SendBroadcastResponse, err
 		var headers SendBroadcastResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22654,24 +22454,17 @@ func ParseListCampaignsResponse(rsp *http.Response) (*ListCampaignsResponse, err
 		var headers ListCampaignsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22731,24 +22524,17 @@ func ParseCreateCampaignResponse(rsp *http.Response) (*CreateCampaignResponse, e
 		var headers CreateCampaignResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -22804,24 +22590,17 @@ func ParseDeleteCampaignResponse(rsp *http.Response) (*DeleteCampaignResponse, e
 		var headers DeleteCampaignResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -22881,24 +22660,17 @@ func ParseGetCampaignResponse(rsp *http.Response) (*GetCampaignResponse, error) 
 		var headers GetCampaignResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -22958,24 +22730,17 @@ func ParseUpdateCampaignResponse(rsp *http.Response) (*UpdateCampaignResponse, e
 		var headers UpdateCampaignResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23035,24 +22800,17 @@ func ParseRemoveCampaignSequenceResponse(rsp *http.Response) (*RemoveCampaignSeq
 		var headers RemoveCampaignSequenceResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23112,24 +22870,17 @@ func ParseAddCampaignSequenceResponse(rsp *http.Response) (*AddCampaignSequenceR
 		var headers AddCampaignSequenceResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23189,24 +22940,17 @@ func ParseRemoveCampaignTemplateResponse(rsp *http.Response) (*RemoveCampaignTem
 		var headers RemoveCampaignTemplateResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23266,24 +23010,17 @@ func ParseAddCampaignTemplateResponse(rsp *http.Response) (*AddCampaignTemplateR
 		var headers AddCampaignTemplateResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23343,24 +23080,17 @@ func ParseListContactsResponse(rsp *http.Response) (*ListContactsResponse, error
 		var headers ListContactsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23420,24 +23150,17 @@ func ParseCreateContactResponse(rsp *http.Response) (*CreateContactResponse, err
 		var headers CreateContactResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -23504,48 +23227,34 @@ func ParseUpsertContactResponse(rsp *http.Response) (*UpsertContactResponse, err
 		var headers UpsertContactResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers UpsertContactResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -23605,24 +23314,17 @@ func ParseContactStatsResponse(rsp *http.Response) (*ContactStatsResponse, error
 		var headers ContactStatsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23678,24 +23380,17 @@ func ParseDeleteContactResponse(rsp *http.Response) (*DeleteContactResponse, err
 		var headers DeleteContactResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -23755,24 +23450,17 @@ func ParseGetContactResponse(rsp *http.Response) (*GetContactResponse, error) {
 		var headers GetContactResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23832,24 +23520,17 @@ func ParseUpdateContactResponse(rsp *http.Response) (*UpdateContactResponse, err
 		var headers UpdateContactResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23909,24 +23590,17 @@ func ParseListContactScheduledResponse(rsp *http.Response) (*ListContactSchedule
 		var headers ListContactScheduledResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -23986,24 +23660,17 @@ func ParseListContactSegmentsResponse(rsp *http.Response) (*ListContactSegmentsR
 		var headers ListContactSegmentsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24063,24 +23730,17 @@ func ParseListContactSendsResponse(rsp *http.Response) (*ListContactSendsRespons
 		var headers ListContactSendsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24140,24 +23800,17 @@ func ParseListContactSequencesResponse(rsp *http.Response) (*ListContactSequence
 		var headers ListContactSequencesResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24217,24 +23870,17 @@ func ParseContactTimelineResponse(rsp *http.Response) (*ContactTimelineResponse,
 		var headers ContactTimelineResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24294,24 +23940,17 @@ func ParseListDomainsResponse(rsp *http.Response) (*ListDomainsResponse, error) 
 		var headers ListDomainsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24371,24 +24010,17 @@ func ParseCreateDomainResponse(rsp *http.Response) (*CreateDomainResponse, error
 		var headers CreateDomainResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -24444,24 +24076,17 @@ func ParseDeleteDomainResponse(rsp *http.Response) (*DeleteDomainResponse, error
 		var headers DeleteDomainResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -24521,24 +24146,17 @@ func ParseGetDomainResponse(rsp *http.Response) (*GetDomainResponse, error) {
 		var headers GetDomainResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24598,24 +24216,17 @@ func ParseUpdateDomainResponse(rsp *http.Response) (*UpdateDomainResponse, error
 		var headers UpdateDomainResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24675,24 +24286,17 @@ func ParseVerifyDomainResponse(rsp *http.Response) (*VerifyDomainResponse, error
 		var headers VerifyDomainResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24752,24 +24356,17 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 		var headers ListEventsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24829,24 +24426,17 @@ func ParseCreateEventResponse(rsp *http.Response) (*CreateEventResponse, error) 
 		var headers CreateEventResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -24906,24 +24496,17 @@ func ParseListEventArchivesResponse(rsp *http.Response) (*ListEventArchivesRespo
 		var headers ListEventArchivesResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -24976,24 +24559,17 @@ func ParseGetEventArchiveResponse(rsp *http.Response) (*GetEventArchiveResponse,
 		var headers GetEventArchiveResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25053,24 +24629,17 @@ func ParseListContactEventsResponse(rsp *http.Response) (*ListContactEventsRespo
 		var headers ListContactEventsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25130,24 +24699,17 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		var headers GetMetricsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25207,24 +24769,17 @@ func ParseListSequenceMetricsResponse(rsp *http.Response) (*ListSequenceMetricsR
 		var headers ListSequenceMetricsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25284,24 +24839,17 @@ func ParseGetSequenceMetricsResponse(rsp *http.Response) (*GetSequenceMetricsRes
 		var headers GetSequenceMetricsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25361,24 +24909,17 @@ func ParseListTemplateMetricsResponse(rsp *http.Response) (*ListTemplateMetricsR
 		var headers ListTemplateMetricsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25438,24 +24979,17 @@ func ParseGetTemplateMetricsResponse(rsp *http.Response) (*GetTemplateMetricsRes
 		var headers GetTemplateMetricsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25548,24 +25082,17 @@ func ParseListScheduledResponse(rsp *http.Response) (*ListScheduledResponse, err
 		var headers ListScheduledResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25625,24 +25152,17 @@ func ParseGetScheduledResponse(rsp *http.Response) (*GetScheduledResponse, error
 		var headers GetScheduledResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25702,24 +25222,17 @@ func ParseListSegmentsResponse(rsp *http.Response) (*ListSegmentsResponse, error
 		var headers ListSegmentsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -25779,24 +25292,17 @@ func ParseCreateSegmentResponse(rsp *http.Response) (*CreateSegmentResponse, err
 		var headers CreateSegmentResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -25852,24 +25358,17 @@ func ParseDeleteSegmentResponse(rsp *http.Response) (*DeleteSegmentResponse, err
 		var headers DeleteSegmentResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -25929,24 +25428,17 @@ func ParseGetSegmentResponse(rsp *http.Response) (*GetSegmentResponse, error) {
 		var headers GetSegmentResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26006,24 +25498,17 @@ func ParseUpdateSegmentResponse(rsp *http.Response) (*UpdateSegmentResponse, err
 		var headers UpdateSegmentResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26083,24 +25568,17 @@ func ParseComputeSegmentResponse(rsp *http.Response) (*ComputeSegmentResponse, e
 		var headers ComputeSegmentResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26160,24 +25638,17 @@ func ParseListSegmentMembersResponse(rsp *http.Response) (*ListSegmentMembersRes
 		var headers ListSegmentMembersResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26237,24 +25708,17 @@ func ParseSendResponse(rsp *http.Response) (*SendResponse, error) {
 		var headers SendResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26314,24 +25778,17 @@ func ParseSendBatchResponse(rsp *http.Response) (*SendBatchResponse, error) {
 		var headers SendBatchResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26391,24 +25848,17 @@ func ParseListSendsResponse(rsp *http.Response) (*ListSendsResponse, error) {
 		var headers ListSendsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26468,24 +25918,17 @@ func ParseGetSendResponse(rsp *http.Response) (*GetSendResponse, error) {
 		var headers GetSendResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26545,24 +25988,17 @@ func ParseListSequencesResponse(rsp *http.Response) (*ListSequencesResponse, err
 		var headers ListSequencesResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26618,24 +26054,17 @@ func ParseDeleteSequenceResponse(rsp *http.Response) (*DeleteSequenceResponse, e
 		var headers DeleteSequenceResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -26695,24 +26124,17 @@ func ParseGetSequenceResponse(rsp *http.Response) (*GetSequenceResponse, error) 
 		var headers GetSequenceResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26772,24 +26194,17 @@ func ParseUpdateSequenceResponse(rsp *http.Response) (*UpdateSequenceResponse, e
 		var headers UpdateSequenceResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -26856,48 +26271,34 @@ func ParsePutSequenceResponse(rsp *http.Response) (*PutSequenceResponse, error) 
 		var headers PutSequenceResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers PutSequenceResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -26957,24 +26358,17 @@ func ParseListEnrolledResponse(rsp *http.Response) (*ListEnrolledResponse, error
 		var headers ListEnrolledResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -27041,48 +26435,34 @@ func ParseEnrolResponse(rsp *http.Response) (*EnrolResponse, error) {
 		var headers EnrolResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers EnrolResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -27138,24 +26518,17 @@ func ParseUnenrolResponse(rsp *http.Response) (*UnenrolResponse, error) {
 		var headers UnenrolResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -27215,24 +26588,17 @@ func ParseDryRunSequenceResponse(rsp *http.Response) (*DryRunSequenceResponse, e
 		var headers DryRunSequenceResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -27292,24 +26658,17 @@ func ParseListSequenceSendsResponse(rsp *http.Response) (*ListSequenceSendsRespo
 		var headers ListSequenceSendsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -27369,24 +26728,17 @@ func ParseSequenceStatusResponse(rsp *http.Response) (*SequenceStatusResponse, e
 		var headers SequenceStatusResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -27446,24 +26798,17 @@ func ParseListSuppressionsResponse(rsp *http.Response) (*ListSuppressionsRespons
 		var headers ListSuppressionsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -27530,48 +26875,34 @@ func ParseAddSuppressionResponse(rsp *http.Response) (*AddSuppressionResponse, e
 		var headers AddSuppressionResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers AddSuppressionResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -27627,24 +26958,17 @@ func ParseRemoveSuppressionResponse(rsp *http.Response) (*RemoveSuppressionRespo
 		var headers RemoveSuppressionResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -27704,24 +27028,17 @@ func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, err
 		var headers ListTemplatesResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -27777,24 +27094,17 @@ func ParseDeleteTemplateResponse(rsp *http.Response) (*DeleteTemplateResponse, e
 		var headers DeleteTemplateResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -27854,24 +27164,17 @@ func ParseGetTemplateResponse(rsp *http.Response) (*GetTemplateResponse, error) 
 		var headers GetTemplateResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -27938,48 +27241,34 @@ func ParsePutTemplateResponse(rsp *http.Response) (*PutTemplateResponse, error) 
 		var headers PutTemplateResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers PutTemplateResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -28039,24 +27328,17 @@ func ParsePreviewTemplateResponse(rsp *http.Response) (*PreviewTemplateResponse,
 		var headers PreviewTemplateResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28116,24 +27398,17 @@ func ParseListTemplateVersionsResponse(rsp *http.Response) (*ListTemplateVersion
 		var headers ListTemplateVersionsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28193,24 +27468,17 @@ func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 		var headers GetTenantResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28270,24 +27538,17 @@ func ParseUpdateTenantResponse(rsp *http.Response) (*UpdateTenantResponse, error
 		var headers UpdateTenantResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28354,48 +27615,34 @@ func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error
 		var headers CreateTenantResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers CreateTenantResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -28455,24 +27702,17 @@ func ParseGetSandboxWhitelistResponse(rsp *http.Response) (*GetSandboxWhitelistR
 		var headers GetSandboxWhitelistResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28532,24 +27772,17 @@ func ParseAddSandboxWhitelistResponse(rsp *http.Response) (*AddSandboxWhitelistR
 		var headers AddSandboxWhitelistResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28609,24 +27842,17 @@ func ParseRemoveSandboxWhitelistResponse(rsp *http.Response) (*RemoveSandboxWhit
 		var headers RemoveSandboxWhitelistResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28686,24 +27912,17 @@ func ParseListTopicsResponse(rsp *http.Response) (*ListTopicsResponse, error) {
 		var headers ListTopicsResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28763,24 +27982,17 @@ func ParseCreateTopicResponse(rsp *http.Response) (*CreateTopicResponse, error) 
 		var headers CreateTopicResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -28836,24 +28048,17 @@ func ParseDeleteTopicResponse(rsp *http.Response) (*DeleteTopicResponse, error) 
 		var headers DeleteTopicResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -28913,24 +28118,17 @@ func ParseGetTopicResponse(rsp *http.Response) (*GetTopicResponse, error) {
 		var headers GetTopicResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -28990,24 +28188,17 @@ func ParseUpdateTopicResponse(rsp *http.Response) (*UpdateTopicResponse, error) 
 		var headers UpdateTopicResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -29067,24 +28258,17 @@ func ParseListWebhooksResponse(rsp *http.Response) (*ListWebhooksResponse, error
 		var headers ListWebhooksResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -29144,24 +28328,17 @@ func ParseCreateWebhookResponse(rsp *http.Response) (*CreateWebhookResponse, err
 		var headers CreateWebhookResponse201Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
@@ -29217,24 +28394,17 @@ func ParseDeleteWebhookResponse(rsp *http.Response) (*DeleteWebhookResponse, err
 		var headers DeleteWebhookResponse204Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
@@ -29294,24 +28464,17 @@ func ParseGetWebhookResponse(rsp *http.Response) (*GetWebhookResponse, error) {
 		var headers GetWebhookResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -29371,24 +28534,17 @@ func ParseUpdateWebhookResponse(rsp *http.Response) (*UpdateWebhookResponse, err
 		var headers UpdateWebhookResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -29448,24 +28604,17 @@ func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliver
 		var headers ListWebhookDeliveriesResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -29525,24 +28674,17 @@ func ParseRetryWebhookDeliveryResponse(rsp *http.Response) (*RetryWebhookDeliver
 		var headers RetryWebhookDeliveryResponse202Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers202 = &headers
 	case rsp.StatusCode == 429:
@@ -29602,24 +28744,17 @@ func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretR
 		var headers RotateWebhookSecretResponse200Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
@@ -29679,24 +28814,17 @@ func ParseTestWebhookResponse(rsp *http.Response) (*TestWebhookResponse, error) 
 		var headers TestWebhookResponse202Headers
 		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitLimit = &value
+			headers.XRateLimitLimit = value
 		}
 		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
+			headers.XRateLimitRemaining = value
 		}
 		response.Headers202 = &headers
 	case rsp.StatusCode == 429:
