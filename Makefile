@@ -7,6 +7,8 @@ GOTESTSUM := bin/gotestsum
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck
 GO_PACKAGES := ./...
+# The Redoc release api/docsassets holds (make docs-assets).
+REDOC_VERSION := 2.5.4
 
 .DEFAULT_GOAL := help
 
@@ -31,6 +33,10 @@ run: services build ## Build, prepare the database and start api + worker locall
 .PHONY: browser
 browser: ## Make sure a headless Chromium is installed (the browser tests; apt-get the first time)
 	@scripts/ensure-browser.sh
+
+.PHONY: docs-assets
+docs-assets: ## Vendor Redoc's bundle for GET /docs into api/docsassets (REDOC_VERSION=2.5.4; needs the npm registry)
+	@REDOC_VERSION=$(REDOC_VERSION) scripts/docs-assets.sh
 
 .PHONY: mjml-deps
 mjml-deps: internal/mjml/node/node_modules/.package-lock.json ## Install the pinned mjml npm package (npm ci)
