@@ -124,6 +124,10 @@ func New(d Deps) (*fiber.App, error) {
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
+	docs, err := newDocsSite()
+	if err != nil {
+		return nil, err
+	}
 	app := fiber.New(FiberConfig(s.errorHandler))
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
@@ -147,6 +151,12 @@ func New(d Deps) (*fiber.App, error) {
 	app.Get("/t/u/:token", s.unsubscribePage)
 	app.Post("/t/u/:token", s.unsubscribe)
 	app.Post("/webhooks/sendgrid", s.sendgridWebhook)
+
+	// The API reference (api/docs.go), like /healthz without credentials
+	// or rate limit: the page rendering /api/openapi.json, and the files
+	// it loads.
+	app.Get("/docs", docs.pageHandler)
+	app.Get("/docs/assets/:file", docs.assetHandler)
 
 	// Authentication runs per route rather than as prefix middleware, so an
 	// unknown route is a plain 404 whatever credential came with it.

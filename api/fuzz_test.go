@@ -38,6 +38,7 @@ var (
 		"/api/scheduled", "/api/scheduled/:p",
 		"/t/o/:p", "/t/c/:p", "/t/u/:p", "/webhooks/sendgrid",
 		"/api/nowhere/:p",
+		"/docs", "/docs/assets/:p", "/api/openapi.json",
 	}
 )
 
@@ -106,6 +107,8 @@ func FuzzAPI(f *testing.F) {
 		{0, "/t/c/:p", strings.Repeat("A", 5000), ""},
 		{1, "/t/u/:p", "\x00", "List-Unsubscribe=One-Click"},
 		{0, "/t/u/:p", "", ""},
+		{0, "/docs/assets/:p", "../app.go", ""},
+		{0, "/docs/assets/:p", "redoc.standalone.js\x00", ""},
 	} {
 		f.Add(s.method, fuzzRoute(f, s.route), s.param, "", []byte(s.body))
 	}

@@ -12,6 +12,11 @@ var operations = map[string]op{
 	"GET /readyz":           {id: "readyz", summary: "Readiness: PostgreSQL and Redis answer", auth: authNone, res: readyJSON{}, also: []int{http.StatusServiceUnavailable}},
 	"GET /metrics":          {id: "prometheusMetrics", summary: "Prometheus metrics of this process", auth: authNone, resType: "text/plain"},
 	"GET /api/openapi.json": {id: "openapi", summary: "This document", auth: authNone, resType: "application/json"},
+	"GET /docs":             {id: "docsPage", summary: "The API reference: this document as a browsable page", auth: authNone, resType: "text/html"},
+	"GET /docs/assets/:file": {id: "docsAsset", summary: "A file the reference page loads (its script) or names (its licenses)",
+		desc: "Only the names the page gives, which carry the content's hash: cached for a year (immutable), " +
+			"with an ETag (If-None-Match answers 304), gzipped when accepted; the licenses are text/plain. Any other name is 404.",
+		auth: authNone, resType: "text/javascript"},
 	"POST /webhooks/sendgrid": {id: "sendgridEvents", summary: "SendGrid's signed Event Webhook: delivery outcomes", auth: authNone,
 		desc:   "Signed with X-Twilio-Email-Event-Webhook-Signature and -Timestamp; a bad signature is 403.",
 		reqAlt: []string{"application/json"}, status: http.StatusNoContent},

@@ -2556,6 +2556,18 @@ type ClientInterface interface {
 	// Corresponds with POST /api/webhooks/{id}/test (the `TestWebhook` operationId).
 	TestWebhook(ctx context.Context, id string, params *TestWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DocsPage The API reference: this document as a browsable page
+	//
+	// Corresponds with GET /docs (the `DocsPage` operationId).
+	DocsPage(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DocsAsset A file the reference page loads (its script) or names (its licenses)
+	//
+	// Only the names the page gives, which carry the content's hash: cached for a year (immutable), with an ETag (If-None-Match answers 304), gzipped when accepted; the licenses are text/plain. Any other name is 404.
+	//
+	// Corresponds with GET /docs/assets/{file} (the `DocsAsset` operationId).
+	DocsAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz Liveness: the process answers
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -4759,6 +4771,38 @@ func (c *Client) RotateWebhookSecret(ctx context.Context, id string, params *Rot
 // Corresponds with POST /api/webhooks/{id}/test (the `TestWebhook` operationId).
 func (c *Client) TestWebhook(ctx context.Context, id string, params *TestWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTestWebhookRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DocsPage The API reference: this document as a browsable page
+//
+// Corresponds with GET /docs (the `DocsPage` operationId).
+func (c *Client) DocsPage(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDocsPageRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DocsAsset A file the reference page loads (its script) or names (its licenses)
+//
+// Only the names the page gives, which carry the content's hash: cached for a year (immutable), with an ETag (If-None-Match answers 304), gzipped when accepted; the licenses are text/plain. Any other name is 404.
+//
+// Corresponds with GET /docs/assets/{file} (the `DocsAsset` operationId).
+func (c *Client) DocsAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDocsAssetRequest(c.Server, file)
 	if err != nil {
 		return nil, err
 	}
@@ -10661,6 +10705,67 @@ func NewTestWebhookRequest(server string, id string, params *TestWebhookParams) 
 	return req, nil
 }
 
+// NewDocsPageRequest constructs an http.Request for the DocsPage method
+func NewDocsPageRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDocsAssetRequest constructs an http.Request for the DocsAsset method
+func NewDocsAssetRequest(server string, file string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "file", file, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs/assets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -11932,6 +12037,22 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/webhooks/{id}/test (the `TestWebhook` operationId).
 	TestWebhookWithResponse(ctx context.Context, id string, params *TestWebhookParams, reqEditors ...RequestEditorFn) (*TestWebhookResponse, error)
+
+	// DocsPageWithResponse The API reference: this document as a browsable page
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs (the `DocsPage` operationId).
+	DocsPageWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsPageResponse, error)
+
+	// DocsAssetWithResponse A file the reference page loads (its script) or names (its licenses)
+	//
+	// Only the names the page gives, which carry the content's hash: cached for a year (immutable), with an ETag (If-None-Match answers 304), gzipped when accepted; the licenses are text/plain. Any other name is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs/assets/{file} (the `DocsAsset` operationId).
+	DocsAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*DocsAssetResponse, error)
 
 	// HealthzWithResponse Liveness: the process answers
 	//
@@ -19265,6 +19386,88 @@ func (r TestWebhookResponse) ContentType() string {
 	return ""
 }
 
+type DocsPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DocsPageResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DocsPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DocsPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DocsPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DocsPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DocsAssetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DocsAssetResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DocsAssetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DocsAssetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DocsAssetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DocsAssetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -21374,6 +21577,34 @@ func (c *ClientWithResponses) TestWebhookWithResponse(ctx context.Context, id st
 		return nil, err
 	}
 	return ParseTestWebhookResponse(rsp)
+}
+
+// DocsPageWithResponse The API reference: this document as a browsable page
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs (the `DocsPage` operationId).
+func (c *ClientWithResponses) DocsPageWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsPageResponse, error) {
+	rsp, err := c.DocsPage(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocsPageResponse(rsp)
+}
+
+// DocsAssetWithResponse A file the reference page loads (its script) or names (its licenses)
+//
+// Only the names the page gives, which carry the content's hash: cached for a year (immutable), with an ETag (If-None-Match answers 304), gzipped when accepted; the licenses are text/plain. Any other name is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs/assets/{file} (the `DocsAsset` operationId).
+func (c *ClientWithResponses) DocsAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*DocsAssetResponse, error) {
+	rsp, err := c.DocsAsset(ctx, file, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocsAssetResponse(rsp)
 }
 
 // HealthzWithResponse Liveness: the process answers
@@ -28837,6 +29068,58 @@ func ParseTestWebhookResponse(rsp *http.Response) (*TestWebhookResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDocsPageResponse parses an HTTP response from a DocsPageWithResponse call
+func ParseDocsPageResponse(rsp *http.Response) (*DocsPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DocsPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDocsAssetResponse parses an HTTP response from a DocsAssetWithResponse call
+func ParseDocsAssetResponse(rsp *http.Response) (*DocsAssetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DocsAssetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
 	}
 
 	return response, nil
