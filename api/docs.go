@@ -72,6 +72,7 @@ var docsPageTemplate = template.Must(template.New("docs").Parse(`<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Tidings API reference</title>
+<link rel="icon" href="data:,">
 <link rel="license" href="{{.License}}">
 <link rel="license" href="{{.Notices}}">
 <style>body { margin: 0; padding: 0; }</style>
