@@ -1,6 +1,7 @@
 package api
 
 import (
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,11 @@ func principal(c *fiber.Ctx) *Principal {
 
 func tenantID(c *fiber.Ctx) string { return principal(c).TenantID }
 
-// logRequests writes one structured line per request.
+// logRequests writes one structured line per request: method, path, route
+// template, status, duration, request id, and the tenant and error code
+// when there are some. The attributes are built as slog.Attr values in an
+// array on the stack (no boxing into []any) and only when the line will be
+// written (not at LOG_LEVEL=warn).
 func (s *Server) logRequests(c *fiber.Ctx) error {
 	start := time.Now()
 	err := c.Next()
@@ -42,19 +47,26 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 		}
 	}
 	took := time.Since(start)
-	telemetry.ObserveHTTP(routeLabel(c), c.Method(), c.Response().StatusCode(), took)
-	attrs := []any{"method", c.Method(), "path", c.Path(), "status", c.Response().StatusCode(),
-		"duration_ms", float64(took.Microseconds()) / 1000, "request_id", requestID(c)}
+	route, status := routeLabel(c), c.Response().StatusCode()
+	telemetry.ObserveHTTP(route, c.Method(), status, took)
+	ctx := c.UserContext()
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return nil
+	}
+	var buf [9]slog.Attr
+	attrs := append(buf[:0], slog.String("method", c.Method()), slog.String("path", c.Path()),
+		slog.String("route", route), slog.Int("status", status),
+		slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.String("request_id", requestID(c)))
 	if p := principal(c); p != nil {
-		attrs = append(attrs, "tenant_id", p.TenantID)
+		attrs = append(attrs, slog.String("tenant_id", p.TenantID))
 	}
 	if code, ok := c.Locals(errorCodeKey).(string); ok {
-		attrs = append(attrs, "code", code)
+		attrs = append(attrs, slog.String("code", code))
 	}
 	if fields, ok := c.Locals(errorFieldsKey).([]string); ok {
-		attrs = append(attrs, "fields", strings.Join(fields, ","))
+		attrs = append(attrs, slog.String("fields", strings.Join(fields, ",")))
 	}
-	s.log.Info("request", attrs...)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 	return nil
 }
 
