@@ -12,23 +12,28 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/valyala/fasthttp"
+
+	"tidings/internal/config"
 )
 
 // BenchmarkRequestLog is the request log's cost per request: an app of the
 // request id, the log and a handler that answers a small JSON body for a
-// tenant, against the same app without the log (none), with the JSON log
-// written to a file at info (every line) and at warn (no line).
+// tenant, against the same app without the log (none); with the JSON log
+// written to a file at info, a write per line (unbatched) or batched as
+// config.NewLogger writes (info); and at warn (no line).
 //
 //	go test ./api -run '^$' -bench RequestLog -benchmem
 func BenchmarkRequestLog(b *testing.B) {
 	for _, tc := range []struct {
-		name  string
-		level slog.Level
-		log   bool
+		name    string
+		level   slog.Level
+		log     bool
+		batched bool
 	}{
-		{"none", 0, false},
-		{"info", slog.LevelInfo, true},
-		{"warn", slog.LevelWarn, true},
+		{"none", 0, false, false},
+		{"unbatched", slog.LevelInfo, true, false},
+		{"info", slog.LevelInfo, true, true},
+		{"warn", slog.LevelWarn, true, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			f, err := os.Create(filepath.Join(b.TempDir(), "api.log"))
@@ -36,7 +41,13 @@ func BenchmarkRequestLog(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			s := &Server{log: slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: tc.level})).With("service", "api")}
+			var lh slog.Handler = slog.NewJSONHandler(f, &slog.HandlerOptions{Level: tc.level})
+			if tc.batched {
+				out := config.NewLogOutput(f, config.LogFlushEvery)
+				defer out.Flush()
+				lh = out.Handler(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: tc.level}))
+			}
+			s := &Server{log: slog.New(lh).With("service", "api")}
 			app := fiber.New(FiberConfig(s.errorHandler))
 			app.Use(requestid.New())
 			if tc.log {
