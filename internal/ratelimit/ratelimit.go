@@ -92,7 +92,9 @@ type Result struct {
 // Allow counts one request of tenant. A refusal is always Redis's answer
 // (the shared bucket has no whole token), so its RetryAfter is exact; an
 // error means Redis could not be asked and the caller decides (the API
-// answers 500, as it did before leases).
+// answers 500, as it did before leases). tenant is kept (as the key of its
+// lease), so it must not alias a buffer fasthttp reuses; the principal's
+// tenant id does not.
 func (l *Limiter) Allow(ctx context.Context, tenant string) (Result, error) {
 	if l.lease <= 1 {
 		taken, res, err := l.take(ctx, tenant, 1, 0)
