@@ -166,6 +166,9 @@ func pathParam(c *fiber.Ctx, name string) (string, error) {
 // every route at once (filters such as ?name= reach SQL): each key and
 // value must be valid UTF-8 without NUL. The error names the parameter.
 func checkQuery(c *fiber.Ctx) error {
+	if c.Request().URI().QueryArgs().Len() == 0 {
+		return c.Next()
+	}
 	var err error
 	c.Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
 		if err != nil {

@@ -6,8 +6,9 @@ export DATABASE_URL="postgres://postgres@127.0.0.1:5432/$BENCH_DB?sslmode=disabl
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export DASHBOARD_JWT_SECRET=bench-dashboard-secret
 export TRACKING_SECRET=bench-tracking-secret
-# Huge, so the limiter runs its Redis round trip on every request but never
-# refuses one.
+# Huge, so the limiter never refuses a request; at this limit it leases
+# 1,000 tokens at a time (one Redis call per 1,000 requests per instance;
+# docs/decisions.md, "Request rate limit: leases").
 export RATE_LIMIT_PER_MINUTE=100000000
 mkdir -p "$OUT" bin
 

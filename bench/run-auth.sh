@@ -10,7 +10,9 @@
 #
 # Knobs (environment): DURATION (5s), WARMUP (1s), CONC (16), ROUNDS (5),
 # LEVELS ("warn info"), SCENARIOS ("apikeys healthz"), BENCH_DB
-# (tidings_bench), OUT (var/bench), KEEP_LOGS (0).
+# (tidings_bench), OUT (var/bench), KEEP_LOGS (0), COMPARE_REF (none: a git
+# commit whose bin/api runs beside this one as target api-ref, in the same
+# rounds, for before/after figures on a busy machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +31,13 @@ echo "building bin/api, bin/bare, bin/loadgen"
 go build -o bin/api ./cmd/api
 go build -o bin/bare ./bench/bare
 go build -o bin/loadgen ./bench/cmd/loadgen
+if [ -n "${COMPARE_REF:-}" ]; then
+  echo "building bin/api-ref from $COMPARE_REF"
+  ref_src=$(mktemp -d)
+  git archive "$COMPARE_REF" | tar -x -C "$ref_src"
+  (cd "$ref_src" && go build -o "$OLDPWD/bin/api-ref" ./cmd/api)
+  rm -rf "$ref_src"
+fi
 
 fresh_db
 
@@ -46,6 +55,12 @@ for level in $LEVELS; do
     bin/api 2>"$OUT/api-nocache-$level.log" &
   nocache_pid=$!; pids+=("$nocache_pid")
   wait_ready "http://127.0.0.1:$nocache_port/readyz" "api-nocache-$level"
+  if [ -n "${COMPARE_REF:-}" ]; then
+    ref_port=$(spare_port)
+    HTTP_ADDR=127.0.0.1:$ref_port LOG_LEVEL=$level MIGRATE=false bin/api-ref 2>"$OUT/api-ref-$level.log" &
+    ref_pid=$!; pids+=("$ref_pid")
+    wait_ready "http://127.0.0.1:$ref_port/readyz" "api-ref-$level"
+  fi
   LOG_LEVEL=warn bin/bare -addr "127.0.0.1:$bare_port" -tenant "$org" 2>"$OUT/bare-$level.log" &
   bare_pid=$!; pids+=("$bare_pid")
   wait_ready "http://127.0.0.1:$bare_port/healthz" "bare-$level"
@@ -56,6 +71,9 @@ for level in $LEVELS; do
     targets=(-target "api=http://127.0.0.1:$api_port,pid=$api_pid")
     if [ "$scenario" = apikeys ]; then
       targets+=(-target "api-nocache=http://127.0.0.1:$nocache_port,pid=$nocache_pid")
+      if [ -n "${COMPARE_REF:-}" ]; then
+        targets+=(-target "api-ref=http://127.0.0.1:$ref_port,pid=$ref_pid")
+      fi
     fi
     targets+=(-target "bare=http://127.0.0.1:$bare_port,pid=$bare_pid")
     echo

@@ -26,15 +26,16 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "listen address")
 	tenant := flag.String("tenant", "", "tenant whose API keys GET /api/api-keys lists")
 	flag.Parse()
-	log, err := config.NewLogger("bare")
+	log, flush, err := config.NewLogger("bare")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bare:", err)
 		os.Exit(1)
 	}
 	if err := run(log, *addr, *tenant); err != nil {
-		log.Error("bare stopped", "err", err)
+		log.Error("bare stopped", "err", err) // an error line is written at once
 		os.Exit(1)
 	}
+	flush()
 }
 
 func run(log *slog.Logger, addr, tenant string) error {

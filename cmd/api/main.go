@@ -25,15 +25,16 @@ import (
 const drain = 30 * time.Second
 
 func main() {
-	log, err := config.NewLogger("api")
+	log, flush, err := config.NewLogger("api")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
 	if err := run(log); err != nil {
-		log.Error("api stopped", "err", err)
+		log.Error("api stopped", "err", err) // an error line is written at once
 		os.Exit(1)
 	}
+	flush()
 }
 
 func run(log *slog.Logger) error {

@@ -22,15 +22,16 @@ import (
 )
 
 func main() {
-	log, err := config.NewLogger("worker")
+	log, flush, err := config.NewLogger("worker")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 	if err := run(log); err != nil {
-		log.Error("worker stopped", "err", err)
+		log.Error("worker stopped", "err", err) // an error line is written at once
 		os.Exit(1)
 	}
+	flush()
 }
 
 func run(log *slog.Logger) error {

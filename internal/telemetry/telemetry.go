@@ -12,6 +12,7 @@ package telemetry
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -222,9 +223,17 @@ func BroadcastRecipients(sent, skipped, failed, retry int) {
 func ScheduledRun(outcome string) { scheduledRuns.WithLabelValues(outcome).Inc() }
 
 // statusText is the code label: three digits, bounded by HTTP itself.
+// The labels are made once (statusTexts): this runs for every request.
 func statusText(code int) string {
 	if code < 100 || code > 599 {
 		return "other"
 	}
-	return string(rune('0'+code/100)) + string(rune('0'+code/10%10)) + string(rune('0'+code%10))
+	return statusTexts[code-100]
 }
+
+var statusTexts = func() (t [500]string) {
+	for i := range t {
+		t[i] = strconv.Itoa(100 + i)
+	}
+	return t
+}()
