@@ -133,6 +133,22 @@ func (f Fields) Err() error {
 	return Validation(f)
 }
 
+// Merge copies the fields of a VALIDATION_ERROR into f; any other error,
+// and nil, adds nothing.
+func (f *Fields) Merge(err error) {
+	e, ok := As(err)
+	if !ok {
+		return
+	}
+	fields, _ := e.Details["fields"].(map[string]any)
+	for k, v := range fields {
+		msgs, _ := v.([]string)
+		for _, m := range msgs {
+			f.Add(k, m)
+		}
+	}
+}
+
 // Names returns the fields' names, sorted.
 func (f Fields) Names() []string {
 	names := make([]string, 0, len(f))
