@@ -62,12 +62,37 @@ func (q *Queries) ContactImportAttempt(ctx context.Context, arg ContactImportAtt
 	return attempts, err
 }
 
+const contactImportDropRows = `-- name: ContactImportDropRows :execrows
+WITH gone AS (
+    DELETE FROM contact_import_rows
+    WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $1 AND i.id = $2
+                        AND i.status <> 'running')
+)
+UPDATE contact_imports ci SET staged = false
+WHERE ci.tenant_id = $1 AND ci.id = $2 AND ci.status <> 'running'
+`
+
+type ContactImportDropRowsParams struct {
+	TenantID string
+	ID       string
+}
+
+// The staging rows of a finished import.
+func (q *Queries) ContactImportDropRows(ctx context.Context, arg ContactImportDropRowsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, contactImportDropRows, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const contactImportFail = `-- name: ContactImportFail :execrows
 WITH gone AS (
     DELETE FROM contact_import_rows
     WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $2 AND i.id = $3)
 )
-UPDATE contact_imports ci SET status = 'failed', reason = $1, completed_at = now(), updated_at = now()
+UPDATE contact_imports ci SET status = 'failed', reason = $1, completed_at = now(), updated_at = now(),
+    staged = false
 WHERE ci.tenant_id = $2 AND ci.id = $3 AND ci.status = 'running'
 `
 
@@ -77,7 +102,7 @@ type ContactImportFailParams struct {
 	ID       string
 }
 
-// An import that cannot run at all: failed, with why; its rows go.
+// An import that cannot run at all: failed, with why; its rows go with it.
 func (q *Queries) ContactImportFail(ctx context.Context, arg ContactImportFailParams) (int64, error) {
 	result, err := q.db.Exec(ctx, contactImportFail, arg.Reason, arg.TenantID, arg.ID)
 	if err != nil {
@@ -87,7 +112,7 @@ func (q *Queries) ContactImportFail(ctx context.Context, arg ContactImportFailPa
 }
 
 const contactImportGet = `-- name: ContactImportGet :one
-SELECT tenant_id, id, seq, status, format, columns, email_column, total, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at FROM contact_imports WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at FROM contact_imports WHERE tenant_id = $1 AND id = $2
 `
 
 type ContactImportGetParams struct {
@@ -107,6 +132,8 @@ func (q *Queries) ContactImportGet(ctx context.Context, arg ContactImportGetPara
 		&i.Columns,
 		&i.EmailColumn,
 		&i.Total,
+		&i.NextLine,
+		&i.Staged,
 		&i.Processed,
 		&i.Created,
 		&i.Updated,
@@ -154,7 +181,7 @@ func (q *Queries) ContactImportInsert(ctx context.Context, arg ContactImportInse
 }
 
 const contactImportLock = `-- name: ContactImportLock :one
-SELECT tenant_id, id, seq, status, format, columns, email_column, total, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at FROM contact_imports WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at FROM contact_imports WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ContactImportLockParams struct {
@@ -177,6 +204,8 @@ func (q *Queries) ContactImportLock(ctx context.Context, arg ContactImportLockPa
 		&i.Columns,
 		&i.EmailColumn,
 		&i.Total,
+		&i.NextLine,
+		&i.Staged,
 		&i.Processed,
 		&i.Created,
 		&i.Updated,
@@ -198,11 +227,12 @@ UPDATE contact_imports SET
     updated      = updated + $3::bigint,
     failed       = failed + $4::bigint,
     errors       = errors || $5::jsonb,
+    next_line    = greatest(next_line, $6::int),
     attempts     = 0,
-    status       = CASE WHEN $6::boolean THEN 'completed' ELSE status END,
-    completed_at = CASE WHEN $6::boolean THEN now() ELSE completed_at END,
+    status       = CASE WHEN $7::boolean THEN 'completed' ELSE status END,
+    completed_at = CASE WHEN $7::boolean THEN now() ELSE completed_at END,
     updated_at   = now()
-WHERE tenant_id = $7 AND id = $8
+WHERE tenant_id = $8 AND id = $9
 `
 
 type ContactImportProgressParams struct {
@@ -211,6 +241,7 @@ type ContactImportProgressParams struct {
 	Updated   int64
 	Failed    int64
 	Errors    json.RawMessage
+	NextLine  int32
 	Done      bool
 	TenantID  string
 	ID        string
@@ -225,11 +256,65 @@ func (q *Queries) ContactImportProgress(ctx context.Context, arg ContactImportPr
 		arg.Updated,
 		arg.Failed,
 		arg.Errors,
+		arg.NextLine,
 		arg.Done,
 		arg.TenantID,
 		arg.ID,
 	)
 	return err
+}
+
+const contactImportRows = `-- name: ContactImportRows :many
+SELECT r.line, r.fields, r.doc, r.problem FROM contact_import_rows r
+WHERE r.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $1 AND i.id = $2)
+  AND r.line > $3::int
+ORDER BY r.line
+LIMIT $4
+`
+
+type ContactImportRowsParams struct {
+	TenantID string
+	ID       string
+	After    int32
+	Lim      int32
+}
+
+type ContactImportRowsRow struct {
+	Line    int32
+	Fields  []string
+	Doc     *string
+	Problem *string
+}
+
+// The next @lim rows after line @after, in line order.
+func (q *Queries) ContactImportRows(ctx context.Context, arg ContactImportRowsParams) ([]ContactImportRowsRow, error) {
+	rows, err := q.db.Query(ctx, contactImportRows,
+		arg.TenantID,
+		arg.ID,
+		arg.After,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ContactImportRowsRow{}
+	for rows.Next() {
+		var i ContactImportRowsRow
+		if err := rows.Scan(
+			&i.Line,
+			&i.Fields,
+			&i.Doc,
+			&i.Problem,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 type ContactImportRowsAddParams struct {
@@ -256,6 +341,45 @@ func (q *Queries) ContactImportSetTotal(ctx context.Context, arg ContactImportSe
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const contactImportStagedLeft = `-- name: ContactImportStagedLeft :many
+SELECT tenant_id, id FROM contact_imports
+WHERE staged AND status <> 'running' AND updated_at < $1
+ORDER BY updated_at
+LIMIT $2
+`
+
+type ContactImportStagedLeftParams struct {
+	Before time.Time
+	Lim    int32
+}
+
+type ContactImportStagedLeftRow struct {
+	TenantID string
+	ID       string
+}
+
+// The sweep: finished imports (every tenant) whose staging rows are still
+// there (their task died between the last chunk and the delete).
+func (q *Queries) ContactImportStagedLeft(ctx context.Context, arg ContactImportStagedLeftParams) ([]ContactImportStagedLeftRow, error) {
+	rows, err := q.db.Query(ctx, contactImportStagedLeft, arg.Before, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ContactImportStagedLeftRow{}
+	for rows.Next() {
+		var i ContactImportStagedLeftRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const contactImportStale = `-- name: ContactImportStale :many
@@ -297,51 +421,43 @@ func (q *Queries) ContactImportStale(ctx context.Context, arg ContactImportStale
 	return items, nil
 }
 
-const contactImportTakeRows = `-- name: ContactImportTakeRows :many
-WITH c AS (
-    SELECT r.import_seq, r.line FROM contact_import_rows r
-    WHERE r.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $1 AND i.id = $2)
-    ORDER BY r.line
-    LIMIT $3
-)
-DELETE FROM contact_import_rows r USING c
-WHERE r.import_seq = c.import_seq AND r.line = c.line
-RETURNING r.line, r.fields, r.doc, r.problem
+const contactImportTooLarge = `-- name: ContactImportTooLarge :many
+SELECT r.line::int AS line FROM (SELECT unnest($1::int[]) AS line, unnest($2::text[]) AS email,
+                                        unnest($3::jsonb[]) AS patch) r
+LEFT JOIN contacts c ON c.tenant_id = $4 AND c.email = r.email
+WHERE octet_length(jsonb_strip_nulls(coalesce(c.properties, '{}') || r.patch)::text) > $5::int
 `
 
-type ContactImportTakeRowsParams struct {
+type ContactImportTooLargeParams struct {
+	Lines    []int32
+	Emails   []string
+	Patches  []json.RawMessage
 	TenantID string
-	ID       string
-	Lim      int32
+	MaxBytes int32
 }
 
-type ContactImportTakeRowsRow struct {
-	Line    int32
-	Fields  []string
-	Doc     *string
-	Problem *string
-}
-
-// The next @lim rows in line order, deleted in the chunk's transaction: a
-// rollback puts them back.
-func (q *Queries) ContactImportTakeRows(ctx context.Context, arg ContactImportTakeRowsParams) ([]ContactImportTakeRowsRow, error) {
-	rows, err := q.db.Query(ctx, contactImportTakeRows, arg.TenantID, arg.ID, arg.Lim)
+// Which of an import round's rows that were not written would take their
+// contact's properties past @max_bytes (the others met a contact created
+// or deleted meanwhile and go again).
+func (q *Queries) ContactImportTooLarge(ctx context.Context, arg ContactImportTooLargeParams) ([]int32, error) {
+	rows, err := q.db.Query(ctx, contactImportTooLarge,
+		arg.Lines,
+		arg.Emails,
+		arg.Patches,
+		arg.TenantID,
+		arg.MaxBytes,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ContactImportTakeRowsRow{}
+	items := []int32{}
 	for rows.Next() {
-		var i ContactImportTakeRowsRow
-		if err := rows.Scan(
-			&i.Line,
-			&i.Fields,
-			&i.Doc,
-			&i.Problem,
-		); err != nil {
+		var line int32
+		if err := rows.Scan(&line); err != nil {
 			return nil, err
 		}
-		items = append(items, i)
+		items = append(items, line)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -355,11 +471,15 @@ WITH r AS (
            unnest($4::boolean[]) AS set_user_id, unnest($5::text[]) AS user_id,
            unnest($6::jsonb[]) AS patch, unnest($7::boolean[]) AS set_subscribed,
            unnest($8::boolean[]) AS subscribed, unnest($9::jsonb[]) AS topics,
-           unnest($10::boolean[]) AS is_new
-), big AS (
-    SELECT r.line FROM r
-    LEFT JOIN contacts c ON c.tenant_id = $11 AND c.email = r.email
-    WHERE octet_length(jsonb_strip_nulls(coalesce(c.properties, '{}') || r.patch)::text) > $12::int
+           unnest($10::boolean[]) AS may_insert
+), ins AS (
+    INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, topics)
+    SELECT $11, r.id, r.email, CASE WHEN r.set_user_id THEN r.user_id END, jsonb_strip_nulls(r.patch),
+           CASE WHEN r.set_subscribed THEN r.subscribed ELSE true END, jsonb_strip_nulls(r.topics)
+    FROM r
+    WHERE r.may_insert AND octet_length(jsonb_strip_nulls(r.patch)::text) <= $12::int
+    ON CONFLICT (tenant_id, email) DO NOTHING
+    RETURNING id
 ), up AS (
     UPDATE contacts c SET
         user_id    = CASE WHEN r.set_user_id THEN r.user_id ELSE c.user_id END,
@@ -368,23 +488,14 @@ WITH r AS (
         topics     = jsonb_strip_nulls(c.topics || r.topics),
         updated_at = now()
     FROM r
-    WHERE c.tenant_id = $11 AND c.email = r.email
+    WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = r.id)
+      AND c.tenant_id = $11 AND c.email = r.email
       AND octet_length(jsonb_strip_nulls(c.properties || r.patch)::text) <= $12::int
     RETURNING r.line, c.id
-), ins AS (
-    INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, topics)
-    SELECT $11, r.id, r.email, CASE WHEN r.set_user_id THEN r.user_id END, jsonb_strip_nulls(r.patch),
-           CASE WHEN r.set_subscribed THEN r.subscribed ELSE true END, jsonb_strip_nulls(r.topics)
-    FROM r
-    WHERE r.is_new AND octet_length(jsonb_strip_nulls(r.patch)::text) <= $12::int
-    ON CONFLICT (tenant_id, email) DO NOTHING
-    RETURNING id
 )
-SELECT up.line::int AS line, up.id::text AS contact_id, 'updated'::text AS status FROM up
+SELECT r.line::int AS line, ins.id::text AS contact_id, true AS created FROM ins JOIN r ON r.id = ins.id
 UNION ALL
-SELECT r.line, ins.id, 'created' FROM ins JOIN r ON r.id = ins.id
-UNION ALL
-SELECT big.line, '', 'too_large' FROM big
+SELECT up.line, up.id, false FROM up
 `
 
 type ContactImportUpsertParams struct {
@@ -397,7 +508,7 @@ type ContactImportUpsertParams struct {
 	SetSubscribed []bool
 	Subscribed    []bool
 	Topics        []json.RawMessage
-	IsNew         []bool
+	MayInsert     []bool
 	TenantID      string
 	MaxBytes      int32
 }
@@ -405,19 +516,20 @@ type ContactImportUpsertParams struct {
 type ContactImportUpsertRow struct {
 	Line      int32
 	ContactID string
-	Status    string
+	Created   bool
 }
 
 // One round of an import chunk (each email at most once), set-based, as
-// PUT /api/contacts writes one contact: a row whose email is a contact is
-// merged into it (ContactUpdateByEmail's rules: userId when given,
-// properties merged with null removing a key, subscribed only re-set to
-// true, topics merged), the others (@is_new, admitted under the plan
-// limit) are inserted with the id given (ContactInsert), subscribed unless
-// it says false. A row whose merged properties would pass
-// MaxPropertiesBytes is left out and reported too_large. A row the
-// statement could not place (a contact created or deleted meanwhile) is
-// not in the result: the caller tries it again.
+// PUT /api/contacts writes one contact. The rows that @may_insert are
+// inserted with the id given (ContactInsert's rules: subscribed unless it
+// says false); a row whose email is already a contact is not, and is merged
+// into it instead (ContactUpdateByEmail's rules: userId when given,
+// properties merged with null removing a key, subscribed only set back to
+// true, topics merged). The merge looks up only the rows the insert did
+// not take, so a batch of new contacts costs no second probe. A row whose
+// properties would pass @max_bytes (MaxPropertiesBytes) is in neither, nor
+// is one whose contact was created or deleted meanwhile: the caller tells
+// them apart (ContactImportTooLarge).
 func (q *Queries) ContactImportUpsert(ctx context.Context, arg ContactImportUpsertParams) ([]ContactImportUpsertRow, error) {
 	rows, err := q.db.Query(ctx, contactImportUpsert,
 		arg.Lines,
@@ -429,7 +541,7 @@ func (q *Queries) ContactImportUpsert(ctx context.Context, arg ContactImportUpse
 		arg.SetSubscribed,
 		arg.Subscribed,
 		arg.Topics,
-		arg.IsNew,
+		arg.MayInsert,
 		arg.TenantID,
 		arg.MaxBytes,
 	)
@@ -440,7 +552,7 @@ func (q *Queries) ContactImportUpsert(ctx context.Context, arg ContactImportUpse
 	items := []ContactImportUpsertRow{}
 	for rows.Next() {
 		var i ContactImportUpsertRow
-		if err := rows.Scan(&i.Line, &i.ContactID, &i.Status); err != nil {
+		if err := rows.Scan(&i.Line, &i.ContactID, &i.Created); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -108,6 +108,8 @@ type ContactImport struct {
 	Columns     []string
 	EmailColumn int32
 	Total       int64
+	NextLine    int32
+	Staged      bool
 	Processed   int64
 	Created     int64
 	Updated     int64

@@ -4,10 +4,10 @@
 -- and commits it with its contact_imports row before answering 202: the
 -- rows are the truth, the contacts:import task only the timer, and the
 -- import sweep queues the task again for a running import that stopped
--- moving. The worker takes the rows a chunk at a time in line order,
--- deleting them in the transaction that upserts their contacts and moves
--- the counters, so a crash repeats at most the chunk that was not
--- committed.
+-- moving. The worker takes the rows a chunk at a time in line order; the
+-- transaction that upserts a chunk's contacts also moves the import's
+-- counters and next_line, so a crash repeats at most the chunk that was
+-- not committed.
 CREATE TABLE contact_imports (
     tenant_id    text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     id           text NOT NULL,
@@ -21,6 +21,11 @@ CREATE TABLE contact_imports (
     columns      text[] NOT NULL DEFAULT '{}',
     email_column integer NOT NULL DEFAULT 0,
     total        bigint NOT NULL DEFAULT 0,
+    -- The last line processed: the next chunk reads the staging rows after
+    -- it. staged says staging rows may remain (the rows of a finished
+    -- import are deleted after its last chunk, or by the sweep).
+    next_line    integer NOT NULL DEFAULT 0,
+    staged       boolean NOT NULL DEFAULT true,
     processed    bigint NOT NULL DEFAULT 0,
     created      bigint NOT NULL DEFAULT 0,
     updated      bigint NOT NULL DEFAULT 0,
@@ -39,12 +44,14 @@ CREATE TABLE contact_imports (
     PRIMARY KEY (tenant_id, id)
 );
 CREATE INDEX contact_imports_running ON contact_imports (updated_at) WHERE status = 'running';
+CREATE INDEX contact_imports_staged ON contact_imports (updated_at) WHERE staged AND status <> 'running';
 
--- The rows of an import not yet processed, as read from the body: a CSV
--- record's fields, an NDJSON line as sent, or what made the row unreadable
--- (problem: too long, not UTF-8, not CSV). No foreign key: a per-row check
--- would cost the COPY as much as the rows; rows leave with their chunk, and
--- with their import when it fails or its tenant goes (the sweep).
+-- The rows of an import, as read from the body: a CSV record's fields, an
+-- NDJSON line as sent, or what made the row unreadable (problem: too long,
+-- not UTF-8, not CSV). Chunks read them in line order after the import's
+-- next_line; they are deleted at once when the import ends (a delete per
+-- chunk cost as much as the read). No foreign key: a per-row check would
+-- cost the COPY as much as the rows.
 CREATE TABLE contact_import_rows (
     import_seq bigint NOT NULL,
     line       integer NOT NULL,

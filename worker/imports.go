@@ -16,7 +16,9 @@ import (
 // TypeContactImport (task id tasks.ImportTaskID); the task processes the
 // rows a chunk at a time (contacts.Imports.Run). The sweep queues the task
 // again for a running import that has not moved for importStaleAfter: its
-// enqueue failed, Redis lost it, or its worker died.
+// enqueue failed, Redis lost it, or its worker died; and it deletes the
+// staging rows a finished import still has (its task died just after the
+// last chunk).
 const (
 	importSweepEvery   = 30 * time.Second
 	importStaleAfter   = time.Minute
@@ -70,6 +72,17 @@ func handleContactImportSweep(d Deps) asynq.HandlerFunc {
 		}
 		if queued > 0 {
 			d.Log.Warn("contact imports re-enqueued", "count", queued)
+		}
+		// Finished imports whose task died before deleting their staging
+		// rows.
+		left, err := d.Imports.StagedLeft(ctx, time.Now().Add(-importStaleAfter), importSweepBatch)
+		if err != nil {
+			return err
+		}
+		for _, r := range left {
+			if err := d.Imports.DropRows(ctx, r.TenantID, r.ID); err != nil {
+				return err
+			}
 		}
 		return nil
 	}

@@ -97,6 +97,18 @@ func TestImportTaskLostIsRefedAndCompletes(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `SELECT contact_count FROM tenants WHERE id = 'ten_a'`).Scan(&n); err != nil || n != 20 {
 		t.Fatalf("contact count %d, %v; want 20", n, err)
 	}
+	var left int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM contact_import_rows`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d staging rows left after the import, %v", left, err)
+	}
+	// A task that died between the last chunk and the delete leaves rows:
+	// the sweep deletes them.
+	if _, err := db.Pool.Exec(ctx, `UPDATE contact_imports SET staged = true`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO contact_import_rows (import_seq, line, doc) SELECT seq, 99, '{}' FROM contact_imports`); err != nil {
+		t.Fatal(err)
+	}
 	// A finished import is not queued again.
 	if _, err := db.Pool.Exec(ctx, `UPDATE contact_imports SET updated_at = now() - interval '5 minutes'`); err != nil {
 		t.Fatal(err)
@@ -109,6 +121,9 @@ func TestImportTaskLostIsRefedAndCompletes(t *testing.T) {
 	}
 	if n, err := rdb.Exists(ctx, taskKey(tid)).Result(); err != nil || n != 0 {
 		t.Fatalf("the sweep queued a completed import (%v)", err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM contact_import_rows`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("the sweep left %d staging rows of a finished import, %v", left, err)
 	}
 }
 

@@ -23,9 +23,9 @@ import (
 // Contact imports (issue 26; docs/decisions.md "Contact import"). Create
 // streams a body into staging rows (COPY) and commits them with the import
 // before the caller answers; Run upserts them a chunk at a time, in line
-// order, each chunk one transaction that deletes its staging rows, writes
-// its contacts set-based and moves the counters, so a crash repeats at
-// most an uncommitted chunk. Rows are judged by the rules of PUT
+// order, each chunk one transaction that writes its contacts set-based and
+// moves the counters and the import's next line, so a crash repeats at
+// most an uncommitted chunk; the staging rows go once the import ends. Rows are judged by the rules of PUT
 // /api/contacts: Body.Input, the property rules, the topic check, the
 // plan limit, the merge.
 
@@ -252,10 +252,29 @@ func (s *Imports) Run(ctx context.Context, tenantID, id string) error {
 		case err != nil:
 			return err
 		case done:
-			return nil
+			return s.DropRows(ctx, tenantID, id)
 		}
 		raced = 0
 	}
+}
+
+// DropRows deletes the staging rows of a finished import (Run does once
+// the last chunk has committed; the sweep for an import whose task died
+// in between). A running import keeps its rows.
+func (s *Imports) DropRows(ctx context.Context, tenantID, id string) error {
+	_, err := s.DB.ContactImportDropRows(ctx, queries.ContactImportDropRowsParams{TenantID: tenantID, ID: id})
+	return err
+}
+
+// StagedLeft lists finished imports (every tenant) that ended before
+// before and still have staging rows.
+func (s *Imports) StagedLeft(ctx context.Context, before time.Time, limit int) ([]ImportRef, error) {
+	rows, err := s.DB.ContactImportStagedLeft(ctx, queries.ContactImportStagedLeftParams{Before: before, Lim: int32(limit)})
+	refs := make([]ImportRef, len(rows))
+	for i, r := range rows {
+		refs[i] = ImportRef{TenantID: r.TenantID, ID: r.ID}
+	}
+	return refs, err
 }
 
 // Step processes one chunk of an import in one transaction and reports
@@ -279,17 +298,20 @@ func (s *Imports) Step(ctx context.Context, tenantID, id string) (done bool, err
 			done = true
 			return nil
 		}
-		rows, err := q.ContactImportTakeRows(ctx, queries.ContactImportTakeRowsParams{TenantID: tenantID, ID: id,
-			Lim: int32(chunk)})
+		rows, err := q.ContactImportRows(ctx, queries.ContactImportRowsParams{TenantID: tenantID, ID: id,
+			After: imp.NextLine, Lim: int32(chunk)})
 		if err != nil {
 			return err
 		}
-		slices.SortFunc(rows, func(a, b queries.ContactImportTakeRowsRow) int { return int(a.Line - b.Line) })
 		res, err := s.apply(ctx, q, imp, rows)
 		if err != nil {
 			return err
 		}
 		done = len(rows) < chunk
+		next := imp.NextLine
+		if len(rows) > 0 {
+			next = rows[len(rows)-1].Line
+		}
 		room := MaxImportErrors - min(int(imp.Failed), MaxImportErrors)
 		kept := append([]ImportError{}, res.failures[:min(room, len(res.failures))]...)
 		errs, err := json.Marshal(kept)
@@ -298,7 +320,7 @@ func (s *Imports) Step(ctx context.Context, tenantID, id string) (done bool, err
 		}
 		return q.ContactImportProgress(ctx, queries.ContactImportProgressParams{TenantID: tenantID, ID: id,
 			Processed: int64(len(rows)), Created: res.created, Updated: res.updated,
-			Failed: int64(len(res.failures)), Errors: errs, Done: done})
+			Failed: int64(len(res.failures)), Errors: errs, NextLine: next, Done: done})
 	})
 	return done, err
 }
@@ -328,7 +350,7 @@ type pendingRow struct {
 // first, as two PUTs would be), new contacts admitted while the plan has
 // room, then the opt-outs of existing contacts and the reservation of the
 // new ones on the tenant (contacts first, then the tenant: the lock order).
-func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImport, rows []queries.ContactImportTakeRowsRow) (chunkResult, error) {
+func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImport, rows []queries.ContactImportRowsRow) (chunkResult, error) {
 	var res chunkResult
 	fail := func(line int, msg string) { res.failures = append(res.failures, ImportError{Line: line, Message: msg}) }
 	var all []queries.Topic
@@ -369,30 +391,40 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 	var optOuts []string
 	for len(pending) > 0 {
 		round, later := splitRound(pending)
-		emails := make([]string, len(round))
-		for i, p := range round {
-			emails[i] = p.in.Email
-		}
-		existing, err := q.ContactEmailsExisting(ctx, queries.ContactEmailsExistingParams{TenantID: imp.TenantID, Emails: emails})
-		if err != nil {
-			return res, err
-		}
-		exists := make(map[string]bool, len(existing))
-		for _, e := range existing {
-			exists[e] = true
+		// Under a plan limit, which rows are new decides which may be
+		// inserted; without one, every row may, and the statement merges
+		// the ones whose email is taken.
+		var exists map[string]bool
+		if room != math.MaxInt64 {
+			emails := make([]string, len(round))
+			for i, p := range round {
+				emails[i] = p.in.Email
+			}
+			existing, err := q.ContactEmailsExisting(ctx, queries.ContactEmailsExistingParams{TenantID: imp.TenantID, Emails: emails})
+			if err != nil {
+				return res, err
+			}
+			exists = make(map[string]bool, len(existing))
+			for _, e := range existing {
+				exists[e] = true
+			}
 		}
 		var args queries.ContactImportUpsertParams
 		args.TenantID, args.MaxBytes = imp.TenantID, MaxPropertiesBytes
 		placed := map[int]pendingRow{}
 		admitted := int64(0)
 		for _, p := range round {
-			isNew := !exists[p.in.Email]
-			if isNew && admitted >= room {
-				fail(p.line, apperr.PlanLimit("contacts", s.FreeLimit).Message)
-				continue
-			}
-			if isNew {
-				admitted++
+			mayInsert := true
+			if exists != nil {
+				switch {
+				case exists[p.in.Email]:
+					mayInsert = false
+				case admitted >= room:
+					fail(p.line, apperr.PlanLimit("contacts", s.FreeLimit).Message)
+					continue
+				default:
+					admitted++
+				}
 			}
 			placed[p.line] = p
 			args.Lines = append(args.Lines, int32(p.line))
@@ -404,7 +436,7 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 			args.SetSubscribed = append(args.SetSubscribed, p.in.Subscribed != nil)
 			args.Subscribed = append(args.Subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
 			args.Topics = append(args.Topics, p.topics)
-			args.IsNew = append(args.IsNew, isNew)
+			args.MayInsert = append(args.MayInsert, mayInsert)
 		}
 		if len(args.Lines) > 0 {
 			out, err := q.ContactImportUpsert(ctx, args)
@@ -417,23 +449,24 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 					continue
 				}
 				delete(placed, int(o.Line))
-				switch o.Status {
-				case "created":
+				if o.Created {
 					res.created++
 					reserved++
 					room--
-				case "updated":
-					res.updated++
-					if unsubscribes(p.in.Subscribed) {
-						optOuts = append(optOuts, o.ContactID)
-					}
-				default:
-					fail(p.line, tooLargeMessage)
+					continue
+				}
+				res.updated++
+				if unsubscribes(p.in.Subscribed) {
+					optOuts = append(optOuts, o.ContactID)
 				}
 			}
 		}
-		// What the statement could not place (a contact created or deleted
-		// under it) goes again, with the rows for the same emails after it.
+		// What the statement did not write either passes the properties
+		// bound, or met a contact created or deleted under it: that goes
+		// again, with the rows for the same emails after it.
+		if err := s.tooLarge(ctx, q, imp.TenantID, placed, fail); err != nil {
+			return res, err
+		}
 		var again []pendingRow
 		for _, p := range placed {
 			if p.tries++; p.tries > importRaceRetries {
@@ -461,6 +494,29 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 	}
 	slices.SortStableFunc(res.failures, func(a, b ImportError) int { return a.Line - b.Line })
 	return res, nil
+}
+
+// tooLarge fails the rows of placed (what a round did not write) whose
+// properties would pass MaxPropertiesBytes, and takes them out of placed.
+func (s *Imports) tooLarge(ctx context.Context, q *store.Tx, tenantID string, placed map[int]pendingRow, fail func(int, string)) error {
+	if len(placed) == 0 {
+		return nil
+	}
+	args := queries.ContactImportTooLargeParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes}
+	for _, p := range placed {
+		args.Lines = append(args.Lines, int32(p.line))
+		args.Emails = append(args.Emails, p.in.Email)
+		args.Patches = append(args.Patches, p.patch)
+	}
+	lines, err := q.ContactImportTooLarge(ctx, args)
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		fail(int(l), tooLargeMessage)
+		delete(placed, int(l))
+	}
+	return nil
 }
 
 // room is how many new contacts the tenant's plan takes now.
@@ -493,7 +549,7 @@ func splitRound(rows []pendingRow) (round, later []pendingRow) {
 // importInput judges one staged row as PUT /api/contacts judges a body: a
 // CSV record maps its email column to email and every other non-empty
 // cell to a string property named by its header; an NDJSON line is a body.
-func importInput(imp queries.ContactImport, r queries.ContactImportTakeRowsRow) (Input, error) {
+func importInput(imp queries.ContactImport, r queries.ContactImportRowsRow) (Input, error) {
 	if imp.Format == string(NDJSON) {
 		var b Body
 		if r.Doc == nil {

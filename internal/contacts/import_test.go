@@ -328,7 +328,7 @@ func TestImportResumesAndRunsOnce(t *testing.T) {
 			t.Fatalf("Step: done %v, %v", done, err)
 		}
 	}
-	if imp := b.get("ten_a", id); imp.Processed != 6 || imp.Status != contacts.ImportRunning {
+	if imp := b.get("ten_a", id); imp.Processed != 6 || imp.NextLine != 7 || imp.Status != contacts.ImportRunning {
 		t.Fatalf("after two chunks: %+v", imp)
 	}
 	var wg sync.WaitGroup
