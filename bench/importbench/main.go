@@ -53,6 +53,7 @@ var (
 	dbName   = flag.String("db", "tidings_bench_import", "the benchmark's database (dropped and created)")
 	keep     = flag.Bool("keep", false, "keep the database and the file")
 	timeout  = flag.Duration("timeout", 20*time.Minute, "bound on the whole run")
+	chunk    = flag.Int("chunk", 0, "rows per chunk transaction (0: the service's default)")
 )
 
 func main() {
@@ -111,6 +112,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	svc.Imports.Chunk = *chunk
 	web, err := api.New(api.Deps{Services: svc, Limiter: ratelimit.New(infra.Redis, cfg.RateLimitPerMinute, app.RedisPrefix),
 		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, "", "")})
 	if err != nil {
