@@ -17,10 +17,11 @@ help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: mjml-deps ## Build bin/api, bin/worker and bin/devtoken (and install the MJML compiler)
+build: mjml-deps ## Build bin/api, bin/worker, bin/devtoken and bin/tidings (and install the MJML compiler)
 	go build -o bin/api ./cmd/api
 	go build -o bin/worker ./cmd/worker
 	go build -o bin/devtoken ./cmd/devtoken
+	go build -o bin/tidings ./cmd/tidings
 
 .PHONY: services
 services: ## Make sure PostgreSQL and Redis are up (starts or installs them)
@@ -115,6 +116,10 @@ bench-http: services mjml-deps ## HTTP load: authenticated GET /api/api-keys vs 
 .PHONY: bench-events
 bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenants vs the same record call straight on pgx (docs/benchmarks.md)
 	@bench/run-events.sh
+
+.PHONY: bench-import
+bench-import: services ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile (IMPORT_FLAGS='-rows 100000'; docs/benchmarks.md)
+	go run ./bench/importbench $(IMPORT_FLAGS)
 
 .PHONY: chaos
 chaos: services build ## Fault run: 2 api + 2 worker under load while workers, api and Redis are killed or flushed and PostgreSQL restarts; reconciles (CHAOS_FLAGS='-d 2m -cluster -pg-restart=false')

@@ -70,6 +70,8 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	if _, err := b.svc.Archiver.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// A contact import, staged (its worker has not run).
+	vimp := b.importFile(f.key, "text/csv", "email,firstName\nann@example.com,Victim import\n")
 	keys := b.expect("GET", "/api/api-keys", f.key, nil, 200).items()
 	keyID := keys[0].(map[string]any)["keyId"].(string)
 	victim := f.org
@@ -77,7 +79,7 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	// What must never appear in an attacker's response. Ids chosen by the
 	// caller (welcome, vseq) are not secret: the attacker may use them too.
 	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, whk, whMsg, "victim-hook", keyID, "victim.example", "Victim launch", "Victim news",
-		"victim_archived_event", "Victim topic", "victim-listed@example.com", "Victim note"}
+		"victim_archived_event", "Victim topic", "victim-listed@example.com", "Victim note", vimp, "Victim import"}
 
 	// The attacker, with a campaign and a sequence of its own for the
 	// routes that join two ids.
@@ -106,14 +108,18 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 		"PUT /api/contacts":                           {{"PUT", "/api/contacts", map[string]any{"email": "ann@example.com", "properties": map[string]any{"firstName": "Mallory"}}, []int{201}}},
 		"GET /api/contacts":                           {{"GET", "/api/contacts", nil, []int{200}}},
 		"GET /api/contacts/stats":                     {{"GET", "/api/contacts/stats", nil, []int{200}}},
-		"GET /api/contacts/:id":                       {{"GET", "/api/contacts/" + contact, nil, nil}},
-		"PATCH /api/contacts/:id":                     {{"PATCH", "/api/contacts/" + contact, map[string]any{"subscribed": false}, nil}},
-		"DELETE /api/contacts/:id":                    {{"DELETE", "/api/contacts/" + contact, nil, nil}},
-		"GET /api/contacts/:id/sends":                 {{"GET", "/api/contacts/" + contact + "/sends", nil, nil}},
-		"GET /api/contacts/:id/scheduled":             {{"GET", "/api/contacts/" + contact + "/scheduled", nil, nil}},
-		"GET /api/contacts/:id/sequences":             {{"GET", "/api/contacts/" + contact + "/sequences", nil, nil}},
-		"GET /api/contacts/:id/segments":              {{"GET", "/api/contacts/" + contact + "/segments", nil, nil}},
-		"GET /api/contacts/:id/timeline":              {{"GET", "/api/contacts/" + contact + "/timeline", nil, nil}},
+		// The probe sends JSON, which an import refuses (400); an
+		// attacker's own import is its own (TestImportNotFound).
+		"POST /api/contacts/import":       {{"POST", "/api/contacts/import", map[string]any{"email": "ann@example.com"}, []int{400}}},
+		"GET /api/contacts/import/:id":    {{"GET", "/api/contacts/import/" + vimp, nil, nil}},
+		"GET /api/contacts/:id":           {{"GET", "/api/contacts/" + contact, nil, nil}},
+		"PATCH /api/contacts/:id":         {{"PATCH", "/api/contacts/" + contact, map[string]any{"subscribed": false}, nil}},
+		"DELETE /api/contacts/:id":        {{"DELETE", "/api/contacts/" + contact, nil, nil}},
+		"GET /api/contacts/:id/sends":     {{"GET", "/api/contacts/" + contact + "/sends", nil, nil}},
+		"GET /api/contacts/:id/scheduled": {{"GET", "/api/contacts/" + contact + "/scheduled", nil, nil}},
+		"GET /api/contacts/:id/sequences": {{"GET", "/api/contacts/" + contact + "/sequences", nil, nil}},
+		"GET /api/contacts/:id/segments":  {{"GET", "/api/contacts/" + contact + "/segments", nil, nil}},
+		"GET /api/contacts/:id/timeline":  {{"GET", "/api/contacts/" + contact + "/timeline", nil, nil}},
 		"POST /api/send": {
 			{"POST", "/api/send", map[string]any{"to": "ann@example.com", "template": "welcome"}, nil},
 			{"POST", "/api/send", map[string]any{"to": "ann@example.com", "template": "own", "from": "x@victim.example"}, []int{400}},

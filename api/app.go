@@ -44,7 +44,16 @@ import (
 	"tidings/internal/tracking"
 )
 
+// bodyLimit is the largest body of every route but the import.
 const bodyLimit = 1 << 20
+
+// streamPrefetch is how much of a body fasthttp reads before the handler
+// when bodies are streamed (it waits for min(this, 8 KiB, the length), and
+// for one byte more when the length is larger): as little as it allows, so
+// that readBody judges a declared length once the client has sent two
+// bytes of the body, much as fasthttp did when it enforced BodyLimit
+// itself (from the header alone).
+const streamPrefetch = 1
 
 // Deps are what the API needs: the services (app.New) and what only the
 // HTTP face has.
@@ -73,8 +82,10 @@ type Server struct {
 	tenants  *tenants.Store
 	apiKeys  *apikeys.Store
 	contacts *contacts.Store
-	events   *events.Recorder
-	feed     *events.Feed
+	// imports stages contact imports and reads their progress.
+	imports *contacts.Imports
+	events  *events.Recorder
+	feed    *events.Feed
 	// archives reads the events archived past the tenant's retention.
 	archives *retention.Archives
 	// topics keeps the tenant's topics and suppressions its suppression
@@ -106,6 +117,8 @@ type Server struct {
 	outcomes   *delivery.Outcomes
 	webhooks   *delivery.Webhooks
 	webhookKey *sendgridevents.Verifier
+	// base is the parent of every request's context (Deps.BaseContext).
+	base context.Context
 }
 
 // New builds the fiber app with the whole route table.
@@ -120,7 +133,7 @@ func New(d Deps) (*fiber.App, error) {
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
 		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,
-		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions}
+		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions, imports: v.Imports}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
@@ -131,12 +144,13 @@ func New(d Deps) (*fiber.App, error) {
 	app := fiber.New(FiberConfig(s.errorHandler))
 	app.Use(requestid.New())
 	app.Use(s.logRequests)
+	app.Use(closeUnread)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: logPanic(s.log)}))
-	base := d.BaseContext
-	if base == nil {
-		base = context.Background()
+	s.base = d.BaseContext
+	if s.base == nil {
+		s.base = context.Background()
 	}
-	app.Use(withTimeout(base, 30*time.Second))
+	app.Use(withTimeout(s.base, 30*time.Second))
 
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
@@ -149,8 +163,8 @@ func New(d Deps) (*fiber.App, error) {
 	app.Get("/t/o/:token", s.trackOpen)
 	app.Get("/t/c/:token", s.trackClick)
 	app.Get("/t/u/:token", s.unsubscribePage)
-	app.Post("/t/u/:token", s.unsubscribe)
-	app.Post("/webhooks/sendgrid", s.sendgridWebhook)
+	app.Post("/t/u/:token", readBody, s.unsubscribe)
+	app.Post("/webhooks/sendgrid", readBody, s.sendgridWebhook)
 
 	// The API reference (api/docs.go), like /healthz without credentials
 	// or rate limit: the page rendering /api/openapi.json, and the files
@@ -179,6 +193,8 @@ func New(d Deps) (*fiber.App, error) {
 
 	r.post("/contacts", s.contactCreate)
 	r.put("/contacts", s.contactUpsert)
+	r.streamed().post("/contacts/import", s.contactImport)
+	r.get("/contacts/import/:id", s.contactImportGet)
 	r.get("/contacts", s.contactList)
 	r.get("/contacts/stats", s.contactStats)
 	r.get("/contacts/:id", s.contactGet)
@@ -293,41 +309,69 @@ func New(d Deps) (*fiber.App, error) {
 // FiberConfig is the app's configuration around its error handler. It is
 // exported for the HTTP benchmark's baseline (bench/bare), which must differ
 // from the app only by its middleware.
+//
+// Request bodies are streamed (StreamRequestBody) so that POST
+// /api/contacts/import can take up to 512 MiB without holding it: fasthttp
+// reads only a prefix of a body before the handler (BodyLimit, which with
+// streaming is no limit) and hands over the rest as a stream. Every other
+// route reads its body whole, at most bodyLimit (1 MiB), in readBody, the
+// first handler of its chain.
 func FiberConfig(onError fiber.ErrorHandler) fiber.Config {
 	return fiber.Config{
-		ErrorHandler:          onError,
-		BodyLimit:             bodyLimit,
-		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		JSONEncoder:           encodeJSON,
-		JSONDecoder:           json.Unmarshal,
+		ErrorHandler:      onError,
+		BodyLimit:         streamPrefetch,
+		StreamRequestBody: true,
+		// Multipart bodies would be parsed (into memory and temporary
+		// files) before the handler, whatever their size: no route takes
+		// them.
+		DisablePreParseMultipartForm: true,
+		DisableStartupMessage:        true,
+		ReadTimeout:                  30 * time.Second,
+		WriteTimeout:                 30 * time.Second,
+		IdleTimeout:                  120 * time.Second,
+		JSONEncoder:                  encodeJSON,
+		JSONDecoder:                  json.Unmarshal,
 	}
 }
 
 // routes registers handlers behind a fixed middleware chain; writes (POST,
-// PUT, PATCH) get the writes chain too (Idempotency-Key).
+// PUT, PATCH) get the writes chain too (Idempotency-Key). Each chain starts
+// by reading the body (readBody), unless the route streams it.
 type routes struct {
 	g      fiber.Router
 	mw     []fiber.Handler
 	writes []fiber.Handler
+	stream bool
 }
 
 func (r routes) with(mw ...fiber.Handler) routes {
-	return routes{g: r.g, mw: append(append([]fiber.Handler{}, r.mw...), mw...), writes: r.writes}
+	return routes{g: r.g, mw: append(append([]fiber.Handler{}, r.mw...), mw...), writes: r.writes, stream: r.stream}
 }
 
 // ownWrites drops the writes chain: the route brings its own (POST
 // /api/send keeps its send-aware Idempotency-Key).
-func (r routes) ownWrites() routes { return routes{g: r.g, mw: r.mw} }
+func (r routes) ownWrites() routes { return routes{g: r.g, mw: r.mw, stream: r.stream} }
+
+// streamed leaves the body to the handler, as a stream of any size it
+// bounds itself (POST /api/contacts/import).
+func (r routes) streamed() routes {
+	r.stream = true
+	return r
+}
+
+func (r routes) first() fiber.Handler {
+	if r.stream {
+		return markStreamed
+	}
+	return readBody
+}
 
 func (r routes) chain(h fiber.Handler) []fiber.Handler {
-	return append(append([]fiber.Handler{}, r.mw...), h)
+	return append(append([]fiber.Handler{r.first()}, r.mw...), h)
 }
 
 func (r routes) writeChain(h fiber.Handler) []fiber.Handler {
-	return append(append(append([]fiber.Handler{}, r.mw...), r.writes...), h)
+	return append(append(append([]fiber.Handler{r.first()}, r.mw...), r.writes...), h)
 }
 
 func (r routes) get(p string, h fiber.Handler)    { r.g.Get(p, r.chain(h)...) }

@@ -64,70 +64,21 @@ type contactStatsJSON struct {
 	AddedLast7d     int64 `json:"addedLast7d"`
 }
 
-type contactReq struct {
-	Email      Opt[string]                     `json:"email"`
-	UserID     Opt[string]                     `json:"userId"`
-	Properties Opt[map[string]json.RawMessage] `json:"properties"`
-	Subscribed Opt[bool]                       `json:"subscribed"`
-	Topics     Opt[map[string]*bool]           `json:"topics"`
-}
+// contactReq is the body of POST, PUT and PATCH /api/contacts.
+type contactReq = contacts.Body
 
-// validate validates a create or upsert body.
-func (r *contactReq) validate() (contacts.Input, error) {
-	var f apperr.Fields
-	var in contacts.Input
-	email := requiredEmail(&f, r.Email)
-	in.Email = email
-	if v, ok := r.UserID.Value(); ok {
-		f.Check(contacts.ValidUserID(v), "userId", "must be at most 256 characters")
-		in.UserID = &v
-	}
-	if v, ok := r.Subscribed.Value(); ok {
-		in.Subscribed = &v
-	} else if r.Subscribed.Set {
-		f.Add("subscribed", "must be a boolean")
-	}
-	p, err := contacts.ParseProperties(r.Properties.V)
-	mergeFields(&f, err)
-	in.Properties = p
-	in.Topics = r.Topics.V
-	return in, f.Err()
-}
-
-// requiredEmail normalises a required email field (trimmed, lower-cased,
-// valid), noting in f what is wrong with it.
-func requiredEmail(f *apperr.Fields, v Opt[string]) string {
-	email, ok := contacts.NormalizeEmail(v.V)
-	switch {
-	case !v.Set || v.Null || v.V == "":
-		f.Add("email", "is required")
-	case !ok:
-		f.Add("email", "must be a valid email address")
-	}
-	return email
-}
+// requiredEmail normalises a required email field (contacts.RequiredEmail).
+func requiredEmail(f *apperr.Fields, v Opt[string]) string { return contacts.RequiredEmail(f, v) }
 
 // mergeFields copies a validation error's fields into f.
-func mergeFields(f *apperr.Fields, err error) {
-	e, ok := apperr.As(err)
-	if !ok {
-		return
-	}
-	fields, _ := e.Details["fields"].(map[string]any)
-	for k, v := range fields {
-		msgs, _ := v.([]string)
-		for _, m := range msgs {
-			f.Add(k, m)
-		}
-	}
-}
+func mergeFields(f *apperr.Fields, err error) { f.Merge(err) }
 
 func (s *Server) contactCreate(c *fiber.Ctx) error {
 	var req contactReq
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.validate()
+	in, err := req.Input()
 	if err != nil {
 		return err
 	}
@@ -143,7 +94,7 @@ func (s *Server) contactUpsert(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	in, err := req.validate()
+	in, err := req.Input()
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ var bodyTargets = []struct {
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.validate()
+		return r.Input()
 	}},
 	{"event", func(b []byte) (any, error) {
 		var r eventReq

@@ -40,6 +40,7 @@ var statusOf = map[apperr.Kind]int{
 	apperr.KindRateLimited:   http.StatusTooManyRequests,
 	apperr.KindUpstream:      http.StatusBadGateway,
 	apperr.KindUnavailable:   http.StatusServiceUnavailable,
+	apperr.KindTooLarge:      http.StatusRequestEntityTooLarge,
 }
 
 // failure is an error as the client sees it.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gofiber/fiber/v2"
+
+	"tidings/internal/contacts"
 )
 
 // The OpenAPI document (GET /api/openapi.json) is built from the app's own
@@ -445,7 +447,7 @@ func (g *schemaGen) component(t reflect.Type) (*openapi3.SchemaRef, error) {
 	g.names[name] = t
 	s := g.objectSchema()
 	g.schemas[name] = s.NewRef()
-	request := strings.HasSuffix(t.Name(), "Req")
+	request := strings.HasSuffix(name, "Request")
 	if err := g.fields(t, s, request); err != nil {
 		return nil, err
 	}
@@ -516,9 +518,17 @@ func describe(r *openapi3.SchemaRef, d string) *openapi3.SchemaRef {
 	return s.NewRef()
 }
 
+// componentNames name the request types that live in domain packages.
+var componentNames = map[reflect.Type]string{
+	reflect.TypeFor[contacts.Body](): "ContactRequest",
+}
+
 // componentName names a component after its Go type: contactJSON is
 // Contact, contactReq ContactRequest, listJSON[contactJSON] ContactList.
 func componentName(t reflect.Type) string {
+	if n, ok := componentNames[t]; ok {
+		return n
+	}
 	n := t.Name()
 	if base, arg, ok := strings.Cut(n, "["); ok {
 		arg = strings.TrimSuffix(arg, "]")

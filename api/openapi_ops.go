@@ -48,6 +48,12 @@ var operations = map[string]op{
 		req:  contactReq{}, res: contactUpsertedJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
 	"GET /api/contacts": {id: "listContacts", summary: "List contacts, newest first; with ?email=, the contact of that address",
 		res: oneOf{listJSON[contactJSON]{}, contactJSON{}}},
+	"POST /api/contacts/import": {id: "importContacts", summary: "Import contacts from CSV or NDJSON (up to 1,000,000 rows)",
+		desc: "CSV with a header row naming an email column (every other column a string property), or NDJSON of " +
+			"PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; " +
+			"a bad row is reported by line and skipped.",
+		reqAlt: []string{"text/csv", "application/x-ndjson"}, res: importStartedJSON{}, status: http.StatusAccepted},
+	"GET /api/contacts/import/:id":    {id: "getContactImport", summary: "An import's progress and first errors", res: importJSON{}},
 	"GET /api/contacts/stats":         {id: "contactStats", summary: "Counts of the tenant's contacts", res: contactStatsJSON{}},
 	"GET /api/contacts/:id":           {id: "getContact", summary: "A contact", res: contactJSON{}},
 	"PATCH /api/contacts/:id":         {id: "updateContact", summary: "Change a contact", req: contactReq{}, res: contactJSON{}},

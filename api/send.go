@@ -118,6 +118,9 @@ func (s *Server) idempotentBy(scope string, request func(c *fiber.Ctx) []byte) f
 		if !idempotency.ValidKey(key) {
 			return apperr.Invalid("Idempotency-Key", "must be 1-255 printable ASCII characters")
 		}
+		if streamed(c) {
+			return s.idempotentStream(c, scope, key)
+		}
 		// The request is hashed as received: the same bytes are the same
 		// request. fasthttp reuses the buffer, but Begin only hashes it.
 		claim, stored, err := s.idempotency.Begin(c.UserContext(), tenantID(c), scope, key, request(c))
@@ -135,40 +138,45 @@ func (s *Server) idempotentBy(scope string, request func(c *fiber.Ctx) []byte) f
 			return c.Status(stored.Status).Send(stored.Body)
 		}
 		c.Locals(idempotencyClaim, claim)
-		err = c.Next()
-		if err != nil && delivery.IsInDoubt(err) {
-			// A send in doubt is an answer to keep: its repeat must not
-			// send again (ADDENDUM 12). Render it here so it can be stored.
-			if rerr := s.errorHandler(c, err); rerr != nil {
-				return rerr
-			}
-			err = nil
+		return s.settle(c, claim, c.Next())
+	}
+}
+
+// settle keeps the answer of the request that holds claim for its repeats,
+// or frees the key when it failed.
+func (s *Server) settle(c *fiber.Ctx, claim *idempotency.Claim, err error) error {
+	if err != nil && delivery.IsInDoubt(err) {
+		// A send in doubt is an answer to keep: its repeat must not
+		// send again (ADDENDUM 12). Render it here so it can be stored.
+		if rerr := s.errorHandler(c, err); rerr != nil {
+			return rerr
 		}
-		if err != nil {
-			// Failed first attempts are not kept: the client may retry.
-			if rerr := claim.Release(c.UserContext()); rerr != nil {
-				s.log.Error("idempotency key not released", "err", rerr, "request_id", requestID(c))
-			}
-			return err
+		err = nil
+	}
+	if err != nil {
+		// Failed first attempts are not kept: the client may retry.
+		if rerr := claim.Release(c.UserContext()); rerr != nil {
+			s.log.Error("idempotency key not released", "err", rerr, "request_id", requestID(c))
 		}
-		status := c.Response().StatusCode()
-		kept := status >= http.StatusOK && status < http.StatusMultipleChoices || status == http.StatusBadGateway
-		if !kept {
-			if rerr := claim.Release(c.UserContext()); rerr != nil {
-				s.log.Error("idempotency key not released", "err", rerr, "request_id", requestID(c))
-			}
-			return nil
-		}
-		// Copy: the response buffer belongs to fasthttp.
-		body := append([]byte(nil), c.Response().Body()...)
-		if err := claim.Complete(c.UserContext(), status, body); err != nil {
-			// The send happened; a repeat will find the key in flight until
-			// it goes stale, then run again. Log it rather than fail a
-			// request that succeeded.
-			s.log.Error("idempotent response not stored", "err", err, "request_id", requestID(c))
+		return err
+	}
+	status := c.Response().StatusCode()
+	kept := status >= http.StatusOK && status < http.StatusMultipleChoices || status == http.StatusBadGateway
+	if !kept {
+		if rerr := claim.Release(c.UserContext()); rerr != nil {
+			s.log.Error("idempotency key not released", "err", rerr, "request_id", requestID(c))
 		}
 		return nil
 	}
+	// Copy: the response buffer belongs to fasthttp.
+	body := append([]byte(nil), c.Response().Body()...)
+	if err := claim.Complete(c.UserContext(), status, body); err != nil {
+		// The send happened; a repeat will find the key in flight until
+		// it goes stale, then run again. Log it rather than fail a
+		// request that succeeded.
+		s.log.Error("idempotent response not stored", "err", err, "request_id", requestID(c))
+	}
+	return nil
 }
 
 // answerRecordedSend answers the repeat of a request whose first attempt

@@ -57,16 +57,3 @@ func TestUnknownFieldsAndParamsAreRefused(t *testing.T) {
 		}
 	}
 }
-
-func TestClosestName(t *testing.T) {
-	t.Parallel()
-	known := []string{"enabled", "name", "subject", "content", "disableReason", "limit", "cursor"}
-	for _, tc := range []struct{ in, want string }{
-		{"enabeld", "enabled"}, {"Name", "name"}, {"subjct", "subject"}, {"limti", "limit"},
-		{"cursr", "cursor"}, {"disablereason", "disableReason"}, {"zz", ""}, {"data", ""}, {"x", ""},
-	} {
-		if got := closest(tc.in, known); got != tc.want {
-			t.Errorf("closest(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}

@@ -99,6 +99,37 @@ type Contact struct {
 	Topics      json.RawMessage
 }
 
+type ContactImport struct {
+	TenantID    string
+	ID          string
+	Seq         int64
+	Status      string
+	Format      string
+	Columns     []string
+	EmailColumn int32
+	Total       int64
+	NextLine    int32
+	Staged      bool
+	Processed   int64
+	Created     int64
+	Updated     int64
+	Failed      int64
+	Errors      json.RawMessage
+	Attempts    int32
+	Reason      *string
+	StartedAt   time.Time
+	CompletedAt *time.Time
+	UpdatedAt   time.Time
+}
+
+type ContactImportRow struct {
+	ImportSeq int64
+	Line      int32
+	Fields    []string
+	Doc       *string
+	Problem   *string
+}
+
 type Domain struct {
 	TenantID          string
 	Domain            string

@@ -54,6 +54,8 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeOutboundDeliver, HandleOutboundDeliver(d))
 	mux.Handle(tasks.TypeOutboundSweep, handleOutboundSweep(d))
 	mux.Handle(tasks.TypeEventsArchive, HandleEventsArchive(d))
+	mux.Handle(tasks.TypeContactImport, HandleContactImport(d))
+	mux.Handle(tasks.TypeContactImportSweep, handleContactImportSweep(d))
 	return mux
 }
 
@@ -61,5 +63,6 @@ func NewMux(d Deps) *asynq.ServeMux {
 // theirs here.
 func PeriodicTasks() []Periodic {
 	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic(),
-		scheduledSweepPeriodic(), scheduledPrunePeriodic(), sendingSweepPeriodic(), outboundSweepPeriodic()}
+		scheduledSweepPeriodic(), scheduledPrunePeriodic(), sendingSweepPeriodic(), outboundSweepPeriodic(),
+		importSweepPeriodic()}
 }

@@ -509,6 +509,28 @@ type Health struct {
 	Status string `json:"status"`
 }
 
+// Import defines model for Import.
+type Import struct {
+	CompletedAt *string `json:"completedAt"`
+	Created     int     `json:"created"`
+
+	// Errors The first 100 failed rows, each {line, message}; line counts the file's physical lines from 1.
+	Errors    interface{} `json:"errors"`
+	Failed    int         `json:"failed"`
+	ImportId  string      `json:"importId"`
+	Processed int         `json:"processed"`
+	StartedAt string      `json:"startedAt"`
+	Status    string      `json:"status"`
+	Total     int         `json:"total"`
+	Updated   int         `json:"updated"`
+}
+
+// ImportStarted defines model for ImportStarted.
+type ImportStarted struct {
+	ImportId string `json:"importId"`
+	Status   string `json:"status"`
+}
+
 // Member defines model for Member.
 type Member struct {
 	ComputedAt *string `json:"computedAt"`
@@ -1053,6 +1075,12 @@ type CreateContactParams struct {
 
 // UpsertContactParams defines parameters for UpsertContact.
 type UpsertContactParams struct {
+	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ImportContactsParams defines parameters for ImportContacts.
+type ImportContactsParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
@@ -1946,6 +1974,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/contacts (the `UpsertContact` operationId).
 	UpsertContact(ctx context.Context, params *UpsertContactParams, body UpsertContactJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportContactsWithBody Import contacts from CSV or NDJSON (up to 1,000,000 rows)
+	//
+	// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/contacts/import (the `ImportContacts` operationId).
+	ImportContactsWithBody(ctx context.Context, params *ImportContactsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetContactImport An import's progress and first errors
+	//
+	// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
+	GetContactImport(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ContactStats Counts of the tenant's contacts
 	//
@@ -3152,6 +3194,40 @@ func (c *Client) UpsertContactWithBody(ctx context.Context, params *UpsertContac
 // Corresponds with PUT /api/contacts (the `UpsertContact` operationId).
 func (c *Client) UpsertContact(ctx context.Context, params *UpsertContactParams, body UpsertContactJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpsertContactRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportContactsWithBody Import contacts from CSV or NDJSON (up to 1,000,000 rows)
+//
+// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/contacts/import (the `ImportContacts` operationId).
+func (c *Client) ImportContactsWithBody(ctx context.Context, params *ImportContactsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportContactsRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetContactImport An import's progress and first errors
+//
+// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
+func (c *Client) GetContactImport(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetContactImportRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6288,6 +6364,84 @@ func NewUpsertContactRequestWithBody(server string, params *UpsertContactParams,
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewImportContactsRequestWithBody constructs an http.Request for the ImportContacts method, with any body, and a specified content type
+func NewImportContactsRequestWithBody(server string, params *ImportContactsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/contacts/import")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetContactImportRequest constructs an http.Request for the GetContactImport method
+func NewGetContactImportRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/contacts/import/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -11315,6 +11469,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/contacts (the `UpsertContact` operationId).
 	UpsertContactWithResponse(ctx context.Context, params *UpsertContactParams, body UpsertContactJSONRequestBody, reqEditors ...RequestEditorFn) (*UpsertContactResponse, error)
 
+	// ImportContactsWithBodyWithResponse Import contacts from CSV or NDJSON (up to 1,000,000 rows)
+	//
+	// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/contacts/import (the `ImportContacts` operationId).
+	ImportContactsWithBodyWithResponse(ctx context.Context, params *ImportContactsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportContactsResponse, error)
+
+	// GetContactImportWithResponse An import's progress and first errors
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
+	GetContactImportWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetContactImportResponse, error)
+
 	// ContactStatsWithResponse Counts of the tenant's contacts
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -13867,6 +14037,146 @@ func (r UpsertContactResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpsertContactResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ImportContactsResponse202Headers the declared response headers of an HTTP 202 response for ImportContacts
+type ImportContactsResponse202Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// ImportContactsResponse429Headers the declared response headers of an HTTP 429 response for ImportContacts
+type ImportContactsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ImportContactsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ImportStarted
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *ImportContactsResponse202Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ImportContactsResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ImportContactsResponse) GetJSON202() *ImportStarted {
+	return r.JSON202
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ImportContactsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ImportContactsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ImportContactsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ImportContactsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ImportContactsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ImportContactsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetContactImportResponse200Headers the declared response headers of an HTTP 200 response for GetContactImport
+type GetContactImportResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// GetContactImportResponse429Headers the declared response headers of an HTTP 429 response for GetContactImport
+type GetContactImportResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetContactImportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Import
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetContactImportResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetContactImportResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetContactImportResponse) GetJSON200() *Import {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetContactImportResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetContactImportResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetContactImportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetContactImportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetContactImportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetContactImportResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -20250,6 +20560,34 @@ func (c *ClientWithResponses) UpsertContactWithResponse(ctx context.Context, par
 	return ParseUpsertContactResponse(rsp)
 }
 
+// ImportContactsWithBodyWithResponse Import contacts from CSV or NDJSON (up to 1,000,000 rows)
+//
+// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/contacts/import (the `ImportContacts` operationId).
+func (c *ClientWithResponses) ImportContactsWithBodyWithResponse(ctx context.Context, params *ImportContactsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportContactsResponse, error) {
+	rsp, err := c.ImportContactsWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportContactsResponse(rsp)
+}
+
+// GetContactImportWithResponse An import's progress and first errors
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
+func (c *ClientWithResponses) GetContactImportWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetContactImportResponse, error) {
+	rsp, err := c.GetContactImport(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetContactImportResponse(rsp)
+}
+
 // ContactStatsWithResponse Counts of the tenant's contacts
 //
 // Returns a wrapper object for the known response body format(s).
@@ -23490,6 +23828,146 @@ func ParseUpsertContactResponse(rsp *http.Response) (*UpsertContactResponse, err
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
 		var headers UpsertContactResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseImportContactsResponse parses an HTTP response from a ImportContactsWithResponse call
+func ParseImportContactsResponse(rsp *http.Response) (*ImportContactsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ImportContactsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ImportStarted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers ImportContactsResponse202Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 429:
+		var headers ImportContactsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetContactImportResponse parses an HTTP response from a GetContactImportWithResponse call
+func ParseGetContactImportResponse(rsp *http.Response) (*GetContactImportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetContactImportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Import
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetContactImportResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetContactImportResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -78,9 +78,11 @@ type Services struct {
 	Keys   *keycache.Cache
 	Pages  page.Codec
 
-	Tenants          *tenants.Store
-	APIKeys          *apikeys.Store
-	Contacts         *contacts.Store
+	Tenants  *tenants.Store
+	APIKeys  *apikeys.Store
+	Contacts *contacts.Store
+	// Imports stages contact imports (api) and processes them (worker).
+	Imports          *contacts.Imports
 	Events           *events.Recorder
 	Feed             *events.Feed
 	Segments         *segments.Store
@@ -160,6 +162,7 @@ func New(in Infra) (*Services, error) {
 		Tenants:  &tenants.Store{DB: db, ProviderConnected: cfg.ProviderConnected()},
 		APIKeys:  &apikeys.Store{DB: db, Cache: keys, Log: in.Log},
 		Contacts: &contacts.Store{DB: db, FreeLimit: cfg.PlanFreeContacts},
+		Imports:  &contacts.Imports{DB: db, FreeLimit: cfg.PlanFreeContacts},
 		// Every event, in either process, runs the sequence engine's hook:
 		// enrolments and exit conditions.
 		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook},

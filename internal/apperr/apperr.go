@@ -29,10 +29,11 @@ const (
 	KindRateLimited               // too many requests; RetryAfter says when to come back
 	KindUpstream                  // a service we depend on (the email provider) failed
 	KindUnavailable               // a service we depend on could not be reached at all; try again later
+	KindTooLarge                  // the request is larger than the service takes (a body, an import)
 )
 
 var kindNames = [...]string{"internal", "invalid", "unauthorized", "forbidden", "not found",
-	"conflict", "plan limit", "unprocessable", "rate limited", "upstream", "unavailable"}
+	"conflict", "plan limit", "unprocessable", "rate limited", "upstream", "unavailable", "too large"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -133,6 +134,22 @@ func (f Fields) Err() error {
 	return Validation(f)
 }
 
+// Merge copies the fields of a VALIDATION_ERROR into f; any other error,
+// and nil, adds nothing.
+func (f *Fields) Merge(err error) {
+	e, ok := As(err)
+	if !ok {
+		return
+	}
+	fields, _ := e.Details["fields"].(map[string]any)
+	for k, v := range fields {
+		msgs, _ := v.([]string)
+		for _, m := range msgs {
+			f.Add(k, m)
+		}
+	}
+}
+
 // Names returns the fields' names, sorted.
 func (f Fields) Names() []string {
 	names := make([]string, 0, len(f))
@@ -218,6 +235,10 @@ func Unprocessable(code, msg string) *Error { return newError(KindUnprocessable,
 func PlanLimit(what string, limit int) *Error {
 	return newError(KindPlanLimit, "PLAN_LIMIT_EXCEEDED", "plan limit reached: at most %d %s", limit, what)
 }
+
+// TooLarge is PAYLOAD_TOO_LARGE: the request is larger than the service
+// takes; msg says which bound it passed.
+func TooLarge(msg string) *Error { return newError(KindTooLarge, "PAYLOAD_TOO_LARGE", "%s", msg) }
 
 // RateLimited says how many seconds to wait.
 func RateLimited(retryAfter int) *Error {

@@ -54,11 +54,18 @@ func NotFound() *apperr.Error { return apperr.NotFound("CONTACT_NOT_FOUND", "con
 
 func notFound(err error) error { return apperr.Specific(err, apperr.KindNotFound, NotFound()) }
 
+// tooLargeProblem is what is wrong with properties whose merge would pass
+// MaxPropertiesBytes.
+const tooLargeProblem = "must total at most 65536 bytes per contact (as stored JSON)"
+
+// tooLargeMessage is an import row's message for it.
+const tooLargeMessage = "properties " + tooLargeProblem
+
 // tooLarge names the field when a write would take the contact's merged
 // properties past MaxPropertiesBytes (checked by the database).
 func tooLarge(err error) error {
 	if store.IsCheckViolation(err, "contacts_properties_size") {
-		e := apperr.Invalid("properties", "must total at most 65536 bytes per contact (as stored JSON)")
+		e := apperr.Invalid("properties", tooLargeProblem)
 		e.Err = err
 		return e
 	}

@@ -6,6 +6,7 @@ package contacts
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"unicode/utf8"
 
 	"tidings/internal/apperr"
@@ -40,6 +41,22 @@ func (p Patch) SetJSON() []byte {
 	return b
 }
 
+// PatchJSON is the whole patch as one JSONB object: the keys to write, and
+// the keys to drop as null, which jsonb_strip_nulls(properties || patch)
+// applies as ContactUpdate's (properties || set) - remove does.
+func (p Patch) PatchJSON() []byte {
+	if len(p.Remove) == 0 {
+		return p.SetJSON()
+	}
+	m := make(map[string]any, len(p.Set)+len(p.Remove))
+	maps.Copy(m, p.Set)
+	for _, k := range p.Remove {
+		m[k] = nil
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
 // RemoveKeys never returns nil, so SQL always receives an array.
 func (p Patch) RemoveKeys() []string {
 	if p.Remove == nil {
@@ -70,6 +87,20 @@ func parseProperties(f *apperr.Fields, raw map[string]json.RawMessage) Patch {
 		default:
 			p.Set[k] = v
 		}
+		return ""
+	}, f.Add)
+	return p
+}
+
+// parseTextProperties is parseProperties for string values (a CSV
+// import's cells): the same key, count and string rules.
+func parseTextProperties(f *apperr.Fields, raw map[string]string) Patch {
+	p := Patch{Set: make(map[string]any, len(raw))}
+	storable.Properties(raw, func(k, v string) string {
+		if err := scalarProblem(v); err != nil {
+			return err.Error()
+		}
+		p.Set[k] = v
 		return ""
 	}, f.Add)
 	return p

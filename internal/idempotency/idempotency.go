@@ -81,7 +81,12 @@ func (s *Store) now() time.Time {
 // still runs.
 func (s *Store) Begin(ctx context.Context, tenantID, scope, key string, body []byte) (*Claim, *Response, error) {
 	sum := sha256.Sum256(body)
-	hash := sum[:]
+	return s.BeginHash(ctx, tenantID, scope, key, sum[:])
+}
+
+// BeginHash is Begin for a request whose SHA-256 the caller has computed
+// (a body streamed rather than held: a contact import).
+func (s *Store) BeginHash(ctx context.Context, tenantID, scope, key string, hash []byte) (*Claim, *Response, error) {
 	now := s.now()
 	_, err := s.DB.IdempotencyClaim(ctx, queries.IdempotencyClaimParams{
 		TenantID: tenantID, Scope: scope, Key: key, RequestHash: hash,
@@ -96,7 +101,7 @@ func (s *Store) Begin(ctx context.Context, tenantID, scope, key string, body []b
 	if store.IsNoRows(err) {
 		// The holder released or expired it between the two statements:
 		// try once more rather than loop.
-		return s.Begin(ctx, tenantID, scope, key, body)
+		return s.BeginHash(ctx, tenantID, scope, key, hash)
 	}
 	if err != nil {
 		return nil, nil, err

@@ -302,15 +302,24 @@ func propertyKeys[V any](props map[string]V) (keys []string, keyProblems map[str
 	keys = make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
-		switch {
-		case k == "" || utf8.RuneCountInString(k) > MaxPropertyKey:
-			keyProblems = setProblem(keyProblems, k, "keys must be 1-"+strconv.Itoa(MaxPropertyKey)+" characters")
-		case Text(k) != "":
-			keyProblems = setProblem(keyProblems, k, "keys "+Text(k))
+		if p := PropertyKey(k); p != "" {
+			keyProblems = setProblem(keyProblems, k, p)
 		}
 	}
 	slices.Sort(keys)
 	return keys, keyProblems, whole
+}
+
+// PropertyKey returns what is wrong with k as a property key, "" when it
+// is fine: 1-MaxPropertyKey characters of storable text.
+func PropertyKey(k string) string {
+	switch {
+	case k == "" || utf8.RuneCountInString(k) > MaxPropertyKey:
+		return "keys must be 1-" + strconv.Itoa(MaxPropertyKey) + " characters"
+	case Text(k) != "":
+		return "keys " + Text(k)
+	}
+	return ""
 }
 
 // KeyField is the field name "<prefix>.<key>" that a problem with a

@@ -126,6 +126,11 @@ func (t translating) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 	return translatingRow{t.db.QueryRow(ctx, sql, args...)}
 }
 
+func (t translating) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	n, err := t.db.CopyFrom(ctx, table, cols, src)
+	return n, Translate(err)
+}
+
 type translatingRow struct{ pgx.Row }
 
 func (r translatingRow) Scan(dest ...any) error { return Translate(r.Row.Scan(dest...)) }

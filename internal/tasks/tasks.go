@@ -55,7 +55,26 @@ const (
 	// TypeEventsArchive archives events past their tenant's retention
 	// (retention.Archiver), every RETENTION_INTERVAL.
 	TypeEventsArchive = "maintenance:events-archive"
+	// TypeContactImport processes a staged contact import
+	// (contacts.Imports.Run); TypeContactImportSweep queues it again for a
+	// running import that stopped moving (the task was lost or died).
+	TypeContactImport      = "contacts:import"
+	TypeContactImportSweep = "contacts:import-sweep"
 )
+
+// ImportTimeout bounds one contact import task; one that runs out goes on
+// where it stopped (the next run, or the sweep's).
+const ImportTimeout = 30 * time.Minute
+
+// ImportPayload is the payload of TypeContactImport.
+type ImportPayload struct {
+	TenantID string `json:"tenantId"`
+	ID       string `json:"importId"`
+}
+
+// ImportTaskID is the task id of an import, so it is queued at most once
+// at a time however often the api or the sweep enqueues it.
+func ImportTaskID(tenantID, id string) string { return "import:" + tenantID + ":" + id }
 
 // SendTimeout bounds one scheduled-send task.
 const SendTimeout = time.Minute
@@ -198,6 +217,29 @@ func (c *Client) OutboundDeliver(ctx context.Context) {
 	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
 		c.log.Warn("outbound webhook delivery not queued; the sweep will", "err", err)
 	}
+}
+
+// ContactImport queues the task of a staged import; a failure is logged
+// and left to the import sweep.
+func (c *Client) ContactImport(ctx context.Context, tenantID, id string) {
+	if c == nil {
+		return
+	}
+	if err := ignoreConflict(c.enqueue(ctx, importTask(tenantID, id))); err != nil {
+		c.log.Warn("contact import staged but not enqueued; the sweep will", "tenant_id", tenantID, "import_id", id, "err", err)
+	}
+}
+
+// RequeueContactImport is the sweep's enqueue of a running import; it
+// reports whether it queued a task.
+func (c *Client) RequeueContactImport(ctx context.Context, tenantID, id string) (bool, error) {
+	return c.requeue(ctx, importTask(tenantID, id))
+}
+
+func importTask(tenantID, id string) task {
+	payload, _ := json.Marshal(ImportPayload{TenantID: tenantID, ID: id})
+	return task{t: asynq.NewTask(TypeContactImport, payload, asynq.MaxRetry(3), asynq.Timeout(ImportTimeout)),
+		id: ImportTaskID(tenantID, id), queue: QueueDefault}
 }
 
 // WebhookBatch enqueues the task that applies a stored webhook batch; a

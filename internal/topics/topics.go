@@ -198,6 +198,19 @@ func Exists(ctx context.Context, q *queries.Queries, tenantID, id string) error 
 // the tenant, each value true, false or (to remove the choice) null. It
 // returns the JSON to merge (contacts.ContactSetTopics).
 func CheckChoices(ctx context.Context, q *queries.Queries, tenantID string, choices map[string]*bool) (json.RawMessage, error) {
+	if len(choices) == 0 || len(choices) > MaxTopics {
+		return Choices(nil, choices)
+	}
+	all, err := q.TopicAll(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return Choices(all, choices)
+}
+
+// Choices is CheckChoices against the tenant's topics already read (all):
+// a contact import reads them once per chunk.
+func Choices(all []queries.Topic, choices map[string]*bool) (json.RawMessage, error) {
 	var f apperr.Fields
 	keys := make([]string, 0, len(choices))
 	for k := range choices {
@@ -207,15 +220,9 @@ func CheckChoices(ctx context.Context, q *queries.Queries, tenantID string, choi
 	if len(keys) > MaxTopics {
 		return nil, apperr.Invalid("topics", fmt.Sprintf("must name at most %d topics", MaxTopics))
 	}
-	if len(keys) > 0 {
-		all, err := q.TopicAll(ctx, tenantID)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range keys {
-			if !slices.ContainsFunc(all, func(t queries.Topic) bool { return t.ID == k }) {
-				f.Add("topics."+k, "is not a topic of this tenant")
-			}
+	for _, k := range keys {
+		if !slices.ContainsFunc(all, func(t queries.Topic) bool { return t.ID == k }) {
+			f.Add("topics."+k, "is not a topic of this tenant")
 		}
 	}
 	if err := f.Err(); err != nil {

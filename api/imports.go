@@ -1,0 +1,274 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"tidings/internal/apperr"
+	"tidings/internal/contacts"
+	"tidings/internal/idempotency"
+	"tidings/queries"
+)
+
+// Contact imports (docs/decisions.md "Contact import"). POST
+// /api/contacts/import is the one route whose body is streamed rather than
+// read whole (routes.streamed): up to contacts.MaxImportBytes, read as it
+// arrives into the import's staging rows, and answered 202 once they are
+// committed. GET /api/contacts/import/{id} is its progress.
+
+const (
+	// importUploadTimeout bounds one import request (reading the body and
+	// staging it) in place of the 30 s of other requests: 512 MiB at
+	// about 1 MB/s.
+	importUploadTimeout = 10 * time.Minute
+	// importIdleTimeout is how long the body may stall: each read moves
+	// the connection's read deadline this far ahead.
+	importIdleTimeout = 30 * time.Second
+)
+
+type importJSON struct {
+	ImportID    string          `json:"importId"`
+	Status      string          `json:"status"`
+	Total       int64           `json:"total"`
+	Processed   int64           `json:"processed"`
+	Created     int64           `json:"created"`
+	Updated     int64           `json:"updated"`
+	Failed      int64           `json:"failed"`
+	Errors      json.RawMessage `json:"errors" doc:"The first 100 failed rows, each {line, message}; line counts the file's physical lines from 1."`
+	StartedAt   string          `json:"startedAt"`
+	CompletedAt *string         `json:"completedAt"`
+}
+
+// importStartedJSON is POST /api/contacts/import's 202.
+type importStartedJSON struct {
+	ImportID string `json:"importId"`
+	Status   string `json:"status"`
+}
+
+func importView(imp queries.ContactImport) importJSON {
+	return importJSON{ImportID: imp.ID, Status: imp.Status, Total: imp.Total, Processed: imp.Processed,
+		Created: imp.Created, Updated: imp.Updated, Failed: imp.Failed, Errors: imp.Errors,
+		StartedAt: formatTime(imp.StartedAt), CompletedAt: formatTimePtr(imp.CompletedAt)}
+}
+
+// importFormat reads the format from Content-Type: text/csv is CSV,
+// application/x-ndjson and application/jsonl are NDJSON, in UTF-8.
+// Anything else is VALIDATION_ERROR, as a JSON route refuses a body that is
+// not sent as JSON.
+func importFormat(contentType string) (contacts.ImportFormat, error) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	refused := apperr.Invalid("body", "must be sent as text/csv, application/x-ndjson or application/jsonl")
+	if err != nil {
+		return "", refused
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return "", apperr.Invalid("body", "must be UTF-8 (charset=utf-8)")
+	}
+	switch mt {
+	case "text/csv":
+		return contacts.CSV, nil
+	case "application/x-ndjson", "application/jsonl":
+		return contacts.NDJSON, nil
+	}
+	return "", refused
+}
+
+// contactImport is POST /api/contacts/import.
+func (s *Server) contactImport(c *fiber.Ctx) error {
+	format, err := importFormat(c.Get(fiber.HeaderContentType))
+	if err != nil {
+		return err
+	}
+	if enc := c.Get(fiber.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
+		return apperr.Invalid("Content-Encoding", "is not supported by imports: send the file as it is")
+	}
+	if n := c.Request().Header.ContentLength(); n > contacts.MaxImportBytes {
+		return apperr.TooLarge(fmt.Sprintf("an import body holds at most %d bytes (512 MiB)", contacts.MaxImportBytes))
+	}
+	gate, _ := c.Locals(streamGateKey).(*streamGate)
+	body := &uploadBody{r: c.Context().RequestBodyStream(), conn: c.Context().Conn(), done: func() { c.Locals(bodyReadKey, true) }}
+	if body.r == nil {
+		body.r = strings.NewReader("")
+	}
+	in := contacts.CreateImport{Format: format, Body: body}
+	if gate != nil {
+		body.hash = gate.hash
+		in.BeforeCommit = gate.begin
+	}
+	ctx, cancel := context.WithTimeout(s.base, importUploadTimeout)
+	defer cancel()
+	imp, err := s.imports.Create(ctx, tenantID(c), in)
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusAccepted).JSON(importStartedJSON{ImportID: imp.ID, Status: imp.Status})
+}
+
+// contactImportGet is GET /api/contacts/import/{id}.
+func (s *Server) contactImportGet(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	imp, err := s.imports.Get(c.UserContext(), tenantID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(importView(imp))
+}
+
+// uploadBody is a streamed request body as the import reads it: each read
+// moves the connection's read deadline importIdleTimeout ahead (a slow but
+// moving upload may take longer than the server's ReadTimeout, a stalled
+// one may not), the bytes go through hash when an Idempotency-Key needs
+// them, and done runs once the body has been read to its end.
+type uploadBody struct {
+	r    io.Reader
+	conn interface{ SetReadDeadline(time.Time) error }
+	hash hash.Hash
+	done func()
+}
+
+func (u *uploadBody) Read(p []byte) (int, error) {
+	if u.conn != nil {
+		_ = u.conn.SetReadDeadline(time.Now().Add(importIdleTimeout))
+	}
+	n, err := u.r.Read(p)
+	if u.hash != nil {
+		u.hash.Write(p[:n])
+	}
+	if errors.Is(err, io.EOF) && u.done != nil {
+		u.done()
+		u.done = nil
+	}
+	return n, err
+}
+
+// Locals of a streamed body.
+const (
+	// streamedKey marks a route that reads its own body as a stream.
+	streamedKey = "body-streamed"
+	// bodyReadKey says a streamed body was read to its end.
+	bodyReadKey = "body-read"
+	// streamGateKey holds the Idempotency-Key of a streamed body.
+	streamGateKey = "idempotency-stream"
+)
+
+func streamed(c *fiber.Ctx) bool { return c.Locals(streamedKey) != nil }
+
+// markStreamed is the first handler of a streamed route (in place of
+// readBody).
+func markStreamed(c *fiber.Ctx) error {
+	c.Locals(streamedKey, true)
+	return c.Next()
+}
+
+// readBody reads a request's body whole before any handler looks at it, at
+// most bodyLimit bytes: the server streams request bodies (for the
+// import), so every other route reads its own here, as fasthttp did before
+// the handler. A larger body is 413 PAYLOAD_TOO_LARGE (not read: the
+// connection closes after the answer).
+func readBody(c *fiber.Ctx) error {
+	req := c.Request()
+	n := req.Header.ContentLength()
+	stream := c.Context().RequestBodyStream()
+	if n == 0 || stream == nil {
+		return c.Next()
+	}
+	if n > bodyLimit {
+		return fiber.ErrRequestEntityTooLarge
+	}
+	var body []byte
+	var err error
+	if n > 0 {
+		body = make([]byte, n)
+		_, err = io.ReadFull(stream, body)
+	} else { // chunked: up to one byte past the limit tells
+		body, err = io.ReadAll(io.LimitReader(stream, bodyLimit+1))
+		if err == nil && len(body) > bodyLimit {
+			return fiber.ErrRequestEntityTooLarge
+		}
+	}
+	if err != nil {
+		e := apperr.Invalid("body", "could not be read to its end")
+		e.Err = err
+		return e
+	}
+	req.SetBodyRaw(body)
+	return c.Next()
+}
+
+// closeUnread closes the connection after answering a request whose body
+// was not read to its end (refused before reading it, or an unknown
+// route): what is left of it would be read as the next request.
+func closeUnread(c *fiber.Ctx) error {
+	err := c.Next()
+	req := c.Request()
+	if req.IsBodyStream() && req.Header.ContentLength() != 0 && c.Locals(bodyReadKey) == nil {
+		c.Response().SetConnectionClose()
+	}
+	return err
+}
+
+// streamGate is the Idempotency-Key of a streamed body: its request hash
+// (method, URL and body, as idempotentWrite hashes them) is known only once
+// the body has been read, so the key is claimed then, before the import
+// commits (contacts.CreateImport.BeforeCommit); a repeat of a kept answer
+// rolls the import back and answers that.
+type streamGate struct {
+	s                  *Server
+	tenant, scope, key string
+	hash               hash.Hash
+	claim              *idempotency.Claim
+	replay             *idempotency.Response
+}
+
+// errReplayed rolls back a streamed request that repeats a kept answer.
+var errReplayed = errors.New("idempotent repeat")
+
+func (g *streamGate) begin(ctx context.Context) error {
+	claim, stored, err := g.s.idempotency.BeginHash(ctx, g.tenant, g.scope, g.key, g.hash.Sum(nil))
+	switch {
+	case err != nil:
+		return err
+	case stored != nil && stored.SendID != "":
+		// Only POST /api/send links sends to its keys.
+		return apperr.Conflict("IDEMPOTENCY_KEY_IN_USE", "this Idempotency-Key belongs to another request")
+	case stored != nil:
+		g.replay = stored
+		return errReplayed
+	}
+	g.claim = claim
+	return nil
+}
+
+// idempotentStream serves the Idempotency-Key of a streamed route.
+func (s *Server) idempotentStream(c *fiber.Ctx, scope, key string) error {
+	h := sha256.New()
+	h.Write([]byte(c.Method() + " " + c.OriginalURL() + "\n"))
+	gate := &streamGate{s: s, tenant: tenantID(c), scope: scope, key: key, hash: h}
+	c.Locals(streamGateKey, gate)
+	err := c.Next()
+	if gate.replay != nil {
+		c.Set("Idempotent-Replayed", "true")
+		if len(gate.replay.Body) > 0 {
+			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		}
+		return c.Status(gate.replay.Status).Send(gate.replay.Body)
+	}
+	if gate.claim == nil {
+		return err // refused before the key was claimed: nothing to keep or free
+	}
+	return s.settle(c, gate.claim, err)
+}

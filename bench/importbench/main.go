@@ -1,0 +1,419 @@
+// Command importbench is the contact import benchmark (`make
+// bench-import`, docs/benchmarks.md): it writes a CSV of -rows contacts,
+// imports it end to end through the api (POST /api/contacts/import,
+// streamed, to the progress resource saying completed; the import task
+// runs on an asynq server with the worker's mux), then copies the same file
+// with a bare COPY into an unindexed table of text columns, and prints both
+// rates and their ratio. Meanwhile it asks GET /api/contacts/{id} of
+// another tenant at a fixed rate, idle and during the import, and prints
+// the latency percentiles of both.
+//
+// Everything runs in this process on loopback: the api, the worker, the
+// client. It uses a database of its own (created, migrated, dropped at the
+// end unless -keep) and a Redis database leased as the tests lease theirs
+// (tidings:testlease:N), flushed before and after.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"tidings/api"
+	"tidings/internal/app"
+	"tidings/internal/auth"
+	"tidings/internal/config"
+	"tidings/internal/ratelimit"
+	"tidings/worker"
+)
+
+var (
+	rows     = flag.Int("rows", 1_000_000, "contacts in the file (at most 1,000,000, the import's limit)")
+	probeHz  = flag.Int("probe-rate", 20, "GET requests a second of the other tenant")
+	idleFor  = flag.Duration("idle", 10*time.Second, "how long the probe runs before the import (the idle latency)")
+	pgAdmin  = flag.String("pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL admin URL")
+	redisURL = flag.String("redis", "redis://127.0.0.1:6379", "Redis server (a database of it is leased)")
+	dbName   = flag.String("db", "tidings_bench_import", "the benchmark's database (dropped and created)")
+	keep     = flag.Bool("keep", false, "keep the database and the file")
+	timeout  = flag.Duration("timeout", 20*time.Minute, "bound on the whole run")
+	chunk    = flag.Int("chunk", 0, "rows per chunk transaction (0: the service's default)")
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "importbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	if *rows < 1 || *rows > 1_000_000 {
+		return errors.New("-rows must be 1-1000000")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// The database and the Redis database.
+	admin, err := pgx.Connect(ctx, *pgAdmin)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(context.Background())
+	ident := pgx.Identifier{*dbName}.Sanitize()
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		return err
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return err
+	}
+	if !*keep {
+		defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)") //nolint:errcheck
+	}
+	dbURL := strings.Replace(*pgAdmin, "/postgres?", "/"+*dbName+"?", 1)
+	redisDB, release, err := leaseRedis(ctx, *redisURL)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	// The api and the worker, as cmd/api and cmd/worker build them.
+	env := map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisDB, "RATE_LIMIT_PER_MINUTE": "100000000",
+		"DASHBOARD_JWT_SECRET": "bench-dashboard-secret", "TRACKING_SECRET": "bench-tracking-secret",
+		"OUTBOX_DIR": os.TempDir()}
+	cfg, err := config.FromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		return err
+	}
+	infra, err := app.Open(ctx, cfg, log, app.RoleAPI)
+	if err != nil {
+		return err
+	}
+	defer infra.Close()
+	svc, err := app.New(infra.Infra)
+	if err != nil {
+		return err
+	}
+	svc.Imports.Chunk = *chunk
+	web, err := api.New(api.Deps{Services: svc, Limiter: ratelimit.New(infra.Redis, cfg.RateLimitPerMinute, app.RedisPrefix),
+		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, "", "")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = web.Listener(ln) }()
+	defer web.Shutdown() //nolint:errcheck
+	srv := worker.NewServer(infra.AsynqOpt, log, cfg.WorkerConcurrency)
+	if err := srv.Start(worker.NewMux(svc)); err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	base := "http://" + ln.Addr().String()
+
+	// The importing tenant (a paid plan: no contact limit) and another one
+	// whose contact the probe reads.
+	for _, t := range []string{"bench_importer", "bench_other"} {
+		if _, err := svc.DB.Pool.Exec(ctx, `INSERT INTO tenants (id, name, plan) VALUES ($1, $1, 'pro')`, t); err != nil {
+			return err
+		}
+	}
+	impKey, err := svc.APIKeys.Create(ctx, "bench_importer", "bench")
+	if err != nil {
+		return err
+	}
+	otherKey, err := svc.APIKeys.Create(ctx, "bench_other", "bench")
+	if err != nil {
+		return err
+	}
+	var otherContact string
+	if err := svc.DB.Pool.QueryRow(ctx, `INSERT INTO contacts (tenant_id, id, email) VALUES ('bench_other', 'cnt_probe', 'probe@example.com') RETURNING id`).Scan(&otherContact); err != nil {
+		return err
+	}
+
+	// The file.
+	dir, err := os.MkdirTemp("", "importbench")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(dir)
+	}
+	file := filepath.Join(dir, "contacts.csv")
+	size, err := writeCSV(file, *rows)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("file: %d rows, %.1f MiB (email,firstName,lastName,plan,city)\n", *rows, float64(size)/(1<<20))
+	fmt.Printf("load average before: %s\n", loadAvg())
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	probe := func(d time.Duration, stop <-chan struct{}) []time.Duration {
+		return probeLatency(ctx, client, base+"/api/contacts/"+otherContact, otherKey.Raw, *probeHz, d, stop)
+	}
+
+	// Idle latency, then the import with the probe running beside it.
+	idle := probe(*idleFor, nil)
+	stop := make(chan struct{})
+	var during []time.Duration
+	var wg sync.WaitGroup
+	wg.Go(func() { during = probe(*timeout, stop) })
+	upload, total, res, err := importFile(ctx, client, base, impKey.Raw, file)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if res.Status != "completed" || res.Created != int64(*rows) || res.Failed != 0 {
+		return fmt.Errorf("import ended %+v", res)
+	}
+	fmt.Printf("load average after the import: %s\n", loadAvg())
+
+	// The baseline: the same file, COPY into an unindexed table.
+	copyTime, copied, err := bareCopy(ctx, dbURL, file)
+	if err != nil {
+		return err
+	}
+	importRate := float64(*rows) / total.Seconds()
+	copyRate := float64(copied) / copyTime.Seconds()
+	fmt.Println()
+	fmt.Printf("import end to end (POST to completed): %d rows in %.2f s = %.0f rows/s (upload and staging %.2f s, processing %.2f s)\n",
+		*rows, total.Seconds(), importRate, upload.Seconds(), (total - upload).Seconds())
+	fmt.Printf("bare COPY of the same file into an unindexed table: %d rows in %.2f s = %.0f rows/s\n",
+		copied, copyTime.Seconds(), copyRate)
+	fmt.Printf("ratio import/COPY: %.3f\n", importRate/copyRate)
+	fmt.Printf("GET /api/contacts/{id} of another tenant at %d/s: idle %s; during the import %s\n",
+		*probeHz, percentiles(idle), percentiles(during))
+	return nil
+}
+
+// leaseRedis takes a free database of the Redis server the way
+// internal/testenv leases its own (so a test running beside the benchmark
+// never shares it), flushed; release flushes it and gives it back.
+func leaseRedis(ctx context.Context, server string) (string, func(), error) {
+	opt, err := redis.ParseURL(server)
+	if err != nil {
+		return "", nil, err
+	}
+	ctl := redis.NewClient(opt)
+	defer ctl.Close()
+	for n := 1; n <= 15; n++ {
+		key := fmt.Sprintf("tidings:testlease:%d", n)
+		ok, err := ctl.SetNX(ctx, key, "importbench", time.Hour).Result()
+		if err != nil {
+			return "", nil, err
+		}
+		if !ok {
+			continue
+		}
+		o := *opt
+		o.DB = n
+		rdb := redis.NewClient(&o)
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			return "", nil, err
+		}
+		u, _ := url.Parse(server)
+		u.Path = fmt.Sprintf("/%d", n)
+		return u.String(), func() {
+			rdb.FlushDB(context.Background())
+			rdb.Close()
+			c := redis.NewClient(opt)
+			c.Del(context.Background(), key)
+			c.Close()
+		}, nil
+	}
+	return "", nil, errors.New("no free Redis database (1-15 are all leased)")
+}
+
+// writeCSV writes n contacts with four properties.
+func writeCSV(path string, n int) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	plans := []string{"free", "pro", "team"}
+	cities := []string{"Paris", "Lyon", "Berlin", "Lisbon", "Oslo"}
+	fmt.Fprintln(w, "email,firstName,lastName,plan,city")
+	for i := range n {
+		fmt.Fprintf(w, "user%07d@example.com,First%d,Last%d,%s,%s\n", i, i, i%9973, plans[i%3], cities[i%5])
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return 0, err
+	}
+	return st.Size(), f.Close()
+}
+
+type progress struct {
+	Status    string `json:"status"`
+	Total     int64  `json:"total"`
+	Processed int64  `json:"processed"`
+	Created   int64  `json:"created"`
+	Failed    int64  `json:"failed"`
+}
+
+// importFile posts the file (streamed from the disk) and asks for the
+// import's progress every 100 ms until it has ended. It returns the time
+// to the 202 and the time to the answer that says completed.
+func importFile(ctx context.Context, client *http.Client, base, key, path string) (upload, total time.Duration, res progress, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, res, err
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	start := time.Now()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/contacts/import", f)
+	req.ContentLength = st.Size()
+	req.Header.Set("Content-Type", "text/csv")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, 0, res, err
+	}
+	var accepted struct {
+		ImportID string `json:"importId"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(raw, &accepted) != nil {
+		return 0, 0, res, fmt.Errorf("POST /api/contacts/import: %d %s", resp.StatusCode, raw)
+	}
+	upload = time.Since(start)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/contacts/import/"+accepted.ImportID, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, 0, res, err
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return 0, 0, res, fmt.Errorf("progress: %d %s", resp.StatusCode, raw)
+		}
+		if res.Status != "running" {
+			return upload, time.Since(start), res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, res, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// probeLatency sends GET url at hz requests a second (open loop: each at
+// its scheduled time, its latency from then) for d or until stop closes,
+// and returns the latencies of the 200 answers.
+func probeLatency(ctx context.Context, client *http.Client, target, key string, hz int, d time.Duration, stop <-chan struct{}) []time.Duration {
+	var mu sync.Mutex
+	var out []time.Duration
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(hz))
+	defer tick.Stop()
+	end := time.After(d)
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return out
+		case <-stop:
+			wg.Wait()
+			return out
+		case <-end:
+			wg.Wait()
+			return out
+		case at := <-tick.C:
+			wg.Go(func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := client.Do(req)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					mu.Lock()
+					out = append(out, time.Since(at))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+}
+
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no answers"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	p := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return fmt.Sprintf("n=%d p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(s), ms(p(0.5)), ms(p(0.99)), ms(s[len(s)-1]))
+}
+
+// bareCopy copies the file with COPY ... FROM STDIN (CSV, HEADER) into a
+// new table of five text columns without an index or key: the fastest way
+// the same rows get into PostgreSQL.
+func bareCopy(ctx context.Context, dbURL, path string) (time.Duration, int64, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `CREATE TABLE bare_import (email text, first_name text, last_name text, plan text, city text)`); err != nil {
+		return 0, 0, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	start := time.Now()
+	tag, err := conn.PgConn().CopyFrom(ctx, f, `COPY bare_import FROM STDIN WITH (FORMAT csv, HEADER true)`)
+	if err != nil {
+		return 0, 0, err
+	}
+	return time.Since(start), tag.RowsAffected(), nil
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,615 @@
+package contacts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"tidings/internal/apperr"
+	"tidings/internal/ids"
+	"tidings/internal/store"
+	"tidings/internal/strictjson"
+	"tidings/internal/topics"
+	"tidings/queries"
+)
+
+// Contact imports (issue 26; docs/decisions.md "Contact import"). Create
+// streams a body into staging rows (COPY) and commits them with the import
+// before the caller answers; Run upserts them a chunk at a time, in line
+// order, each chunk one transaction that writes its contacts set-based and
+// moves the counters and the import's next line, so a crash repeats at
+// most an uncommitted chunk; the staging rows go once the import ends. Rows are judged by the rules of PUT
+// /api/contacts: Body.Input, the property rules, the topic check, the
+// plan limit, the merge.
+
+// Import statuses.
+const (
+	ImportRunning   = "running"
+	ImportCompleted = "completed"
+	ImportFailed    = "failed"
+)
+
+// ImportID is the prefix of import ids.
+const ImportID = "imp_"
+
+// Bounds of processing.
+const (
+	// MaxImportErrors is how many failed rows an import keeps (the first,
+	// by line).
+	MaxImportErrors = 100
+	// DefaultImportChunk is how many rows one chunk transaction takes.
+	DefaultImportChunk = 5000
+	// MaxImportAttempts is how many task runs in a row may end without a
+	// chunk committed before the import is failed.
+	MaxImportAttempts = 10
+	// importBatch and importBatchBytes bound one COPY of staging rows
+	// while the body is read.
+	importBatch      = 10_000
+	importBatchBytes = 8 << 20
+	// importRaceRetries bounds the tries of a chunk whose plan-limit
+	// reservation lost to another writer, and the rounds a row may be
+	// placed again after a contact was created or deleted under it.
+	importRaceRetries = 5
+)
+
+// Imports runs contact imports.
+type Imports struct {
+	DB *store.DB
+	// FreeLimit is PLAN_FREE_CONTACTS.
+	FreeLimit int
+	// Chunk is how many rows one transaction takes (0:
+	// DefaultImportChunk).
+	Chunk int
+}
+
+// ImportNotFound is the 404 of an unknown import (or another tenant's).
+func ImportNotFound() *apperr.Error { return apperr.NotFound("NOT_FOUND", "import") }
+
+// CreateImport is what Create stages.
+type CreateImport struct {
+	Format ImportFormat
+	Body   io.Reader
+	// BeforeCommit runs once the whole body is staged, in place of the
+	// commit's last step: an error rolls everything back and is returned
+	// (the api claims the request's Idempotency-Key here, with the body's
+	// hash that only the end of the body gives).
+	BeforeCommit func(ctx context.Context) error
+}
+
+// Create reads the body into a new import's staging rows and commits them;
+// its task is queued after the commit. A body that cannot start an import
+// (empty, a CSV header without an email column, no rows) is
+// VALIDATION_ERROR, one past MaxImportBytes or MaxImportRows
+// PAYLOAD_TOO_LARGE; nothing is stored then.
+func (s *Imports) Create(ctx context.Context, tenantID string, c CreateImport) (queries.ContactImport, error) {
+	var imp queries.ContactImport
+	rd, err := newImportReader(c.Format, c.Body)
+	if err != nil {
+		return imp, err
+	}
+	id := ids.New(ImportID)
+	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+		cols := rd.columns
+		if cols == nil {
+			cols = []string{}
+		}
+		seq, err := q.ContactImportInsert(ctx, queries.ContactImportInsertParams{TenantID: tenantID, ID: id,
+			Format: string(c.Format), Columns: cols, EmailColumn: int32(max(rd.emailColumn, 0))})
+		if err != nil {
+			return err
+		}
+		total, err := stage(ctx, q, seq, rd)
+		if err != nil {
+			return err
+		}
+		if _, err := q.ContactImportSetTotal(ctx, queries.ContactImportSetTotalParams{TenantID: tenantID, ID: id,
+			Total: total}); err != nil {
+			return err
+		}
+		if c.BeforeCommit != nil {
+			if err := c.BeforeCommit(ctx); err != nil {
+				return err
+			}
+		}
+		q.AfterCommit(func(ctx context.Context) { s.DB.Tasks.ContactImport(ctx, tenantID, id) })
+		return nil
+	})
+	if err != nil {
+		return imp, err
+	}
+	return s.Get(ctx, tenantID, id)
+}
+
+// stage copies the reader's rows into the import's staging rows, a batch
+// per COPY; the next batch is read while one is copied. It returns how
+// many rows it staged.
+func stage(ctx context.Context, q *store.Tx, seq int64, rd *importReader) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan []queries.ContactImportRowsAddParams, 1)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		readErr <- readBatches(ctx, rd, seq, batches)
+	}()
+	var total int64
+	var copyErr error
+	for b := range batches {
+		if copyErr != nil {
+			continue // drain, so the reader can end
+		}
+		n, err := q.ContactImportRowsAdd(ctx, b)
+		total += n
+		if err != nil {
+			copyErr = err
+			cancel()
+		}
+	}
+	if err := <-readErr; err != nil && !errors.Is(err, context.Canceled) {
+		return 0, err
+	}
+	return total, copyErr
+}
+
+// readBatches reads rows into batches of at most importBatch rows and
+// importBatchBytes bytes until the body ends.
+func readBatches(ctx context.Context, rd *importReader, seq int64, out chan<- []queries.ContactImportRowsAddParams) error {
+	batch := make([]queries.ContactImportRowsAddParams, 0, importBatch)
+	size := 0
+	send := func() error {
+		select {
+		case out <- batch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		batch, size = make([]queries.ContactImportRowsAddParams, 0, importBatch), 0
+		return nil
+	}
+	for {
+		row, err := rd.next()
+		if err == io.EOF {
+			if len(batch) == 0 {
+				return nil
+			}
+			return send()
+		}
+		if err != nil {
+			return err
+		}
+		p := queries.ContactImportRowsAddParams{ImportSeq: seq, Line: int32(row.line), Fields: row.fields}
+		if rd.format == NDJSON && row.problem == "" {
+			p.Doc = &row.doc
+		}
+		if row.problem != "" {
+			p.Problem = &row.problem
+		}
+		batch = append(batch, p)
+		if size += row.size(); len(batch) >= importBatch || size >= importBatchBytes {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Get returns an import of the tenant, or NOT_FOUND.
+func (s *Imports) Get(ctx context.Context, tenantID, id string) (queries.ContactImport, error) {
+	imp, err := s.DB.ContactImportGet(ctx, queries.ContactImportGetParams{TenantID: tenantID, ID: id})
+	return imp, apperr.Specific(err, apperr.KindNotFound, ImportNotFound())
+}
+
+// ImportRef names an import.
+type ImportRef struct{ TenantID, ID string }
+
+// Stale lists running imports (every tenant) that have not moved since
+// before, oldest first: their task was lost or died (the sweep queues it
+// again).
+func (s *Imports) Stale(ctx context.Context, before time.Time, limit int) ([]ImportRef, error) {
+	rows, err := s.DB.ContactImportStale(ctx, queries.ContactImportStaleParams{Before: before, Lim: int32(limit)})
+	refs := make([]ImportRef, len(rows))
+	for i, r := range rows {
+		refs[i] = ImportRef{TenantID: r.TenantID, ID: r.ID}
+	}
+	return refs, err
+}
+
+// errRaced is a chunk whose plan-limit reservation lost to another writer:
+// it is rolled back and tried again.
+var errRaced = errors.New("contact import: the plan's contact count moved under the chunk")
+
+// Run processes an import until it is completed (or failed), or ctx ends.
+// Running it again, or twice at once, is safe: chunks take turns on the
+// import's row lock and each takes the rows the last one left. An import
+// whose task runs MaxImportAttempts times in a row without committing a
+// chunk is failed.
+func (s *Imports) Run(ctx context.Context, tenantID, id string) error {
+	attempts, err := s.DB.ContactImportAttempt(ctx, queries.ContactImportAttemptParams{TenantID: tenantID, ID: id})
+	if store.IsNoRows(err) {
+		return nil // completed, failed or unknown: nothing to do
+	}
+	if err != nil {
+		return err
+	}
+	if attempts > MaxImportAttempts {
+		reason := fmt.Sprintf("could not be processed: %d task runs in a row ended without progress", attempts-1)
+		_, err := s.DB.ContactImportFail(ctx, queries.ContactImportFailParams{TenantID: tenantID, ID: id, Reason: &reason})
+		return err
+	}
+	raced := 0
+	for {
+		done, err := s.Step(ctx, tenantID, id)
+		switch {
+		case errors.Is(err, errRaced) && raced < importRaceRetries:
+			raced++
+			continue
+		case err != nil:
+			return err
+		case done:
+			return s.DropRows(ctx, tenantID, id)
+		}
+		raced = 0
+	}
+}
+
+// DropRows deletes the staging rows of a finished import (Run does once
+// the last chunk has committed; the sweep for an import whose task died
+// in between). A running import keeps its rows.
+func (s *Imports) DropRows(ctx context.Context, tenantID, id string) error {
+	_, err := s.DB.ContactImportDropRows(ctx, queries.ContactImportDropRowsParams{TenantID: tenantID, ID: id})
+	return err
+}
+
+// StagedLeft lists finished imports (every tenant) that ended before
+// before and still have staging rows.
+func (s *Imports) StagedLeft(ctx context.Context, before time.Time, limit int) ([]ImportRef, error) {
+	rows, err := s.DB.ContactImportStagedLeft(ctx, queries.ContactImportStagedLeftParams{Before: before, Lim: int32(limit)})
+	refs := make([]ImportRef, len(rows))
+	for i, r := range rows {
+		refs[i] = ImportRef{TenantID: r.TenantID, ID: r.ID}
+	}
+	return refs, err
+}
+
+// Step processes one chunk of an import in one transaction and reports
+// whether the import is done. Exported for tests that stop an import
+// between chunks (a crash).
+func (s *Imports) Step(ctx context.Context, tenantID, id string) (done bool, err error) {
+	chunk := s.Chunk
+	if chunk <= 0 {
+		chunk = DefaultImportChunk
+	}
+	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+		imp, err := q.ContactImportLock(ctx, queries.ContactImportLockParams{TenantID: tenantID, ID: id})
+		if store.IsNoRows(err) {
+			done = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if imp.Status != ImportRunning {
+			done = true
+			return nil
+		}
+		rows, err := q.ContactImportRows(ctx, queries.ContactImportRowsParams{TenantID: tenantID, ID: id,
+			After: imp.NextLine, Lim: int32(chunk)})
+		if err != nil {
+			return err
+		}
+		res, err := s.apply(ctx, q, imp, rows)
+		if err != nil {
+			return err
+		}
+		done = len(rows) < chunk
+		next := imp.NextLine
+		if len(rows) > 0 {
+			next = rows[len(rows)-1].Line
+		}
+		room := MaxImportErrors - min(int(imp.Failed), MaxImportErrors)
+		kept := append([]ImportError{}, res.failures[:min(room, len(res.failures))]...)
+		errs, err := json.Marshal(kept)
+		if err != nil {
+			return err
+		}
+		return q.ContactImportProgress(ctx, queries.ContactImportProgressParams{TenantID: tenantID, ID: id,
+			Processed: int64(len(rows)), Created: res.created, Updated: res.updated,
+			Failed: int64(len(res.failures)), Errors: errs, NextLine: next, Done: done})
+	})
+	return done, err
+}
+
+// ImportError is a failed row of an import.
+type ImportError struct {
+	Line    int    `json:"line"`
+	Message string `json:"message"`
+}
+
+type chunkResult struct {
+	created, updated int64
+	failures         []ImportError // by line
+}
+
+// pendingRow is a valid row waiting for its round.
+type pendingRow struct {
+	line   int
+	in     Input
+	patch  []byte
+	topics []byte
+	tries  int
+}
+
+// apply judges a chunk's rows and writes the valid ones: rounds in which
+// each email appears once (a second row for an email is applied after the
+// first, as two PUTs would be), new contacts admitted while the plan has
+// room, then the opt-outs of existing contacts and the reservation of the
+// new ones on the tenant (contacts first, then the tenant: the lock order).
+func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImport, rows []queries.ContactImportRowsRow) (chunkResult, error) {
+	var res chunkResult
+	fail := func(line int, msg string) { res.failures = append(res.failures, ImportError{Line: line, Message: msg}) }
+	var all []queries.Topic
+	topicsRead := false
+	pending := make([]pendingRow, 0, len(rows))
+	for _, r := range rows {
+		line := int(r.Line)
+		if r.Problem != nil {
+			fail(line, *r.Problem)
+			continue
+		}
+		in, err := importInput(imp, r)
+		if err != nil {
+			fail(line, rowMessage(err))
+			continue
+		}
+		p := pendingRow{line: line, in: in, patch: in.Properties.PatchJSON(), topics: []byte("{}")}
+		if len(in.Topics) > 0 {
+			if !topicsRead {
+				if all, err = q.TopicAll(ctx, imp.TenantID); err != nil {
+					return res, err
+				}
+				topicsRead = true
+			}
+			if p.topics, err = topics.Choices(all, in.Topics); err != nil {
+				fail(line, rowMessage(err))
+				continue
+			}
+		}
+		pending = append(pending, p)
+	}
+
+	room, err := s.room(ctx, q, imp.TenantID)
+	if err != nil {
+		return res, err
+	}
+	var reserved int64
+	var optOuts []string
+	for len(pending) > 0 {
+		round, later := splitRound(pending)
+		// Under a plan limit, which rows are new decides which may be
+		// inserted; without one, every row may, and the statement merges
+		// the ones whose email is taken.
+		var exists map[string]bool
+		if room != math.MaxInt64 {
+			emails := make([]string, len(round))
+			for i, p := range round {
+				emails[i] = p.in.Email
+			}
+			existing, err := q.ContactEmailsExisting(ctx, queries.ContactEmailsExistingParams{TenantID: imp.TenantID, Emails: emails})
+			if err != nil {
+				return res, err
+			}
+			exists = make(map[string]bool, len(existing))
+			for _, e := range existing {
+				exists[e] = true
+			}
+		}
+		var args queries.ContactImportUpsertParams
+		args.TenantID, args.MaxBytes = imp.TenantID, MaxPropertiesBytes
+		placed := map[int]pendingRow{}
+		admitted := int64(0)
+		for _, p := range round {
+			mayInsert := true
+			if exists != nil {
+				switch {
+				case exists[p.in.Email]:
+					mayInsert = false
+				case admitted >= room:
+					fail(p.line, apperr.PlanLimit("contacts", s.FreeLimit).Message)
+					continue
+				default:
+					admitted++
+				}
+			}
+			placed[p.line] = p
+			args.Lines = append(args.Lines, int32(p.line))
+			args.Ids = append(args.Ids, ids.New(ids.Contact))
+			args.Emails = append(args.Emails, p.in.Email)
+			args.SetUserID = append(args.SetUserID, p.in.UserID != nil)
+			args.UserIds = append(args.UserIds, deref(p.in.UserID))
+			args.Patches = append(args.Patches, p.patch)
+			args.SetSubscribed = append(args.SetSubscribed, p.in.Subscribed != nil)
+			args.Subscribed = append(args.Subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
+			args.Topics = append(args.Topics, p.topics)
+			args.MayInsert = append(args.MayInsert, mayInsert)
+		}
+		if len(args.Lines) > 0 {
+			out, err := q.ContactImportUpsert(ctx, args)
+			if err != nil {
+				return res, err
+			}
+			for _, o := range out {
+				p, ok := placed[int(o.Line)]
+				if !ok {
+					continue
+				}
+				delete(placed, int(o.Line))
+				if o.Created {
+					res.created++
+					reserved++
+					room--
+					continue
+				}
+				res.updated++
+				if unsubscribes(p.in.Subscribed) {
+					optOuts = append(optOuts, o.ContactID)
+				}
+			}
+		}
+		// What the statement did not write either passes the properties
+		// bound, or met a contact created or deleted under it: that goes
+		// again, with the rows for the same emails after it.
+		if err := s.tooLarge(ctx, q, imp.TenantID, placed, fail); err != nil {
+			return res, err
+		}
+		var again []pendingRow
+		for _, p := range placed {
+			if p.tries++; p.tries > importRaceRetries {
+				return res, fmt.Errorf("contact import: line %d could not be placed in %d rounds", p.line, p.tries)
+			}
+			again = append(again, p)
+		}
+		pending = append(again, later...)
+		sort.SliceStable(pending, func(i, j int) bool { return pending[i].line < pending[j].line })
+	}
+	for _, id := range optOuts {
+		if _, err := ApplyOptOut(ctx, q, OptOut{TenantID: imp.TenantID, ContactID: id, Unsubscribe: true}); err != nil {
+			return res, err
+		}
+	}
+	if reserved > 0 {
+		_, err := q.TenantReserveContacts(ctx, queries.TenantReserveContactsParams{ID: imp.TenantID, N: reserved,
+			FreeLimit: int64(s.FreeLimit)})
+		if store.IsNoRows(err) {
+			return res, errRaced
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	slices.SortStableFunc(res.failures, func(a, b ImportError) int { return a.Line - b.Line })
+	return res, nil
+}
+
+// tooLarge fails the rows of placed (what a round did not write) whose
+// properties would pass MaxPropertiesBytes, and takes them out of placed.
+func (s *Imports) tooLarge(ctx context.Context, q *store.Tx, tenantID string, placed map[int]pendingRow, fail func(int, string)) error {
+	if len(placed) == 0 {
+		return nil
+	}
+	args := queries.ContactImportTooLargeParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes}
+	for _, p := range placed {
+		args.Lines = append(args.Lines, int32(p.line))
+		args.Emails = append(args.Emails, p.in.Email)
+		args.Patches = append(args.Patches, p.patch)
+	}
+	lines, err := q.ContactImportTooLarge(ctx, args)
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		fail(int(l), tooLargeMessage)
+		delete(placed, int(l))
+	}
+	return nil
+}
+
+// room is how many new contacts the tenant's plan takes now.
+func (s *Imports) room(ctx context.Context, q *store.Tx, tenantID string) (int64, error) {
+	t, err := q.TenantContactRoom(ctx, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	if t.Plan != "free" {
+		return math.MaxInt64, nil
+	}
+	return max(int64(s.FreeLimit)-t.ContactCount, 0), nil
+}
+
+// splitRound takes, in line order, the first row of each email; the rest
+// wait for a later round.
+func splitRound(rows []pendingRow) (round, later []pendingRow) {
+	seen := make(map[string]bool, len(rows))
+	for _, p := range rows {
+		if seen[p.in.Email] {
+			later = append(later, p)
+			continue
+		}
+		seen[p.in.Email] = true
+		round = append(round, p)
+	}
+	return round, later
+}
+
+// importInput judges one staged row as PUT /api/contacts judges a body: a
+// CSV record maps its email column to email and every other non-empty
+// cell to a string property named by its header; an NDJSON line is a body.
+func importInput(imp queries.ContactImport, r queries.ContactImportRowsRow) (Input, error) {
+	if imp.Format == string(NDJSON) {
+		var b Body
+		if r.Doc == nil {
+			return Input{}, apperr.Invalid("line", "is empty")
+		}
+		if err := strictjson.Decode([]byte(*r.Doc), &b); err != nil {
+			return Input{}, err
+		}
+		return b.Input()
+	}
+	var f apperr.Fields
+	var in Input
+	props := make(map[string]string, len(r.Fields))
+	for i, v := range r.Fields {
+		switch {
+		case i == int(imp.EmailColumn):
+			in.Email = RequiredEmail(&f, strictjson.Opt[string]{Set: true, V: v})
+		case v != "" && i < len(imp.Columns):
+			props[imp.Columns[i]] = v
+		}
+	}
+	in.Properties = parseTextProperties(&f, props)
+	return in, f.Err()
+}
+
+// rowMessage is a failed row's message: each invalid field with its
+// problem ("email must be a valid email address"), by field name. A line of
+// NDJSON is named "line" where a request body is named "body", and its
+// JSON errors give the column only.
+func rowMessage(err error) string {
+	e, ok := apperr.As(err)
+	if !ok {
+		return err.Error()
+	}
+	fields, _ := e.Details["fields"].(map[string]any)
+	if len(fields) == 0 {
+		return e.Message
+	}
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		msgs, _ := fields[k].([]string)
+		name := k
+		if name == "body" {
+			name = "line"
+		}
+		for _, m := range msgs {
+			parts = append(parts, name+" "+strings.Replace(m, "(line 1, column", "(column", 1))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

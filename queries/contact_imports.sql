@@ -1,0 +1,163 @@
+-- Contact imports (internal/contacts, import.go; schema 0027). Every
+-- statement takes the tenant; the staging rows are reached through their
+-- import's (tenant_id, id). The sweep's statement serves every tenant and
+-- carries each row's tenant with it.
+
+-- name: ContactImportInsert :one
+INSERT INTO contact_imports (tenant_id, id, format, columns, email_column)
+VALUES (@tenant_id, @id, @format, @columns::text[], @email_column)
+RETURNING seq;
+
+-- name: ContactImportRowsAdd :copyfrom
+INSERT INTO contact_import_rows (import_seq, line, fields, doc, problem)
+VALUES (@import_seq, @line, @fields, @doc, @problem);
+
+-- name: ContactImportSetTotal :execrows
+UPDATE contact_imports SET total = @total WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ContactImportGet :one
+SELECT * FROM contact_imports WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ContactImportLock :one
+-- Serialises the chunks of one import: two tasks that run it at once (a
+-- re-queued one beside a slow one) take turns, each on the rows the other
+-- left.
+SELECT * FROM contact_imports WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: ContactImportAttempt :one
+-- Counts a task run that starts on a running import; a chunk that commits
+-- sets it back to 0.
+UPDATE contact_imports SET attempts = attempts + 1
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'running'
+RETURNING attempts;
+
+-- name: ContactImportRows :many
+-- The next @lim rows after line @after, in line order.
+SELECT r.line, r.fields, r.doc, r.problem FROM contact_import_rows r
+WHERE r.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id)
+  AND r.line > @after::int
+ORDER BY r.line
+LIMIT @lim;
+
+-- name: ContactImportDropRows :execrows
+-- The staging rows of a finished import.
+WITH gone AS (
+    DELETE FROM contact_import_rows
+    WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id
+                        AND i.status <> 'running')
+)
+UPDATE contact_imports ci SET staged = false
+WHERE ci.tenant_id = @tenant_id AND ci.id = @id AND ci.status <> 'running';
+
+-- name: ContactImportStagedLeft :many
+-- The sweep: finished imports (every tenant) whose staging rows are still
+-- there (their task died between the last chunk and the delete).
+SELECT tenant_id, id FROM contact_imports
+WHERE staged AND status <> 'running' AND updated_at < @before
+ORDER BY updated_at
+LIMIT @lim;
+
+-- name: ContactImportProgress :exec
+-- A chunk's counts; @errors are the failed rows that still fit in the
+-- first 100.
+UPDATE contact_imports SET
+    processed    = processed + @processed::bigint,
+    created      = created + @created::bigint,
+    updated      = updated + @updated::bigint,
+    failed       = failed + @failed::bigint,
+    errors       = errors || @errors::jsonb,
+    next_line    = greatest(next_line, @next_line::int),
+    attempts     = 0,
+    status       = CASE WHEN @done::boolean THEN 'completed' ELSE status END,
+    completed_at = CASE WHEN @done::boolean THEN now() ELSE completed_at END,
+    updated_at   = now()
+WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ContactImportFail :execrows
+-- An import that cannot run at all: failed, with why; its rows go with it.
+WITH gone AS (
+    DELETE FROM contact_import_rows
+    WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id)
+)
+UPDATE contact_imports ci SET status = 'failed', reason = @reason, completed_at = now(), updated_at = now(),
+    staged = false
+WHERE ci.tenant_id = @tenant_id AND ci.id = @id AND ci.status = 'running';
+
+-- name: ContactImportStale :many
+-- The sweep: running imports (every tenant) that have not moved since
+-- @before, oldest first.
+SELECT tenant_id, id FROM contact_imports
+WHERE status = 'running' AND updated_at < @before
+ORDER BY updated_at
+LIMIT @lim;
+
+-- name: ContactEmailsExisting :many
+-- Which of @emails are contacts of the tenant (an import chunk's new and
+-- existing rows).
+SELECT email FROM contacts WHERE tenant_id = @tenant_id AND email = ANY (@emails::text[]);
+
+-- name: TenantContactRoom :one
+-- The plan and the contact counter, read without a lock: an import chunk
+-- admits new contacts up to the free limit and reserves them at its end
+-- (TenantReserveContacts), after its contacts are written, so the lock
+-- order stays contacts, then tenant.
+SELECT plan, contact_count FROM tenants WHERE id = @id;
+
+-- name: TenantReserveContacts :one
+-- Takes @n slots of the plan's contact limit at once; no row means another
+-- writer took them first (the chunk is tried again).
+UPDATE tenants SET contact_count = contact_count + @n::bigint
+WHERE id = @id AND (plan <> 'free' OR contact_count + @n::bigint <= @free_limit::bigint)
+RETURNING contact_count;
+
+-- name: ContactImportUpsert :many
+-- One round of an import chunk (each email at most once), set-based, as
+-- PUT /api/contacts writes one contact. The rows that @may_insert are
+-- inserted with the id given (ContactInsert's rules: subscribed unless it
+-- says false); a row whose email is already a contact is not, and is merged
+-- into it instead (ContactUpdateByEmail's rules: userId when given,
+-- properties merged with null removing a key, subscribed only set back to
+-- true, topics merged). The merge looks up only the rows the insert did
+-- not take, so a batch of new contacts costs no second probe. A row whose
+-- properties would pass @max_bytes (MaxPropertiesBytes) is in neither, nor
+-- is one whose contact was created or deleted meanwhile: the caller tells
+-- them apart (ContactImportTooLarge).
+WITH r AS (
+    SELECT unnest(@lines::int[]) AS line, unnest(@ids::text[]) AS id, unnest(@emails::text[]) AS email,
+           unnest(@set_user_id::boolean[]) AS set_user_id, unnest(@user_ids::text[]) AS user_id,
+           unnest(@patches::jsonb[]) AS patch, unnest(@set_subscribed::boolean[]) AS set_subscribed,
+           unnest(@subscribed::boolean[]) AS subscribed, unnest(@topics::jsonb[]) AS topics,
+           unnest(@may_insert::boolean[]) AS may_insert
+), ins AS (
+    INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, topics)
+    SELECT @tenant_id, r.id, r.email, CASE WHEN r.set_user_id THEN r.user_id END, jsonb_strip_nulls(r.patch),
+           CASE WHEN r.set_subscribed THEN r.subscribed ELSE true END, jsonb_strip_nulls(r.topics)
+    FROM r
+    WHERE r.may_insert AND octet_length(jsonb_strip_nulls(r.patch)::text) <= @max_bytes::int
+    ON CONFLICT (tenant_id, email) DO NOTHING
+    RETURNING id
+), up AS (
+    UPDATE contacts c SET
+        user_id    = CASE WHEN r.set_user_id THEN r.user_id ELSE c.user_id END,
+        properties = jsonb_strip_nulls(c.properties || r.patch),
+        subscribed = c.subscribed OR (r.set_subscribed AND r.subscribed),
+        topics     = jsonb_strip_nulls(c.topics || r.topics),
+        updated_at = now()
+    FROM r
+    WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = r.id)
+      AND c.tenant_id = @tenant_id AND c.email = r.email
+      AND octet_length(jsonb_strip_nulls(c.properties || r.patch)::text) <= @max_bytes::int
+    RETURNING r.line, c.id
+)
+SELECT r.line::int AS line, ins.id::text AS contact_id, true AS created FROM ins JOIN r ON r.id = ins.id
+UNION ALL
+SELECT up.line, up.id, false FROM up;
+
+-- name: ContactImportTooLarge :many
+-- Which of an import round's rows that were not written would take their
+-- contact's properties past @max_bytes (the others met a contact created
+-- or deleted meanwhile and go again).
+SELECT r.line::int AS line FROM (SELECT unnest(@lines::int[]) AS line, unnest(@emails::text[]) AS email,
+                                        unnest(@patches::jsonb[]) AS patch) r
+LEFT JOIN contacts c ON c.tenant_id = @tenant_id AND c.email = r.email
+WHERE octet_length(jsonb_strip_nulls(coalesce(c.properties, '{}') || r.patch)::text) > @max_bytes::int;
