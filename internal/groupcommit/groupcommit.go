@@ -113,7 +113,6 @@ type item[In, Out any] struct {
 	err   error
 }
 
-
 // Committer gathers items into batches and flushes them (see the package
 // documentation). Its goroutine starts with the first Submit, so a
 // Committer nobody uses costs nothing.
