@@ -176,14 +176,39 @@ ON CONFLICT DO NOTHING;
 -- name: EnrolmentLatestForContacts :many
 -- EnrolmentLatestMany for many contacts: the newest enrolment, open or
 -- ended, of each (tenant, contact, sequence) triple of the arrays, in one
--- read; a re-created sequence's earlier enrolments do not count.
-SELECT DISTINCT ON (e.tenant_id, e.contact_id, e.sequence_id) e.* FROM enrolments e
-JOIN (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id,
+-- read of one index range per triple (LATERAL, whatever the statistics
+-- say); a re-created sequence's earlier enrolments do not count.
+SELECT l.* FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id,
         unnest(@sequence_ids::text[]) AS sequence_id) k
-  ON e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
-JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
-WHERE e.enrolled_at >= s.created_at
-ORDER BY e.tenant_id, e.contact_id, e.sequence_id, e.enrolled_at DESC, e.id DESC;
+CROSS JOIN LATERAL (
+    SELECT e.* FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
+      AND e.enrolled_at >= s.created_at
+    ORDER BY e.enrolled_at DESC, e.id DESC
+    LIMIT 1) l;
+
+-- name: EnrolmentActiveWithExitForContacts :many
+-- The active enrolments of these contacts (tenant and contact arrays)
+-- whose sequence has an exit condition, unlocked: the only ones an event
+-- can end, usually none. Each contact's enrolments are one range of
+-- enrolments_contact: OFFSET 0 keeps the subquery apart (a probe per
+-- contact, never a join the statistics choose) and the status is tested
+-- outside it, so the partial enrolments_open, whose contact column is not
+-- a prefix, is never scanned for a tenant's every open enrolment.
+SELECT l.* FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id) k
+CROSS JOIN LATERAL (
+    SELECT e.* FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    OFFSET 0) l
+WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
+    AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb);
+
+-- name: EnrolmentLockActive :many
+-- Locks the enrolments named by the (tenant, id) arrays, in the arrays'
+-- order (the caller sorts them by key), and returns those still active.
+SELECT l.* FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
+CROSS JOIN LATERAL (
+    SELECT e.* FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    FOR UPDATE) l;
 
 -- name: EnrolmentStartForContacts :many
 -- EnrolmentStartMany for many contacts, each enrolled by its own event: one

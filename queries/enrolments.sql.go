@@ -11,6 +11,60 @@ import (
 	"time"
 )
 
+const enrolmentActiveWithExitForContacts = `-- name: EnrolmentActiveWithExitForContacts :many
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
+CROSS JOIN LATERAL (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    OFFSET 0) l
+WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
+    AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
+`
+
+type EnrolmentActiveWithExitForContactsParams struct {
+	TenantIds  []string
+	ContactIds []string
+}
+
+// The active enrolments of these contacts (tenant and contact arrays)
+// whose sequence has an exit condition, unlocked: the only ones an event
+// can end, usually none. Each contact's enrolments are one range of
+// enrolments_contact: OFFSET 0 keeps the subquery apart (a probe per
+// contact, never a join the statistics choose) and the status is tested
+// outside it, so the partial enrolments_open, whose contact column is not
+// a prefix, is never scanned for a tenant's every open enrolment.
+func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg EnrolmentActiveWithExitForContactsParams) ([]Enrolment, error) {
+	rows, err := q.db.Query(ctx, enrolmentActiveWithExitForContacts, arg.TenantIds, arg.ContactIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Enrolment{}
+	for rows.Next() {
+		var i Enrolment
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SequenceID,
+			&i.ContactID,
+			&i.Status,
+			&i.CurrentStep,
+			&i.CurrentStepIndex,
+			&i.TriggerEventID,
+			&i.EnrolledAt,
+			&i.EndedAt,
+			&i.ExitReason,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enrolmentAdvance = `-- name: EnrolmentAdvance :one
 UPDATE enrolments SET current_step = $1, current_step_index = $2, updated_at = now()
 WHERE tenant_id = $3 AND id = $4 AND status = 'active'
@@ -363,13 +417,14 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 }
 
 const enrolmentLatestForContacts = `-- name: EnrolmentLatestForContacts :many
-SELECT DISTINCT ON (e.tenant_id, e.contact_id, e.sequence_id) e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e
-JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
         unnest($3::text[]) AS sequence_id) k
-  ON e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
-JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
-WHERE e.enrolled_at >= s.created_at
-ORDER BY e.tenant_id, e.contact_id, e.sequence_id, e.enrolled_at DESC, e.id DESC
+CROSS JOIN LATERAL (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
+      AND e.enrolled_at >= s.created_at
+    ORDER BY e.enrolled_at DESC, e.id DESC
+    LIMIT 1) l
 `
 
 type EnrolmentLatestForContactsParams struct {
@@ -380,7 +435,8 @@ type EnrolmentLatestForContactsParams struct {
 
 // EnrolmentLatestMany for many contacts: the newest enrolment, open or
 // ended, of each (tenant, contact, sequence) triple of the arrays, in one
-// read; a re-created sequence's earlier enrolments do not count.
+// read of one index range per triple (LATERAL, whatever the statistics
+// say); a re-created sequence's earlier enrolments do not count.
 func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentLatestForContactsParams) ([]Enrolment, error) {
 	rows, err := q.db.Query(ctx, enrolmentLatestForContacts, arg.TenantIds, arg.ContactIds, arg.SequenceIds)
 	if err != nil {
@@ -511,6 +567,53 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 			&i.EnrolledAt,
 			&i.CurrentStepIndex,
 			&i.ID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const enrolmentLockActive = `-- name: EnrolmentLockActive :many
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+CROSS JOIN LATERAL (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    FOR UPDATE) l
+`
+
+type EnrolmentLockActiveParams struct {
+	TenantIds []string
+	Ids       []string
+}
+
+// Locks the enrolments named by the (tenant, id) arrays, in the arrays'
+// order (the caller sorts them by key), and returns those still active.
+func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActiveParams) ([]Enrolment, error) {
+	rows, err := q.db.Query(ctx, enrolmentLockActive, arg.TenantIds, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Enrolment{}
+	for rows.Next() {
+		var i Enrolment
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SequenceID,
+			&i.ContactID,
+			&i.Status,
+			&i.CurrentStep,
+			&i.CurrentStepIndex,
+			&i.TriggerEventID,
+			&i.EnrolledAt,
+			&i.EndedAt,
+			&i.ExitReason,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}

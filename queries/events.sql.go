@@ -425,14 +425,20 @@ WITH u AS (
     SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS email, unnest($3::text[]) AS id,
         unnest($4::text[]) AS name, unnest($5::jsonb[]) AS properties,
         unnest($6::timestamptz[]) AS occurred_at, unnest($7::boolean[]) AS update_contact
+), found AS (
+    SELECT f.tenant_id, f.id, u.id AS event_id, u.name AS event_name, u.properties AS event_properties,
+        u.occurred_at AS event_occurred_at, u.update_contact
+    FROM u CROSS JOIN LATERAL (
+        SELECT x.tenant_id, x.id FROM contacts x WHERE x.tenant_id = u.tenant_id AND x.email = u.email
+        -- OFFSET 0 keeps the subquery apart: a probe per event, never a
+        -- join the statistics choose.
+        OFFSET 0) f
 ), c AS (
     SELECT ct.tenant_id, ct.id, ct.email, ct.user_id, ct.properties, ct.subscribed, ct.suppressed,
         ct.total_sends, ct.total_opens, ct.total_clicks, ct.last_event_at, ct.created_at, ct.updated_at,
-        u.id AS event_id, u.name AS event_name, u.properties AS event_properties,
-        u.occurred_at AS event_occurred_at, u.update_contact
-    FROM u JOIN contacts ct ON ct.tenant_id = u.tenant_id AND ct.email = u.email
-    ORDER BY ct.tenant_id, ct.id
-    FOR UPDATE OF ct
+        o.event_id, o.event_name, o.event_properties, o.event_occurred_at, o.update_contact
+    FROM (SELECT tenant_id, id, event_id, event_name, event_properties, event_occurred_at, update_contact FROM found ORDER BY tenant_id, id) o CROSS JOIN LATERAL (
+        SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics FROM contacts x WHERE x.tenant_id = o.tenant_id AND x.id = o.id FOR UPDATE) ct
 ), touched AS (
     UPDATE contacts t SET last_event_at = c.event_occurred_at
     FROM c
@@ -480,11 +486,13 @@ type EventRecordByEmailManyRow struct {
 }
 
 // EventRecordByEmail for a batch of events of distinct contacts (the group
-// commit of POST /api/events): one event per array position (the
-// arrays are as long as each other), and a row comes back for each event
-// whose contact exists, named by its event_id. The contacts are locked first, in key order (docs/decisions.md
-// "Lock order"), so two batches sharing a contact, or a batch and a
-// webhook batch, wait for each other rather than deadlock; their
+// commit of POST /api/events): one event per array position (the arrays
+// are as long as each other), and a row comes back for each event whose
+// contact exists, named by its event_id. Each contact is found by a probe
+// of contacts_email_key, then locked by a probe of its key, in key order
+// (docs/decisions.md "Lock order"; LATERAL, so each is one index lookup
+// whatever the statistics say): two batches sharing a contact, or a batch
+// and a webhook batch, wait for each other rather than deadlock.
 // lastEventAt then moves as EventRecordByEmail moves it.
 func (q *Queries) EventRecordByEmailMany(ctx context.Context, arg EventRecordByEmailManyParams) ([]EventRecordByEmailManyRow, error) {
 	rows, err := q.db.Query(ctx, eventRecordByEmailMany,
@@ -549,19 +557,6 @@ func (q *Queries) EventSetProcessed(ctx context.Context, arg EventSetProcessedPa
 		arg.ID,
 		arg.OccurredAt,
 	)
-	return err
-}
-
-const eventSetProcessedMany = `-- name: EventSetProcessedMany :exec
-UPDATE events e SET processed_sequences = r.processed
-FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, occurred_at timestamptz, processed text[])
-WHERE e.tenant_id = r.tenant_id AND e.id = r.id AND e.occurred_at = r.occurred_at
-`
-
-// EventSetProcessed for a batch of events; rows holds one object per event
-// ({tenant_id, id, occurred_at, processed}).
-func (q *Queries) EventSetProcessedMany(ctx context.Context, rows json.RawMessage) error {
-	_, err := q.db.Exec(ctx, eventSetProcessedMany, rows)
 	return err
 }
 

@@ -141,7 +141,8 @@ func recordMany(ctx context.Context, q *queries.Queries, ins []Custom, idx []int
 
 // runBatchHooks runs the hooks on a batch of recorded events (BatchHooks,
 // else each Hook on each event), then stores every event's processed
-// sequences in one statement.
+// sequences, one statement per event (each touches one partition's key)
+// sent in one round trip.
 func (r *Recorder) runBatchHooks(ctx context.Context, q *store.Tx, recs []*Recorded) error {
 	if len(recs) == 0 {
 		return nil
@@ -164,25 +165,21 @@ func (r *Recorder) runBatchHooks(ctx context.Context, q *store.Tx, recs []*Recor
 			}
 		}
 	}
-	type processedRow struct {
-		TenantID   string    `json:"tenant_id"`
-		ID         string    `json:"id"`
-		OccurredAt time.Time `json:"occurred_at"`
-		Processed  []string  `json:"processed"`
-	}
-	var rows []processedRow
+	var set []queries.EventSetProcessedBatchParams
 	for _, rec := range recs {
 		if len(rec.ProcessedSequences) > 0 {
-			rows = append(rows, processedRow{TenantID: rec.Contact.TenantID, ID: rec.EventID,
-				OccurredAt: rec.Timestamp, Processed: rec.ProcessedSequences})
+			set = append(set, queries.EventSetProcessedBatchParams{TenantID: rec.Contact.TenantID, ID: rec.EventID,
+				OccurredAt: rec.Timestamp, ProcessedSequences: rec.ProcessedSequences})
 		}
 	}
-	if len(rows) == 0 {
+	if len(set) == 0 {
 		return nil
 	}
-	j, err := json.Marshal(rows)
-	if err != nil {
-		return err
-	}
-	return q.EventSetProcessedMany(ctx, j)
+	var first error
+	q.EventSetProcessedBatch(ctx, set).Exec(func(_ int, err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	})
+	return first
 }

@@ -7,8 +7,8 @@
 // knows nothing of it, and only bounds the work:
 //
 //   - a batch holds at most MaxBatch items and waits at most MaxWait for
-//     company after its first item (not at all while no flush is running,
-//     so a lone request is not delayed);
+//     company after its first item (not at all when no flush is running and
+//     the last batch was a lone item, so a lone request is not delayed);
 //   - at most Writers flushes run at once; while all are busy the next
 //     batch keeps filling, then the queue (Queue items) fills, and past it
 //     Submit refuses at once with ErrFull: memory stays bounded however
@@ -216,6 +216,7 @@ func (c *Committer[In, Out]) loop() {
 	defer close(c.stopped)
 	defer c.flushes.Wait()
 	max := c.o.MaxBatch
+	last := 0 // the size of the last batch
 	for {
 		first, ok := c.next()
 		if !ok {
@@ -241,10 +242,11 @@ func (c *Committer[In, Out]) loop() {
 				break ready
 			}
 		}
-		// While another flush runs, waiting a little for company costs the
-		// callers nothing they would not wait anyway, and makes the next
-		// transaction carry more.
-		if open && len(batch) < max && c.running.Load() > 0 && c.o.MaxWait > 0 {
+		// While another flush runs, or the last batch had company (callers
+		// come in crowds: those it answered come back together), waiting a
+		// little for company makes the next transaction carry more; a lone
+		// caller of a quiet committer is written at once.
+		if open && len(batch) < max && (c.running.Load() > 0 || last > 1) && c.o.MaxWait > 0 {
 			t := time.NewTimer(c.o.MaxWait)
 		wait:
 			for open && len(batch) < max {
@@ -271,6 +273,7 @@ func (c *Committer[In, Out]) loop() {
 				add(it, ok)
 			}
 		}
+		last = len(batch)
 		c.running.Add(1)
 		c.flushes.Add(1)
 		go c.write(batch)

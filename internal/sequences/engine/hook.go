@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"tidings/internal/events"
 	"tidings/internal/store"
@@ -112,14 +114,14 @@ func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (processed, 
 }
 
 // exitOnEvents evaluates, after a batch of events of distinct contacts,
-// the exit conditions of those contacts' active enrolments: one read finds
-// the active enrolments whose sequence has an exit condition, locked in
-// key order, and only those are evaluated. An enrolment that an event of
-// the batch started is not ended by it.
+// the exit conditions of those contacts' active enrolments. One read finds
+// the active enrolments whose sequence has an exit condition (usually
+// none), a second locks those in key order, and only they are evaluated.
+// An enrolment that an event of the batch started is not ended by it.
 func exitOnEvents(ctx context.Context, q *store.Tx, evs []*events.Recorded) error {
 	type contact struct{ tenant, id string }
 	by := make(map[contact]*events.Recorded, len(evs))
-	var p queries.DispatchOpenWithExitParams
+	var p queries.EnrolmentActiveWithExitForContactsParams
 	for _, ev := range evs {
 		k := contact{ev.Contact.TenantID, ev.ContactID}
 		if by[k] != nil {
@@ -129,7 +131,19 @@ func exitOnEvents(ctx context.Context, q *store.Tx, evs []*events.Recorded) erro
 		p.TenantIds = append(p.TenantIds, k.tenant)
 		p.ContactIds = append(p.ContactIds, k.id)
 	}
-	open, err := q.DispatchOpenWithExit(ctx, p)
+	found, err := q.EnrolmentActiveWithExitForContacts(ctx, p)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	slices.SortFunc(found, func(a, b queries.Enrolment) int {
+		return cmp.Or(cmp.Compare(a.TenantID, b.TenantID), cmp.Compare(a.ID, b.ID))
+	})
+	var lp queries.EnrolmentLockActiveParams
+	for _, e := range found {
+		lp.TenantIds = append(lp.TenantIds, e.TenantID)
+		lp.Ids = append(lp.Ids, e.ID)
+	}
+	open, err := q.EnrolmentLockActive(ctx, lp)
 	if err != nil {
 		return err
 	}
