@@ -2,9 +2,11 @@ package events
 
 import (
 	"context"
+	"errors"
 
 	"tidings/internal/apperr"
 	"tidings/internal/groupcommit"
+	"tidings/internal/telemetry"
 )
 
 // Ingest records custom events by group commit (POST /api/events): a
@@ -19,7 +21,10 @@ type Ingest struct {
 
 // NewIngest records through r in batches bounded by o.
 func NewIngest(r *Recorder, o groupcommit.Options) *Ingest {
-	return &Ingest{c: groupcommit.New(r.RecordCustomMany, o)}
+	return &Ingest{c: groupcommit.New(func(ctx context.Context, batch []Custom) ([]*Recorded, []error) {
+		telemetry.IngestBatch(len(batch))
+		return r.RecordCustomMany(ctx, batch)
+	}, o)}
 }
 
 // RetryAfter is the wait, in seconds, that Busy asks for.
@@ -43,6 +48,7 @@ func Busy() *apperr.Error {
 func (g *Ingest) Record(ctx context.Context, in Custom) (*Recorded, error) {
 	rec, err := g.c.Submit(ctx, in)
 	if groupcommit.NotWritten(err) {
+		telemetry.IngestNotWritten(errors.Is(err, groupcommit.ErrAbandoned))
 		return nil, Busy()
 	}
 	return rec, err
