@@ -84,8 +84,9 @@ type Server struct {
 	contacts *contacts.Store
 	// imports stages contact imports and reads their progress.
 	imports *contacts.Imports
-	events  *events.Recorder
-	feed    *events.Feed
+	// ingest records POST /api/events by group commit (events.Ingest).
+	ingest *events.Ingest
+	feed   *events.Feed
 	// archives reads the events archived past the tenant's retention.
 	archives *retention.Archives
 	// topics keeps the tenant's topics and suppressions its suppression
@@ -128,8 +129,8 @@ func New(d Deps) (*fiber.App, error) {
 		return nil, errors.New("api.New: Services, Limiter and Sessions are required")
 	}
 	s := &Server{cfg: v.Config, pages: v.Pages, db: v.DB, rdb: v.Redis, limiter: d.Limiter, sessions: d.Sessions,
-		log: v.Log, keys: v.Keys, tenants: v.Tenants, apiKeys: v.APIKeys, contacts: v.Contacts, events: v.Events,
-		feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
+		log: v.Log, keys: v.Keys, tenants: v.Tenants, apiKeys: v.APIKeys, contacts: v.Contacts,
+		ingest: v.Ingest, feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
 		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,

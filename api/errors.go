@@ -90,7 +90,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 
 func (s *Server) failure(c *fiber.Ctx, err error) failure {
 	if e, ok := apperr.As(err); ok && statusOf[e.Kind] != 0 {
-		if e.Kind == apperr.KindUpstream || e.Kind == apperr.KindUnavailable {
+		// An overload refusal has no cause: under overload a warning per
+		// refused request would only add to the load.
+		if e.Kind == apperr.KindUpstream || (e.Kind == apperr.KindUnavailable && e.Err != nil) {
 			s.log.Warn("upstream failed", "code", e.Code, "err", e.Err, "method", c.Method(),
 				"path", c.Path(), "request_id", requestID(c))
 		}

@@ -69,7 +69,9 @@ func (s *Server) eventCreate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rec, err := s.events.RecordCustom(c.UserContext(), in)
+	// Answered once the batch holding the event has committed (group
+	// commit): a 201 is durable.
+	rec, err := s.ingest.Record(c.UserContext(), in)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,15 @@ SELECT id, name, enabled, version, definition FROM sequences
 WHERE tenant_id = @tenant_id AND trigger_event = @name AND enabled
 ORDER BY id;
 
+-- name: SequencesTriggeredByMany :many
+-- SequencesTriggeredBy for every (tenant, event name) pair of a batch of
+-- events, in one read.
+SELECT s.tenant_id, s.trigger_event, s.id, s.name, s.enabled, s.version, s.definition FROM sequences s
+JOIN (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@names::text[]) AS name) k
+  ON s.tenant_id = k.tenant_id AND s.trigger_event = k.name
+WHERE s.enabled
+ORDER BY s.tenant_id, s.trigger_event, s.id;
+
 -- name: SequenceForStep :one
 -- What the engine needs of one sequence to run a step.
 SELECT id, name, enabled, version, definition FROM sequences
@@ -64,14 +73,6 @@ FROM enrolments e
 LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
 WHERE e.tenant_id = @tenant_id AND e.id = @id
 FOR UPDATE OF e;
-
--- name: EnrolmentOpenByContact :many
--- The contact's open enrolments, locked: an event evaluates their exit
--- conditions.
-SELECT * FROM enrolments
-WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('active', 'paused')
-ORDER BY id
-FOR UPDATE;
 
 -- name: EnrolmentAdvance :one
 -- Moves an active enrolment to the step its next scheduled send is for.
@@ -172,37 +173,64 @@ INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data
 VALUES (@tenant_id, @id, @contact_id, @type, now(), @data)
 ON CONFLICT DO NOTHING;
 
--- name: EnrolmentLatestMany :many
--- The contact's newest enrolment in each of the sequences, open or ended:
--- EnrolmentLatest for all the sequences an event triggers, in one read.
--- As there, a re-created sequence's earlier enrolments do not count.
-SELECT DISTINCT ON (e.sequence_id) e.* FROM enrolments e
-JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
-WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id AND e.sequence_id = ANY (@sequence_ids::text[])
-  AND e.enrolled_at >= s.created_at
-ORDER BY e.sequence_id, e.enrolled_at DESC, e.id DESC;
+-- name: EnrolmentLatestForContacts :many
+-- EnrolmentLatestMany for many contacts: the newest enrolment, open or
+-- ended, of each (tenant, contact, sequence) triple of the arrays, in one
+-- read of one index range per triple (LATERAL, whatever the statistics
+-- say); a re-created sequence's earlier enrolments do not count.
+SELECT l.* FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id,
+        unnest(@sequence_ids::text[]) AS sequence_id) k
+CROSS JOIN LATERAL (
+    SELECT e.* FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
+      AND e.enrolled_at >= s.created_at
+    ORDER BY e.enrolled_at DESC, e.id DESC
+    LIMIT 1) l;
 
--- name: EnrolmentStartMany :many
--- Enrols the contact in several sequences at once (an event that triggers
--- them) with each enrolment's sequence_entered timeline entry: one row per
--- array position. A sequence in which the contact already has an open
--- enrolment (a concurrent event won) is left out of what comes back.
+-- name: EnrolmentActiveWithExitForContacts :many
+-- The active enrolments of these contacts (tenant and contact arrays)
+-- whose sequence has an exit condition, unlocked: the only ones an event
+-- can end, usually none. Each contact's enrolments are one range of
+-- enrolments_contact: OFFSET 0 keeps the subquery apart (a probe per
+-- contact, never a join the statistics choose) and the status is tested
+-- outside it, so the partial enrolments_open, whose contact column is not
+-- a prefix, is never scanned for a tenant's every open enrolment.
+SELECT l.* FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id) k
+CROSS JOIN LATERAL (
+    SELECT e.* FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    OFFSET 0) l
+WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
+    AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb);
+
+-- name: EnrolmentLockActive :many
+-- Locks the enrolments named by the (tenant, id) arrays, in the arrays'
+-- order (the caller sorts them by key), and returns those still active.
+SELECT l.* FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
+CROSS JOIN LATERAL (
+    SELECT e.* FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    FOR UPDATE) l;
+
+-- name: EnrolmentStartForContacts :many
+-- EnrolmentStartMany for many contacts, each enrolled by its own event: one
+-- enrolment per array position, with its sequence_entered timeline entry.
+-- A position whose contact already has an open enrolment in the sequence
+-- (a concurrent event won) is left out of what comes back.
 WITH u AS (
-    SELECT unnest(@ids::text[]) AS id, unnest(@sequence_ids::text[]) AS sequence_id,
+    SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id,
+        unnest(@sequence_ids::text[]) AS sequence_id, unnest(@contact_ids::text[]) AS contact_id,
         unnest(@current_steps::text[]) AS current_step, unnest(@current_step_indexes::integer[]) AS current_step_index,
-        unnest(@versions::integer[]) AS version
+        unnest(@versions::integer[]) AS version, unnest(@event_ids::text[]) AS event_id,
+        unnest(@event_names::text[]) AS event_name
 ), e AS (
     INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
-    SELECT @tenant_id, u.id, u.sequence_id, @contact_id, u.current_step, u.current_step_index, sqlc.narg(event_id)::text
-    FROM u
+    SELECT u.tenant_id, u.id, u.sequence_id, u.contact_id, u.current_step, u.current_step_index, u.event_id FROM u
     ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
     RETURNING *
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
     SELECT e.tenant_id, 'tle_' || e.id || ':entered', e.contact_id, 'sequence_entered', now(),
-        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version)
-        || CASE WHEN sqlc.narg(event_id)::text IS NULL THEN '{}'::jsonb
-           ELSE jsonb_build_object('eventId', sqlc.narg(event_id)::text, 'eventName', sqlc.narg(event_name)::text) END
+        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version,
+            'eventId', u.event_id, 'eventName', u.event_name)
     FROM e JOIN u ON u.id = e.id
     ON CONFLICT DO NOTHING
 )

@@ -11,6 +11,60 @@ import (
 	"time"
 )
 
+const enrolmentActiveWithExitForContacts = `-- name: EnrolmentActiveWithExitForContacts :many
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
+CROSS JOIN LATERAL (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    OFFSET 0) l
+WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
+    AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
+`
+
+type EnrolmentActiveWithExitForContactsParams struct {
+	TenantIds  []string
+	ContactIds []string
+}
+
+// The active enrolments of these contacts (tenant and contact arrays)
+// whose sequence has an exit condition, unlocked: the only ones an event
+// can end, usually none. Each contact's enrolments are one range of
+// enrolments_contact: OFFSET 0 keeps the subquery apart (a probe per
+// contact, never a join the statistics choose) and the status is tested
+// outside it, so the partial enrolments_open, whose contact column is not
+// a prefix, is never scanned for a tenant's every open enrolment.
+func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg EnrolmentActiveWithExitForContactsParams) ([]Enrolment, error) {
+	rows, err := q.db.Query(ctx, enrolmentActiveWithExitForContacts, arg.TenantIds, arg.ContactIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Enrolment{}
+	for rows.Next() {
+		var i Enrolment
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SequenceID,
+			&i.ContactID,
+			&i.Status,
+			&i.CurrentStep,
+			&i.CurrentStepIndex,
+			&i.TriggerEventID,
+			&i.EnrolledAt,
+			&i.EndedAt,
+			&i.ExitReason,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enrolmentAdvance = `-- name: EnrolmentAdvance :one
 UPDATE enrolments SET current_step = $1, current_step_index = $2, updated_at = now()
 WHERE tenant_id = $3 AND id = $4 AND status = 'active'
@@ -362,25 +416,29 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 	return i, err
 }
 
-const enrolmentLatestMany = `-- name: EnrolmentLatestMany :many
-SELECT DISTINCT ON (e.sequence_id) e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e
-JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
-WHERE e.tenant_id = $1 AND e.contact_id = $2 AND e.sequence_id = ANY ($3::text[])
-  AND e.enrolled_at >= s.created_at
-ORDER BY e.sequence_id, e.enrolled_at DESC, e.id DESC
+const enrolmentLatestForContacts = `-- name: EnrolmentLatestForContacts :many
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+        unnest($3::text[]) AS sequence_id) k
+CROSS JOIN LATERAL (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
+      AND e.enrolled_at >= s.created_at
+    ORDER BY e.enrolled_at DESC, e.id DESC
+    LIMIT 1) l
 `
 
-type EnrolmentLatestManyParams struct {
-	TenantID    string
-	ContactID   string
+type EnrolmentLatestForContactsParams struct {
+	TenantIds   []string
+	ContactIds  []string
 	SequenceIds []string
 }
 
-// The contact's newest enrolment in each of the sequences, open or ended:
-// EnrolmentLatest for all the sequences an event triggers, in one read.
-// As there, a re-created sequence's earlier enrolments do not count.
-func (q *Queries) EnrolmentLatestMany(ctx context.Context, arg EnrolmentLatestManyParams) ([]Enrolment, error) {
-	rows, err := q.db.Query(ctx, enrolmentLatestMany, arg.TenantID, arg.ContactID, arg.SequenceIds)
+// EnrolmentLatestMany for many contacts: the newest enrolment, open or
+// ended, of each (tenant, contact, sequence) triple of the arrays, in one
+// read of one index range per triple (LATERAL, whatever the statistics
+// say); a re-created sequence's earlier enrolments do not count.
+func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentLatestForContactsParams) ([]Enrolment, error) {
+	rows, err := q.db.Query(ctx, enrolmentLatestForContacts, arg.TenantIds, arg.ContactIds, arg.SequenceIds)
 	if err != nil {
 		return nil, err
 	}
@@ -520,6 +578,53 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 	return items, nil
 }
 
+const enrolmentLockActive = `-- name: EnrolmentLockActive :many
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+CROSS JOIN LATERAL (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    FOR UPDATE) l
+`
+
+type EnrolmentLockActiveParams struct {
+	TenantIds []string
+	Ids       []string
+}
+
+// Locks the enrolments named by the (tenant, id) arrays, in the arrays'
+// order (the caller sorts them by key), and returns those still active.
+func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActiveParams) ([]Enrolment, error) {
+	rows, err := q.db.Query(ctx, enrolmentLockActive, arg.TenantIds, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Enrolment{}
+	for rows.Next() {
+		var i Enrolment
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SequenceID,
+			&i.ContactID,
+			&i.Status,
+			&i.CurrentStep,
+			&i.CurrentStepIndex,
+			&i.TriggerEventID,
+			&i.EnrolledAt,
+			&i.EndedAt,
+			&i.ExitReason,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enrolmentOpen = `-- name: EnrolmentOpen :one
 SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
 WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3
@@ -551,53 +656,6 @@ func (q *Queries) EnrolmentOpen(ctx context.Context, arg EnrolmentOpenParams) (E
 		&i.UpdatedAt,
 	)
 	return i, err
-}
-
-const enrolmentOpenByContact = `-- name: EnrolmentOpenByContact :many
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
-WHERE tenant_id = $1 AND contact_id = $2 AND status IN ('active', 'paused')
-ORDER BY id
-FOR UPDATE
-`
-
-type EnrolmentOpenByContactParams struct {
-	TenantID  string
-	ContactID string
-}
-
-// The contact's open enrolments, locked: an event evaluates their exit
-// conditions.
-func (q *Queries) EnrolmentOpenByContact(ctx context.Context, arg EnrolmentOpenByContactParams) ([]Enrolment, error) {
-	rows, err := q.db.Query(ctx, enrolmentOpenByContact, arg.TenantID, arg.ContactID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Enrolment{}
-	for rows.Next() {
-		var i Enrolment
-		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.SequenceID,
-			&i.ContactID,
-			&i.Status,
-			&i.CurrentStep,
-			&i.CurrentStepIndex,
-			&i.TriggerEventID,
-			&i.EnrolledAt,
-			&i.EndedAt,
-			&i.ExitReason,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const enrolmentSequenceStatus = `-- name: EnrolmentSequenceStatus :one
@@ -671,42 +729,42 @@ func (q *Queries) EnrolmentSetPaused(ctx context.Context, arg EnrolmentSetPaused
 	return result.RowsAffected(), nil
 }
 
-const enrolmentStartMany = `-- name: EnrolmentStartMany :many
+const enrolmentStartForContacts = `-- name: EnrolmentStartForContacts :many
 WITH u AS (
-    SELECT unnest($1::text[]) AS id, unnest($2::text[]) AS sequence_id,
-        unnest($3::text[]) AS current_step, unnest($4::integer[]) AS current_step_index,
-        unnest($5::integer[]) AS version
+    SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id,
+        unnest($3::text[]) AS sequence_id, unnest($4::text[]) AS contact_id,
+        unnest($5::text[]) AS current_step, unnest($6::integer[]) AS current_step_index,
+        unnest($7::integer[]) AS version, unnest($8::text[]) AS event_id,
+        unnest($9::text[]) AS event_name
 ), e AS (
     INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
-    SELECT $6, u.id, u.sequence_id, $7, u.current_step, u.current_step_index, $8::text
-    FROM u
+    SELECT u.tenant_id, u.id, u.sequence_id, u.contact_id, u.current_step, u.current_step_index, u.event_id FROM u
     ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
     RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
     SELECT e.tenant_id, 'tle_' || e.id || ':entered', e.contact_id, 'sequence_entered', now(),
-        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version)
-        || CASE WHEN $8::text IS NULL THEN '{}'::jsonb
-           ELSE jsonb_build_object('eventId', $8::text, 'eventName', $9::text) END
+        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version,
+            'eventId', u.event_id, 'eventName', u.event_name)
     FROM e JOIN u ON u.id = e.id
     ON CONFLICT DO NOTHING
 )
 SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM e
 `
 
-type EnrolmentStartManyParams struct {
+type EnrolmentStartForContactsParams struct {
+	TenantIds          []string
 	Ids                []string
 	SequenceIds        []string
+	ContactIds         []string
 	CurrentSteps       []string
 	CurrentStepIndexes []int32
 	Versions           []int32
-	TenantID           string
-	ContactID          string
-	EventID            *string
-	EventName          *string
+	EventIds           []string
+	EventNames         []string
 }
 
-type EnrolmentStartManyRow struct {
+type EnrolmentStartForContactsRow struct {
 	TenantID         string
 	ID               string
 	SequenceID       string
@@ -721,29 +779,29 @@ type EnrolmentStartManyRow struct {
 	UpdatedAt        time.Time
 }
 
-// Enrols the contact in several sequences at once (an event that triggers
-// them) with each enrolment's sequence_entered timeline entry: one row per
-// array position. A sequence in which the contact already has an open
-// enrolment (a concurrent event won) is left out of what comes back.
-func (q *Queries) EnrolmentStartMany(ctx context.Context, arg EnrolmentStartManyParams) ([]EnrolmentStartManyRow, error) {
-	rows, err := q.db.Query(ctx, enrolmentStartMany,
+// EnrolmentStartMany for many contacts, each enrolled by its own event: one
+// enrolment per array position, with its sequence_entered timeline entry.
+// A position whose contact already has an open enrolment in the sequence
+// (a concurrent event won) is left out of what comes back.
+func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentStartForContactsParams) ([]EnrolmentStartForContactsRow, error) {
+	rows, err := q.db.Query(ctx, enrolmentStartForContacts,
+		arg.TenantIds,
 		arg.Ids,
 		arg.SequenceIds,
+		arg.ContactIds,
 		arg.CurrentSteps,
 		arg.CurrentStepIndexes,
 		arg.Versions,
-		arg.TenantID,
-		arg.ContactID,
-		arg.EventID,
-		arg.EventName,
+		arg.EventIds,
+		arg.EventNames,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []EnrolmentStartManyRow{}
+	items := []EnrolmentStartForContactsRow{}
 	for rows.Next() {
-		var i EnrolmentStartManyRow
+		var i EnrolmentStartForContactsRow
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.ID,
@@ -888,6 +946,59 @@ func (q *Queries) SequencesTriggeredBy(ctx context.Context, arg SequencesTrigger
 	for rows.Next() {
 		var i SequencesTriggeredByRow
 		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Enabled,
+			&i.Version,
+			&i.Definition,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sequencesTriggeredByMany = `-- name: SequencesTriggeredByMany :many
+SELECT s.tenant_id, s.trigger_event, s.id, s.name, s.enabled, s.version, s.definition FROM sequences s
+JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS name) k
+  ON s.tenant_id = k.tenant_id AND s.trigger_event = k.name
+WHERE s.enabled
+ORDER BY s.tenant_id, s.trigger_event, s.id
+`
+
+type SequencesTriggeredByManyParams struct {
+	TenantIds []string
+	Names     []string
+}
+
+type SequencesTriggeredByManyRow struct {
+	TenantID     string
+	TriggerEvent string
+	ID           string
+	Name         string
+	Enabled      bool
+	Version      int32
+	Definition   json.RawMessage
+}
+
+// SequencesTriggeredBy for every (tenant, event name) pair of a batch of
+// events, in one read.
+func (q *Queries) SequencesTriggeredByMany(ctx context.Context, arg SequencesTriggeredByManyParams) ([]SequencesTriggeredByManyRow, error) {
+	rows, err := q.db.Query(ctx, sequencesTriggeredByMany, arg.TenantIds, arg.Names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SequencesTriggeredByManyRow{}
+	for rows.Next() {
+		var i SequencesTriggeredByManyRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.TriggerEvent,
 			&i.ID,
 			&i.Name,
 			&i.Enabled,

@@ -118,3 +118,56 @@ UPDATE contacts c SET
 FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, occurred_at timestamptz,
     sends bigint, opens bigint, clicks bigint)
 WHERE c.tenant_id = r.tenant_id AND c.id = r.id;
+
+-- name: EventRecordByEmailMany :many
+-- EventRecordByEmail for a batch of events of distinct contacts (the group
+-- commit of POST /api/events): one event per array position (the arrays
+-- are as long as each other), and a row comes back for each event whose
+-- contact exists, named by its event_id. Each contact is found by a probe
+-- of contacts_email_key, then locked by a probe of its key, in key order
+-- (docs/decisions.md "Lock order"; LATERAL, so each is one index lookup
+-- whatever the statistics say): two batches sharing a contact, or a batch
+-- and a webhook batch, wait for each other rather than deadlock.
+-- lastEventAt then moves as EventRecordByEmail moves it.
+WITH u AS (
+    SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@emails::text[]) AS email, unnest(@ids::text[]) AS id,
+        unnest(@names::text[]) AS name, unnest(@properties::jsonb[]) AS properties,
+        unnest(@occurred_ats::timestamptz[]) AS occurred_at, unnest(@update_contacts::boolean[]) AS update_contact
+), found AS (
+    SELECT f.tenant_id, f.id, u.id AS event_id, u.name AS event_name, u.properties AS event_properties,
+        u.occurred_at AS event_occurred_at, u.update_contact
+    FROM u CROSS JOIN LATERAL (
+        SELECT x.tenant_id, x.id FROM contacts x WHERE x.tenant_id = u.tenant_id AND x.email = u.email
+        -- OFFSET 0 keeps the subquery apart: a probe per event, never a
+        -- join the statistics choose.
+        OFFSET 0) f
+), c AS (
+    SELECT ct.tenant_id, ct.id, ct.email, ct.user_id, ct.properties, ct.subscribed, ct.suppressed, ct.topics,
+        ct.total_sends, ct.total_opens, ct.total_clicks, ct.last_event_at, ct.created_at, ct.updated_at,
+        o.event_id, o.event_name, o.event_properties, o.event_occurred_at, o.update_contact
+    FROM (SELECT * FROM found ORDER BY tenant_id, id) o CROSS JOIN LATERAL (
+        SELECT * FROM contacts x WHERE x.tenant_id = o.tenant_id AND x.id = o.id FOR UPDATE) ct
+), touched AS (
+    UPDATE contacts t SET last_event_at = c.event_occurred_at
+    FROM c
+    WHERE c.update_contact AND t.tenant_id = c.tenant_id AND t.id = c.id
+      AND (t.last_event_at IS NULL OR t.last_event_at < c.event_occurred_at)
+    RETURNING t.id
+), ins AS (
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+    SELECT c.tenant_id, c.event_id, c.id, c.event_name, c.event_properties, c.event_occurred_at FROM c
+    RETURNING tenant_id, id, occurred_at
+)
+SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
+       c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
+       c.total_sends, c.total_opens, c.total_clicks,
+       CASE WHEN c.update_contact THEN greatest(c.last_event_at, c.event_occurred_at) ELSE c.last_event_at END AS last_event_at,
+       c.created_at, c.updated_at
+FROM c JOIN ins ON ins.tenant_id = c.tenant_id AND ins.id = c.event_id;
+
+-- name: EventSetProcessedBatch :batchexec
+-- EventSetProcessed for the events of a batch, sent together in one round
+-- trip (a pipeline): each statement names its event's month, so it
+-- touches one partition's key, as the single statement does.
+UPDATE events SET processed_sequences = @processed_sequences::text[]
+WHERE tenant_id = @tenant_id AND id = @id AND occurred_at = @occurred_at;

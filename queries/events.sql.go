@@ -422,6 +422,125 @@ func (q *Queries) EventRecordByEmail(ctx context.Context, arg EventRecordByEmail
 	return i, err
 }
 
+const eventRecordByEmailMany = `-- name: EventRecordByEmailMany :many
+WITH u AS (
+    SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS email, unnest($3::text[]) AS id,
+        unnest($4::text[]) AS name, unnest($5::jsonb[]) AS properties,
+        unnest($6::timestamptz[]) AS occurred_at, unnest($7::boolean[]) AS update_contact
+), found AS (
+    SELECT f.tenant_id, f.id, u.id AS event_id, u.name AS event_name, u.properties AS event_properties,
+        u.occurred_at AS event_occurred_at, u.update_contact
+    FROM u CROSS JOIN LATERAL (
+        SELECT x.tenant_id, x.id FROM contacts x WHERE x.tenant_id = u.tenant_id AND x.email = u.email
+        -- OFFSET 0 keeps the subquery apart: a probe per event, never a
+        -- join the statistics choose.
+        OFFSET 0) f
+), c AS (
+    SELECT ct.tenant_id, ct.id, ct.email, ct.user_id, ct.properties, ct.subscribed, ct.suppressed, ct.topics,
+        ct.total_sends, ct.total_opens, ct.total_clicks, ct.last_event_at, ct.created_at, ct.updated_at,
+        o.event_id, o.event_name, o.event_properties, o.event_occurred_at, o.update_contact
+    FROM (SELECT tenant_id, id, event_id, event_name, event_properties, event_occurred_at, update_contact FROM found ORDER BY tenant_id, id) o CROSS JOIN LATERAL (
+        SELECT tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics FROM contacts x WHERE x.tenant_id = o.tenant_id AND x.id = o.id FOR UPDATE) ct
+), touched AS (
+    UPDATE contacts t SET last_event_at = c.event_occurred_at
+    FROM c
+    WHERE c.update_contact AND t.tenant_id = c.tenant_id AND t.id = c.id
+      AND (t.last_event_at IS NULL OR t.last_event_at < c.event_occurred_at)
+    RETURNING t.id
+), ins AS (
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+    SELECT c.tenant_id, c.event_id, c.id, c.event_name, c.event_properties, c.event_occurred_at FROM c
+    RETURNING tenant_id, id, occurred_at
+)
+SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
+       c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
+       c.total_sends, c.total_opens, c.total_clicks,
+       CASE WHEN c.update_contact THEN greatest(c.last_event_at, c.event_occurred_at) ELSE c.last_event_at END AS last_event_at,
+       c.created_at, c.updated_at
+FROM c JOIN ins ON ins.tenant_id = c.tenant_id AND ins.id = c.event_id
+`
+
+type EventRecordByEmailManyParams struct {
+	TenantIds      []string
+	Emails         []string
+	Ids            []string
+	Names          []string
+	Properties     []json.RawMessage
+	OccurredAts    []time.Time
+	UpdateContacts []bool
+}
+
+type EventRecordByEmailManyRow struct {
+	EventID           string
+	EventOccurredAt   time.Time
+	ContactID         string
+	Email             string
+	UserID            *string
+	ContactProperties json.RawMessage
+	Subscribed        bool
+	Suppressed        bool
+	Topics            json.RawMessage
+	TotalSends        int64
+	TotalOpens        int64
+	TotalClicks       int64
+	LastEventAt       interface{}
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// EventRecordByEmail for a batch of events of distinct contacts (the group
+// commit of POST /api/events): one event per array position (the arrays
+// are as long as each other), and a row comes back for each event whose
+// contact exists, named by its event_id. Each contact is found by a probe
+// of contacts_email_key, then locked by a probe of its key, in key order
+// (docs/decisions.md "Lock order"; LATERAL, so each is one index lookup
+// whatever the statistics say): two batches sharing a contact, or a batch
+// and a webhook batch, wait for each other rather than deadlock.
+// lastEventAt then moves as EventRecordByEmail moves it.
+func (q *Queries) EventRecordByEmailMany(ctx context.Context, arg EventRecordByEmailManyParams) ([]EventRecordByEmailManyRow, error) {
+	rows, err := q.db.Query(ctx, eventRecordByEmailMany,
+		arg.TenantIds,
+		arg.Emails,
+		arg.Ids,
+		arg.Names,
+		arg.Properties,
+		arg.OccurredAts,
+		arg.UpdateContacts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EventRecordByEmailManyRow{}
+	for rows.Next() {
+		var i EventRecordByEmailManyRow
+		if err := rows.Scan(
+			&i.EventID,
+			&i.EventOccurredAt,
+			&i.ContactID,
+			&i.Email,
+			&i.UserID,
+			&i.ContactProperties,
+			&i.Subscribed,
+			&i.Suppressed,
+			&i.Topics,
+			&i.TotalSends,
+			&i.TotalOpens,
+			&i.TotalClicks,
+			&i.LastEventAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventSetProcessed = `-- name: EventSetProcessed :exec
 UPDATE events SET processed_sequences = $1::text[]
 WHERE tenant_id = $2 AND id = $3 AND occurred_at = $4

@@ -86,5 +86,10 @@ func run(log *slog.Logger) error {
 		return err
 	}
 	log.Info("api listening", "addr", cfg.HTTPAddr)
-	return api.Serve(ctx, web, ln, drain, log)
+	err = api.Serve(ctx, web, ln, drain, log)
+	// The HTTP drain waited for the requests whose events were queued;
+	// Close writes whatever a request that outlived it left queued and
+	// waits for every batch to commit before the pool closes.
+	svc.Ingest.Close()
+	return err
 }

@@ -20,6 +20,7 @@ import (
 	"tidings/internal/delivery"
 	"tidings/internal/domains"
 	"tidings/internal/events"
+	"tidings/internal/groupcommit"
 	"tidings/internal/idempotency"
 	"tidings/internal/keycache"
 	"tidings/internal/metrics"
@@ -127,6 +128,22 @@ type Services struct {
 	// (consent).
 	Topics       *topics.Store
 	Suppressions *contacts.Suppressions
+
+	// Ingest records POST /api/events by group commit through Events; its
+	// goroutine starts with the first event, so the worker, which records
+	// none, pays nothing for it. The api closes it after its HTTP drain.
+	Ingest *events.Ingest
+}
+
+// ingestOptions are the group commit's bounds from the configuration
+// (INGEST_*; an INGEST_BATCH_WAIT of 0 never waits).
+func ingestOptions(cfg *config.Config) groupcommit.Options {
+	wait := cfg.IngestBatchWait
+	if wait == 0 {
+		wait = -1
+	}
+	return groupcommit.Options{MaxBatch: cfg.IngestBatchMax, MaxWait: wait, Queue: cfg.IngestQueue,
+		Writers: cfg.IngestWriters}
 }
 
 // KeyEvictChannel is the Redis channel on which a revoked key leaves every
@@ -166,7 +183,7 @@ func New(in Infra) (*Services, error) {
 		// Every event, in either process, runs the sequence engine's hook:
 		// enrolments and exit conditions.
 		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook},
-			SystemHooks: []events.SystemHook{engine.SystemHook}},
+			BatchHooks: []events.BatchHook{engine.HookMany}, SystemHooks: []events.SystemHook{engine.SystemHook}},
 		Feed: &events.Feed{DB: db},
 		Segments: &segments.Store{DB: db, Throttle: &segments.Throttle{Redis: in.Redis, Prefix: in.RedisPrefix,
 			Every: cfg.SegmentComputeEvery, Log: in.Log}},
@@ -185,6 +202,7 @@ func New(in Infra) (*Services, error) {
 		Tracking:    signer,
 		Sends:       &delivery.Sends{DB: db},
 	}
+	s.Ingest = events.NewIngest(s.Events, ingestOptions(cfg))
 	s.Outcomes = &delivery.Outcomes{DB: db, Events: s.Events,
 		Guard: &tenants.Guard{MinSample: cfg.PauseMinSample, OnPause: telemetry.TenantPaused}}
 	s.Webhooks = &delivery.Webhooks{DB: db, Outcomes: s.Outcomes, Tasks: in.Tasks}

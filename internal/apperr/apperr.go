@@ -48,7 +48,8 @@ type Error struct {
 	Code    string
 	Message string
 	Details map[string]any
-	// RetryAfter is set on RATE_LIMITED errors (whole seconds, at least 1).
+	// RetryAfter is set on RATE_LIMITED and Overloaded errors (whole
+	// seconds, at least 1): the Retry-After header.
 	RetryAfter int
 	// Err is the cause, when the error translates a lower-level one (a
 	// driver error at the store boundary); errors.Is and As see it.
@@ -272,5 +273,15 @@ func Upstream(code, msg string, cause error) *Error {
 func Unavailable(code, msg string, cause error) *Error {
 	e := newError(KindUnavailable, code, "%s", msg)
 	e.Err = cause
+	return e
+}
+
+// Overloaded is a request refused unprocessed because too much work waits
+// already (the events' ingest queue is full): nothing changed, and the
+// client may try again after retryAfter seconds. KindUnavailable (503),
+// with Retry-After; it has no cause to log (the request log has it).
+func Overloaded(code, msg string, retryAfter int) *Error {
+	e := newError(KindUnavailable, code, "%s", msg)
+	e.RetryAfter = max(retryAfter, 1)
 	return e
 }

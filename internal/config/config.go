@@ -95,6 +95,18 @@ type Config struct {
 	RenderMaxStringBytes    int
 	RenderMaxOutputBytes    int
 	RenderMaxTime           time.Duration
+
+	// Group commit of POST /api/events (events.Ingest): at most
+	// IngestBatchMax events per transaction (INGEST_BATCH_MAX), a batch
+	// waiting at most IngestBatchWait for company while another is being
+	// written (INGEST_BATCH_WAIT; 0 never waits), IngestQueue events
+	// waiting beyond the batches (INGEST_QUEUE; past it 503 with
+	// Retry-After), IngestWriters batch transactions at once
+	// (INGEST_WRITERS).
+	IngestBatchMax  int
+	IngestBatchWait time.Duration
+	IngestQueue     int
+	IngestWriters   int
 }
 
 // ProviderConnected reports whether a real delivery provider is configured;
@@ -179,6 +191,10 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		RenderMaxStringBytes:       r.positiveInt("RENDER_MAX_STRING_BYTES", 10<<20),
 		RenderMaxOutputBytes:       r.positiveInt("RENDER_MAX_OUTPUT_BYTES", 10<<20),
 		RenderMaxTime:              r.duration("RENDER_MAX_TIME", 2*time.Second),
+		IngestBatchMax:             r.intUpTo("INGEST_BATCH_MAX", 100, 1000),
+		IngestBatchWait:            r.durationUpTo("INGEST_BATCH_WAIT", 2*time.Millisecond, 100*time.Millisecond),
+		IngestQueue:                r.intUpTo("INGEST_QUEUE", 1000, 100_000),
+		IngestWriters:              r.intUpTo("INGEST_WRITERS", 2, 64),
 	}
 	// Tracking links are signed by whichever process rendered the message
 	// and checked by the api: both must share the key, so a real provider
@@ -311,6 +327,16 @@ func (r *reader) positiveInt(name string, def int) int {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n <= 0 {
 		r.fail(name, fmt.Sprintf("must be a positive integer, got %q", v))
+		return def
+	}
+	return n
+}
+
+// intUpTo reads an integer within 1-max.
+func (r *reader) intUpTo(name string, def, max int) int {
+	n := r.positiveInt(name, def)
+	if n > max {
+		r.fail(name, fmt.Sprintf("must be at most %d, got %d", max, n))
 		return def
 	}
 	return n

@@ -137,3 +137,24 @@ func TestCursorKey(t *testing.T) {
 		t.Fatal("without secrets (outbox) every instance must derive the development key")
 	}
 }
+
+// The group commit of POST /api/events (INGEST_*): defaults, overrides,
+// INGEST_BATCH_WAIT=0 (never wait) and the bounds.
+func TestIngestSettings(t *testing.T) {
+	t.Parallel()
+	c, err := FromLookup(env(nil))
+	if err != nil || c.IngestBatchMax != 100 || c.IngestBatchWait != 2*time.Millisecond || c.IngestQueue != 1000 || c.IngestWriters != 2 {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	c, err = FromLookup(env(map[string]string{"INGEST_BATCH_MAX": "500", "INGEST_BATCH_WAIT": "0",
+		"INGEST_QUEUE": "50", "INGEST_WRITERS": "4"}))
+	if err != nil || c.IngestBatchMax != 500 || c.IngestBatchWait != 0 || c.IngestQueue != 50 || c.IngestWriters != 4 {
+		t.Fatalf("overrides: %+v %v", c, err)
+	}
+	for name, val := range map[string]string{"INGEST_BATCH_MAX": "1001", "INGEST_BATCH_WAIT": "1s",
+		"INGEST_QUEUE": "0", "INGEST_WRITERS": "65"} {
+		if _, err := FromLookup(env(map[string]string{name: val})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v", name, val, err)
+		}
+	}
+}

@@ -155,6 +155,14 @@ func contactNotFound(err error) error {
 // processed and newly enrolled.
 type Hook func(ctx context.Context, q *store.Tx, ev *Recorded) (processed, triggered []string, err error)
 
+// BatchHook is a Hook for a batch of custom events of distinct contacts,
+// run once in the transaction that records them all (RecordCustomMany),
+// so its cost is per batch rather than per event. It appends to each
+// event's ProcessedSequences and TriggeredSequences what the Hook returns
+// for it, and must leave the database as the Hook run on each event in
+// turn would.
+type BatchHook func(ctx context.Context, q *store.Tx, evs []*Recorded) error
+
 // SystemHook reacts to system events inside the transaction that records
 // them, all of a batch at once (a webhook batch, a batch of sends), so its
 // cost is per batch rather than per event.
@@ -169,6 +177,10 @@ type SystemRecorded struct {
 type Recorder struct {
 	DB    *store.DB
 	Hooks []Hook
+	// BatchHooks, when set, do in RecordCustomMany what Hooks do per event
+	// (one BatchHook per Hook); unset, RecordCustomMany runs Hooks on each
+	// event of the batch in turn.
+	BatchHooks []BatchHook
 	// SystemHooks run after system events are stored.
 	SystemHooks []SystemHook
 }
@@ -200,6 +212,12 @@ func (r *Recorder) recordCustom(ctx context.Context, q *queries.Queries, in Cust
 	if err != nil {
 		return nil, contactNotFound(err)
 	}
+	return recorded(in, row), nil
+}
+
+// recorded is the record of the custom event in as EventRecordByEmail (or
+// its batch form) stored it.
+func recorded(in Custom, row queries.EventRecordByEmailRow) *Recorded {
 	var last *time.Time
 	if t, ok := row.LastEventAt.(time.Time); ok {
 		last = &t
@@ -209,7 +227,7 @@ func (r *Recorder) recordCustom(ctx context.Context, q *queries.Queries, in Cust
 		Contact: queries.Contact{TenantID: in.TenantID, ID: row.ContactID, Email: row.Email, UserID: row.UserID,
 			Properties: row.ContactProperties, Subscribed: row.Subscribed, Suppressed: row.Suppressed, Topics: row.Topics,
 			TotalSends: row.TotalSends, TotalOpens: row.TotalOpens, TotalClicks: row.TotalClicks,
-			LastEventAt: last, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}}, nil
+			LastEventAt: last, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}}
 }
 
 // System is a system event about a contact; the deltas move the derived

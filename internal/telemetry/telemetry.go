@@ -68,6 +68,15 @@ var (
 		Name: "tidings_broadcast_recipients_total",
 		Help: "Broadcast recipients the worker processed, by outcome (sent, skipped, failed, retry).",
 	}, []string{"outcome"})
+	ingestEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_ingest_events_total",
+		Help: "POST /api/events events by what the group commit did with them: batched (written in a batch transaction, whatever each one's own answer), refused (queue full or shutting down: 503), abandoned (the request gave up before a batch took it: 503).",
+	}, []string{"outcome"})
+	ingestBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tidings_ingest_batch_events",
+		Help:    "Events per group-commit transaction of POST /api/events.",
+		Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000},
+	})
 )
 
 // Label values known in advance are created at start, so every series is
@@ -83,11 +92,12 @@ var (
 	runOutcomes = []string{"sent", "skipped", "held", "cancelled", "exited", "failed", "dead", "none"}
 	// recipientOutcomes are what a broadcast recipient's dispatch ends in.
 	recipientOutcomes = []string{"sent", "skipped", "failed", "retry"}
+	ingestOutcomes    = []string{"batched", "refused", "abandoned"}
 )
 
 // own are Tidings's collectors, served by every process's registry.
 var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
-	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses, machineHits}
+	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses, machineHits, ingestEvents, ingestBatch}
 
 var createSeries sync.Once
 
@@ -117,6 +127,26 @@ func createKnownSeries() {
 	tenantPauses.WithLabelValues("bounce_rate")
 	machineHits.WithLabelValues("open")
 	machineHits.WithLabelValues("click")
+	for _, o := range ingestOutcomes {
+		ingestEvents.WithLabelValues(o)
+	}
+}
+
+// IngestBatch counts a group-commit transaction of n events.
+func IngestBatch(n int) {
+	ingestBatch.Observe(float64(n))
+	ingestEvents.WithLabelValues("batched").Add(float64(n))
+}
+
+// IngestNotWritten counts an event the group commit did not write:
+// refused (queue full, shutting down) or abandoned (its request gave up
+// first).
+func IngestNotWritten(abandoned bool) {
+	if abandoned {
+		ingestEvents.WithLabelValues("abandoned").Inc()
+		return
+	}
+	ingestEvents.WithLabelValues("refused").Inc()
 }
 
 // MachineHits counts opens and clicks recorded as machines'.

@@ -11,59 +11,78 @@ import (
 	"tidings/queries"
 )
 
-// enrollAll is Enroll for every sequence an event triggers, in the event's
-// transaction, with a fixed number of statements however many sequences
-// match: the newest enrolment of each (one read), the new enrolments with
-// their sequence_entered entries (one statement), the first scheduled
-// sends with their scheduled entries (one statement) and their metrics
-// (one statement). The rules are Enroll's: an open enrolment, or any
-// enrolment without trigger.reenroll, keeps the contact out; a sequence
-// without an email step completes at once. It returns the ids of the
-// sequences the contact newly entered, in the order of seqs.
-func enrollAll(ctx context.Context, q *store.Tx, tenantID string, seqs []Sequence, contactID string, ev *Event) ([]string, error) {
-	if len(seqs) == 0 {
-		return nil, nil
+// enrolRequest is one event's enrolments: the contact and the enabled
+// sequences the event triggers.
+type enrolRequest struct {
+	tenantID, contactID string
+	seqs                []Sequence
+	ev                  *Event
+}
+
+// enrollMany is Enroll for every sequence each event of a batch triggers
+// (one request per event, distinct contacts), in the events' transaction,
+// with a fixed number of statements however many events and sequences
+// there are: the newest enrolment of each contact in each sequence (one
+// read), the new enrolments with their sequence_entered entries (one
+// statement), the first scheduled sends with their scheduled entries (one
+// statement) and their metrics (one statement). The rules are Enroll's: an
+// open enrolment, or any enrolment without trigger.reenroll, keeps the
+// contact out; a sequence without an email step completes at once. It
+// returns, per request, the ids of the sequences its contact newly
+// entered, in the order of its seqs.
+func enrollMany(ctx context.Context, q *store.Tx, reqs []enrolRequest) ([][]string, error) {
+	triggered := make([][]string, len(reqs))
+	var lp queries.EnrolmentLatestForContactsParams
+	for _, r := range reqs {
+		for _, s := range r.seqs {
+			lp.TenantIds = append(lp.TenantIds, r.tenantID)
+			lp.ContactIds = append(lp.ContactIds, r.contactID)
+			lp.SequenceIds = append(lp.SequenceIds, s.ID)
+		}
 	}
-	seqIDs := make([]string, len(seqs))
-	for i, s := range seqs {
-		seqIDs[i] = s.ID
+	if len(lp.SequenceIds) == 0 {
+		return triggered, nil
 	}
-	latest, err := q.EnrolmentLatestMany(ctx, queries.EnrolmentLatestManyParams{TenantID: tenantID,
-		ContactID: contactID, SequenceIds: seqIDs})
+	latest, err := q.EnrolmentLatestForContacts(ctx, lp)
 	if err != nil {
 		return nil, err
 	}
-	blocked := map[string]bool{}
+	type key struct{ tenant, contact, seq string }
+	blocked := make(map[key]bool, len(latest))
 	for _, l := range latest {
-		blocked[l.SequenceID] = isOpen(l.Status)
+		blocked[key{l.TenantID, l.ContactID, l.SequenceID}] = isOpen(l.Status)
 	}
 	type start struct {
+		req   int
 		seq   Sequence
 		plan  planned
 		enrID string
 	}
 	var starts []start
-	p := queries.EnrolmentStartManyParams{TenantID: tenantID, ContactID: contactID}
-	if ev != nil {
-		p.EventID, p.EventName = &ev.ID, &ev.Name
-	}
-	for _, s := range seqs {
-		if open, seen := blocked[s.ID]; seen && (open || !s.Def.Trigger.Reenroll) {
-			continue
+	var p queries.EnrolmentStartForContactsParams
+	for i, r := range reqs {
+		for _, s := range r.seqs {
+			if open, seen := blocked[key{r.tenantID, r.contactID, s.ID}]; seen && (open || !s.Def.Trigger.Reenroll) {
+				continue
+			}
+			pl := planFirst(s)
+			st := start{req: i, seq: s, plan: pl, enrID: ids.New(ids.Enrolment)}
+			starts = append(starts, st)
+			p.TenantIds = append(p.TenantIds, r.tenantID)
+			p.Ids = append(p.Ids, st.enrID)
+			p.SequenceIds = append(p.SequenceIds, s.ID)
+			p.ContactIds = append(p.ContactIds, r.contactID)
+			p.CurrentSteps = append(p.CurrentSteps, pl.at)
+			p.CurrentStepIndexes = append(p.CurrentStepIndexes, pl.index)
+			p.Versions = append(p.Versions, s.Version)
+			p.EventIds = append(p.EventIds, r.ev.ID)
+			p.EventNames = append(p.EventNames, r.ev.Name)
 		}
-		pl := planFirst(s)
-		st := start{seq: s, plan: pl, enrID: ids.New(ids.Enrolment)}
-		starts = append(starts, st)
-		p.Ids = append(p.Ids, st.enrID)
-		p.SequenceIds = append(p.SequenceIds, s.ID)
-		p.CurrentSteps = append(p.CurrentSteps, pl.at)
-		p.CurrentStepIndexes = append(p.CurrentStepIndexes, pl.index)
-		p.Versions = append(p.Versions, s.Version)
 	}
 	if len(starts) == 0 {
-		return nil, nil
+		return triggered, nil
 	}
-	rows, err := q.EnrolmentStartMany(ctx, p)
+	rows, err := q.EnrolmentStartForContacts(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -71,21 +90,20 @@ func enrollAll(ctx context.Context, q *store.Tx, tenantID string, seqs []Sequenc
 	for _, r := range rows {
 		inserted[r.ID] = queries.Enrolment(r)
 	}
-	var triggered []string
 	var next []nextRow
 	for _, st := range starts {
 		e, ok := inserted[st.enrID]
 		if !ok {
 			continue // a concurrent enrolment of the same contact won the open slot
 		}
-		triggered = append(triggered, st.seq.ID)
+		triggered[st.req] = append(triggered[st.req], st.seq.ID)
 		if !st.plan.found {
-			if _, err := end(ctx, q, tenantID, e.ID, Completed, "", nil); err != nil {
+			if _, err := end(ctx, q, e.TenantID, e.ID, Completed, "", nil); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		next = append(next, nextRow{TenantID: tenantID, ID: ids.New(ids.ScheduledSend), ContactID: contactID,
+		next = append(next, nextRow{TenantID: e.TenantID, ID: ids.New(ids.ScheduledSend), ContactID: e.ContactID,
 			EnrolmentID: e.ID, SequenceID: st.seq.ID, SequenceVersion: st.seq.Version, StepID: st.plan.step.ID,
 			TemplateID: st.plan.step.Template, DelaySeconds: st.plan.delay.Seconds()})
 	}

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 
 	"tidings/internal/events"
 	"tidings/internal/store"
@@ -16,41 +19,137 @@ import (
 // pending sends. System events go through SystemHook. The event that
 // enrolled a contact does not count toward that enrolment's exit (see
 // evaluator). The tasks of the sends it schedules are enqueued once the
-// event's transaction commits (store.Tx.Schedule).
+// event's transaction commits (store.Tx.Schedule). It is HookMany for a
+// batch of one: one code path for both.
 func Hook(ctx context.Context, q *store.Tx, ev *events.Recorded) (processed, triggered []string, err error) {
-	tenantID := ev.Contact.TenantID
-	if !events.IsSystem(ev.Name) {
-		seqs, err := q.SequencesTriggeredBy(ctx, queries.SequencesTriggeredByParams{TenantID: tenantID, Name: ev.Name})
+	p, t, err := hook(ctx, q, []*events.Recorded{ev})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p[0], t[0], nil
+}
+
+// HookMany is the events.BatchHook of the sequence engine: Hook for a batch
+// of custom events of distinct contacts, in the transaction that records
+// them all, with a fixed number of statements however many events there
+// are (the trigger lookup, the enrolments of enrollMany, the exit check's
+// read), plus the evaluation of the exit conditions that a contact's
+// active enrolments have (most have none). It appends to each event's
+// ProcessedSequences and TriggeredSequences what Hook returns for it.
+// Events of distinct contacts touch disjoint rows (enrolments, scheduled
+// sends and exits are per contact), so the batch leaves the database as
+// Hook run on each event in turn would; two events of one contact in one
+// batch are refused (events.Recorder puts them in separate transactions).
+func HookMany(ctx context.Context, q *store.Tx, evs []*events.Recorded) error {
+	processed, triggered, err := hook(ctx, q, evs)
+	if err != nil {
+		return err
+	}
+	for i, ev := range evs {
+		ev.ProcessedSequences = append(ev.ProcessedSequences, processed[i]...)
+		ev.TriggeredSequences = append(ev.TriggeredSequences, triggered[i]...)
+	}
+	return nil
+}
+
+// hook runs the engine for a batch of events of distinct contacts and
+// returns, per event, the sequences it processed and those it newly
+// enrolled the contact in.
+func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (processed, triggered [][]string, err error) {
+	processed = make([][]string, len(evs))
+	type pair struct{ tenant, name string }
+	var tp queries.SequencesTriggeredByManyParams
+	seen := map[pair]bool{}
+	for _, ev := range evs {
+		if events.IsSystem(ev.Name) {
+			continue
+		}
+		k := pair{ev.Contact.TenantID, ev.Name}
+		if !seen[k] {
+			seen[k] = true
+			tp.TenantIds = append(tp.TenantIds, k.tenant)
+			tp.Names = append(tp.Names, k.name)
+		}
+	}
+	bySeq := map[pair][]Sequence{}
+	if len(tp.TenantIds) > 0 {
+		rows, err := q.SequencesTriggeredByMany(ctx, tp)
 		if err != nil {
 			return nil, nil, err
 		}
-		trigger := &Event{ID: ev.EventID, Name: ev.Name, Properties: ev.Properties, Timestamp: ev.Timestamp}
-		all := make([]Sequence, 0, len(seqs))
-		for _, row := range seqs {
+		for _, row := range rows {
 			seq, err := sequenceOf(row.ID, row.Name, row.Enabled, row.Version, row.Definition)
 			if err != nil {
 				return nil, nil, err
 			}
-			processed = append(processed, seq.ID)
-			all = append(all, seq)
-		}
-		if triggered, err = enrollAll(ctx, q, tenantID, all, ev.ContactID, trigger); err != nil {
-			return nil, nil, err
+			k := pair{row.TenantID, row.TriggerEvent}
+			bySeq[k] = append(bySeq[k], seq)
 		}
 	}
-	return processed, triggered, exitOnEvent(ctx, q, ev)
+	var reqs []enrolRequest
+	var reqOf []int // the event of each request
+	for i, ev := range evs {
+		if events.IsSystem(ev.Name) {
+			continue
+		}
+		seqs := bySeq[pair{ev.Contact.TenantID, ev.Name}]
+		for _, s := range seqs {
+			processed[i] = append(processed[i], s.ID)
+		}
+		if len(seqs) > 0 {
+			reqs = append(reqs, enrolRequest{tenantID: ev.Contact.TenantID, contactID: ev.ContactID, seqs: seqs,
+				ev: &Event{ID: ev.EventID, Name: ev.Name, Properties: ev.Properties, Timestamp: ev.Timestamp}})
+			reqOf = append(reqOf, i)
+		}
+	}
+	entered, err := enrollMany(ctx, q, reqs)
+	if err != nil {
+		return nil, nil, err
+	}
+	triggered = make([][]string, len(evs))
+	for r, i := range reqOf {
+		triggered[i] = entered[r]
+	}
+	return processed, triggered, exitOnEvents(ctx, q, evs)
 }
 
-// exitOnEvent evaluates the exit conditions of the contact's active
-// enrolments after the event ev.
-func exitOnEvent(ctx context.Context, q *store.Tx, ev *events.Recorded) error {
-	tenantID := ev.Contact.TenantID
-	open, err := q.EnrolmentOpenByContact(ctx, queries.EnrolmentOpenByContactParams{TenantID: tenantID, ContactID: ev.ContactID})
+// exitOnEvents evaluates, after a batch of events of distinct contacts,
+// the exit conditions of those contacts' active enrolments. One read finds
+// the active enrolments whose sequence has an exit condition (usually
+// none), a second locks those in key order, and only they are evaluated.
+// An enrolment that an event of the batch started is not ended by it.
+func exitOnEvents(ctx context.Context, q *store.Tx, evs []*events.Recorded) error {
+	type contact struct{ tenant, id string }
+	by := make(map[contact]*events.Recorded, len(evs))
+	var p queries.EnrolmentActiveWithExitForContactsParams
+	for _, ev := range evs {
+		k := contact{ev.Contact.TenantID, ev.ContactID}
+		if by[k] != nil {
+			return fmt.Errorf("engine: two events of contact %s in one batch", ev.ContactID)
+		}
+		by[k] = ev
+		p.TenantIds = append(p.TenantIds, k.tenant)
+		p.ContactIds = append(p.ContactIds, k.id)
+	}
+	found, err := q.EnrolmentActiveWithExitForContacts(ctx, p)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	slices.SortFunc(found, func(a, b queries.Enrolment) int {
+		return cmp.Or(cmp.Compare(a.TenantID, b.TenantID), cmp.Compare(a.ID, b.ID))
+	})
+	var lp queries.EnrolmentLockActiveParams
+	for _, e := range found {
+		lp.TenantIds = append(lp.TenantIds, e.TenantID)
+		lp.Ids = append(lp.Ids, e.ID)
+	}
+	open, err := q.EnrolmentLockActive(ctx, lp)
 	if err != nil {
 		return err
 	}
 	for _, e := range open {
-		if e.Status != Active || (e.TriggerEventID != nil && *e.TriggerEventID == ev.EventID) {
+		ev := by[contact{e.TenantID, e.ContactID}]
+		if ev == nil || (e.TriggerEventID != nil && *e.TriggerEventID == ev.EventID) {
 			continue
 		}
 		if err := exitIfDone(ctx, q, ev.Contact, e); err != nil {
