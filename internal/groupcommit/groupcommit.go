@@ -215,14 +215,14 @@ func (c *Committer[In, Out]) run() { go c.loop() }
 func (c *Committer[In, Out]) loop() {
 	defer close(c.stopped)
 	defer c.flushes.Wait()
-	max := c.o.MaxBatch
+	limit := c.o.MaxBatch
 	last := 0 // the size of the last batch
 	for {
 		first, ok := c.next()
 		if !ok {
 			return
 		}
-		batch := make([]*item[In, Out], 1, max)
+		batch := make([]*item[In, Out], 1, limit)
 		batch[0] = first
 		open := true // the queue is not closed
 		add := func(it *item[In, Out], ok bool) {
@@ -234,7 +234,7 @@ func (c *Committer[In, Out]) loop() {
 		}
 		// Whatever is queued already joins at once.
 	ready:
-		for open && len(batch) < max {
+		for open && len(batch) < limit {
 			select {
 			case it, ok := <-c.queue:
 				add(it, ok)
@@ -246,10 +246,10 @@ func (c *Committer[In, Out]) loop() {
 		// come in crowds: those it answered come back together), waiting a
 		// little for company makes the next transaction carry more; a lone
 		// caller of a quiet committer is written at once.
-		if open && len(batch) < max && (c.running.Load() > 0 || last > 1) && c.o.MaxWait > 0 {
+		if open && len(batch) < limit && (c.running.Load() > 0 || last > 1) && c.o.MaxWait > 0 {
 			t := time.NewTimer(c.o.MaxWait)
 		wait:
-			for open && len(batch) < max {
+			for open && len(batch) < limit {
 				select {
 				case it, ok := <-c.queue:
 					add(it, ok)
@@ -262,7 +262,7 @@ func (c *Committer[In, Out]) loop() {
 		// A writer: while all are busy, the batch keeps filling.
 	acquire:
 		for {
-			if !open || len(batch) >= max {
+			if !open || len(batch) >= limit {
 				c.slots <- struct{}{}
 				break
 			}
