@@ -202,6 +202,16 @@ CROSS JOIN LATERAL (
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb);
 
+-- name: EnrolmentActiveWithExitOfContact :many
+-- EnrolmentActiveWithExitForContacts for one contact, the statement of a
+-- lone event: with scalar parameters its plan is cached, where the arrays'
+-- estimate follows their length and is planned again at every execution.
+SELECT l.* FROM (
+    SELECT e.* FROM enrolments e WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id
+    OFFSET 0) l
+WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
+    AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb);
+
 -- name: EnrolmentLockActive :many
 -- Locks the enrolments named by the (tenant, id) arrays, in the arrays'
 -- order (the caller sorts them by key), and returns those still active.

@@ -65,6 +65,55 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 	return items, nil
 }
 
+const enrolmentActiveWithExitOfContact = `-- name: EnrolmentActiveWithExitOfContact :many
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
+    OFFSET 0) l
+WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
+    AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
+`
+
+type EnrolmentActiveWithExitOfContactParams struct {
+	TenantID  string
+	ContactID string
+}
+
+// EnrolmentActiveWithExitForContacts for one contact, the statement of a
+// lone event: with scalar parameters its plan is cached, where the arrays'
+// estimate follows their length and is planned again at every execution.
+func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg EnrolmentActiveWithExitOfContactParams) ([]Enrolment, error) {
+	rows, err := q.db.Query(ctx, enrolmentActiveWithExitOfContact, arg.TenantID, arg.ContactID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Enrolment{}
+	for rows.Next() {
+		var i Enrolment
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.SequenceID,
+			&i.ContactID,
+			&i.Status,
+			&i.CurrentStep,
+			&i.CurrentStepIndex,
+			&i.TriggerEventID,
+			&i.EnrolledAt,
+			&i.EndedAt,
+			&i.ExitReason,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enrolmentAdvance = `-- name: EnrolmentAdvance :one
 UPDATE enrolments SET current_step = $1, current_step_index = $2, updated_at = now()
 WHERE tenant_id = $3 AND id = $4 AND status = 'active'
