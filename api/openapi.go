@@ -317,19 +317,15 @@ func (g *schemaGen) operation(key, fiberPath string, params []string, o op) (*op
 
 // tagOf groups operations by their first path segment under /api.
 func tagOf(p string) string {
-	parts := strings.Split(strings.TrimPrefix(p, "/api"), "/")
-	if len(parts) < 2 || parts[1] == "" {
-		return "service"
-	}
-	switch parts[1] {
-	case "t":
+	rest, underAPI := strings.CutPrefix(p, "/api/")
+	switch {
+	case strings.HasPrefix(p, "/t/"):
 		return "tracking"
-	case "healthz", "readyz", "metrics", "docs", "openapi.json":
-		if !strings.HasPrefix(p, "/api/") || parts[1] == "openapi.json" {
-			return "service"
-		}
+	case !underAPI || rest == "openapi.json":
+		return "service" // health, Prometheus, the docs page, SendGrid's webhook, this document
 	}
-	return parts[1]
+	first, _, _ := strings.Cut(rest, "/")
+	return first
 }
 
 // schemaGen turns Go types into component schemas by reflection.
