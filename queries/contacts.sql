@@ -10,8 +10,11 @@ RETURNING contact_count;
 UPDATE tenants SET contact_count = greatest(contact_count - @n::bigint, 0) WHERE id = @id;
 
 -- name: ContactInsert :one
-INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed)
-VALUES (@tenant_id, @id, @email, sqlc.narg(user_id), @properties, @subscribed)
+-- A contact whose email is on the suppression list is suppressed from the
+-- start (schema 0028: each insert applies the list itself).
+INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, suppressed)
+VALUES (@tenant_id, @id, @email, sqlc.narg(user_id), @properties, @subscribed,
+        EXISTS (SELECT 1 FROM suppressions s WHERE s.tenant_id = @tenant_id AND s.email = @email))
 ON CONFLICT (tenant_id, email) DO NOTHING
 RETURNING *;
 

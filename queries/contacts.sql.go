@@ -138,8 +138,9 @@ func (q *Queries) ContactGetForUpdate(ctx context.Context, arg ContactGetForUpda
 }
 
 const contactInsert = `-- name: ContactInsert :one
-INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, suppressed)
+VALUES ($1, $2, $3, $4, $5, $6,
+        EXISTS (SELECT 1 FROM suppressions s WHERE s.tenant_id = $1 AND s.email = $3))
 ON CONFLICT (tenant_id, email) DO NOTHING
 RETURNING tenant_id, id, email, user_id, properties, subscribed, suppressed, total_sends, total_opens, total_clicks, last_event_at, created_at, updated_at, topics
 `
@@ -153,6 +154,8 @@ type ContactInsertParams struct {
 	Subscribed bool
 }
 
+// A contact whose email is on the suppression list is suppressed from the
+// start (schema 0028: each insert applies the list itself).
 func (q *Queries) ContactInsert(ctx context.Context, arg ContactInsertParams) (Contact, error) {
 	row := q.db.QueryRow(ctx, contactInsert,
 		arg.TenantID,

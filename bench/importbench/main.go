@@ -28,6 +28,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -54,11 +55,24 @@ var (
 	keep     = flag.Bool("keep", false, "keep the database and the file")
 	timeout  = flag.Duration("timeout", 20*time.Minute, "bound on the whole run")
 	chunk    = flag.Int("chunk", 0, "rows per chunk transaction (0: the service's default)")
+	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run (api, worker, client) to this file")
 )
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "importbench:", err)
+			os.Exit(1)
+		}
+	}
+	err := run()
+	pprof.StopCPUProfile() // a no-op without -cpuprofile
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
 		os.Exit(1)
 	}

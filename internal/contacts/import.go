@@ -392,8 +392,8 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 	for len(pending) > 0 {
 		round, later := splitRound(pending)
 		// Under a plan limit, which rows are new decides which may be
-		// inserted; without one, every row may, and the statement merges
-		// the ones whose email is taken.
+		// inserted; without one, every row is tried as new, and those whose
+		// email is taken are merged.
 		var exists map[string]bool
 		if room != math.MaxInt64 {
 			emails := make([]string, len(round))
@@ -409,16 +409,15 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 				exists[e] = true
 			}
 		}
-		var args queries.ContactImportUpsertParams
-		args.TenantID, args.MaxBytes = imp.TenantID, MaxPropertiesBytes
 		placed := map[int]pendingRow{}
-		admitted := int64(0)
+		var create []pendingRow
+		var admitted int64
 		for _, p := range round {
-			mayInsert := true
 			if exists != nil {
 				switch {
 				case exists[p.in.Email]:
-					mayInsert = false
+					placed[p.line] = p // merged, never inserted: it takes no slot
+					continue
 				case admitted >= room:
 					fail(p.line, apperr.PlanLimit("contacts", s.FreeLimit).Message)
 					continue
@@ -427,38 +426,39 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 				}
 			}
 			placed[p.line] = p
-			args.Lines = append(args.Lines, int32(p.line))
-			args.Ids = append(args.Ids, ids.New(ids.Contact))
-			args.Emails = append(args.Emails, p.in.Email)
-			args.SetUserID = append(args.SetUserID, p.in.UserID != nil)
-			args.UserIds = append(args.UserIds, deref(p.in.UserID))
-			args.Patches = append(args.Patches, p.patch)
-			args.SetSubscribed = append(args.SetSubscribed, p.in.Subscribed != nil)
-			args.Subscribed = append(args.Subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
-			args.Topics = append(args.Topics, p.topics)
-			args.MayInsert = append(args.MayInsert, mayInsert)
+			create = append(create, p)
 		}
-		if len(args.Lines) > 0 {
-			out, err := q.ContactImportUpsert(ctx, args)
-			if err != nil {
-				return res, err
+		created, err := s.create(ctx, q, imp.TenantID, create)
+		if err != nil {
+			return res, err
+		}
+		for _, line := range created {
+			delete(placed, line)
+			res.created++
+			reserved++
+			room--
+		}
+		// The rest merge into the contacts their emails name, in line order
+		// within the round (each email appears once in it).
+		merge := make([]pendingRow, 0, len(placed))
+		for _, p := range round {
+			if _, ok := placed[p.line]; ok {
+				merge = append(merge, p)
 			}
-			for _, o := range out {
-				p, ok := placed[int(o.Line)]
-				if !ok {
-					continue
-				}
-				delete(placed, int(o.Line))
-				if o.Created {
-					res.created++
-					reserved++
-					room--
-					continue
-				}
-				res.updated++
-				if unsubscribes(p.in.Subscribed) {
-					optOuts = append(optOuts, o.ContactID)
-				}
+		}
+		merged, err := s.merge(ctx, q, imp.TenantID, merge)
+		if err != nil {
+			return res, err
+		}
+		for _, o := range merged {
+			p, ok := placed[int(o.Line)]
+			if !ok {
+				continue
+			}
+			delete(placed, int(o.Line))
+			res.updated++
+			if unsubscribes(p.in.Subscribed) {
+				optOuts = append(optOuts, o.ID)
 			}
 		}
 		// What the statement did not write either passes the properties
@@ -494,6 +494,55 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 	}
 	slices.SortStableFunc(res.failures, func(a, b ImportError) int { return a.Line - b.Line })
 	return res, nil
+}
+
+// create inserts the rows that are new contacts of the tenant (a row
+// whose email is already one is left to merge) and returns their lines.
+func (s *Imports) create(ctx context.Context, q *store.Tx, tenantID string, rows []pendingRow) ([]int, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	args := queries.ContactImportCreateParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes}
+	lineOf := make(map[string]int, len(rows))
+	for _, p := range rows {
+		id := ids.New(ids.Contact)
+		lineOf[id] = p.line
+		args.Ids = append(args.Ids, id)
+		args.Emails = append(args.Emails, p.in.Email)
+		args.SetUserID = append(args.SetUserID, p.in.UserID != nil)
+		args.UserIds = append(args.UserIds, deref(p.in.UserID))
+		args.Patches = append(args.Patches, p.patch)
+		args.SetSubscribed = append(args.SetSubscribed, p.in.Subscribed != nil)
+		args.Subscribed = append(args.Subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
+		args.Topics = append(args.Topics, p.topics)
+	}
+	out, err := q.ContactImportCreate(ctx, args)
+	lines := make([]int, len(out))
+	for i, id := range out {
+		lines[i] = lineOf[id]
+	}
+	return lines, err
+}
+
+// merge merges the rows into the contacts their emails name; a row whose
+// contact is gone, or whose properties would grow past the bound, is not
+// in what it returns.
+func (s *Imports) merge(ctx context.Context, q *store.Tx, tenantID string, rows []pendingRow) ([]queries.ContactImportMergeRow, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	args := queries.ContactImportMergeParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes}
+	for _, p := range rows {
+		args.Lines = append(args.Lines, int32(p.line))
+		args.Emails = append(args.Emails, p.in.Email)
+		args.SetUserID = append(args.SetUserID, p.in.UserID != nil)
+		args.UserIds = append(args.UserIds, deref(p.in.UserID))
+		args.Patches = append(args.Patches, p.patch)
+		args.SetSubscribed = append(args.SetSubscribed, p.in.Subscribed != nil)
+		args.Subscribed = append(args.Subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
+		args.Topics = append(args.Topics, p.topics)
+	}
+	return q.ContactImportMerge(ctx, args)
 }
 
 // tooLarge fails the rows of placed (what a round did not write) whose
