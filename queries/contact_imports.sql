@@ -4,13 +4,18 @@
 -- carries each row's tenant with it.
 
 -- name: ContactImportInsert :one
-INSERT INTO contact_imports (tenant_id, id, format, columns, email_column)
-VALUES (@tenant_id, @id, @format, @columns::text[], @email_column)
+INSERT INTO contact_imports (tenant_id, id, format, columns, email_column, parts)
+VALUES (@tenant_id, @id, @format, @columns::text[], @email_column, @parts)
 RETURNING seq;
 
+-- name: ContactImportPartsAdd :exec
+-- The progress rows of a new import's parts.
+INSERT INTO contact_import_parts (import_seq, part)
+SELECT @import_seq::bigint, generate_series(0, @last_part::int);
+
 -- name: ContactImportRowsAdd :copyfrom
-INSERT INTO contact_import_rows (import_seq, line, fields, doc, problem)
-VALUES (@import_seq, @line, @fields, @doc, @problem);
+INSERT INTO contact_import_rows (import_seq, part, line, fields, doc, problem)
+VALUES (@import_seq, @part, @line, @fields, @doc, @problem);
 
 -- name: ContactImportSetTotal :execrows
 UPDATE contact_imports SET total = @total WHERE tenant_id = @tenant_id AND id = @id;
@@ -18,10 +23,31 @@ UPDATE contact_imports SET total = @total WHERE tenant_id = @tenant_id AND id = 
 -- name: ContactImportGet :one
 SELECT * FROM contact_imports WHERE tenant_id = @tenant_id AND id = @id;
 
+-- name: ContactImportPartLock :one
+-- Serialises the chunks of one part of an import: two tasks that run it at
+-- once (a re-queued one beside a slow one) take turns, each on the rows
+-- the other left. No row: the import is unknown.
+SELECT p.next_line, p.done FROM contact_import_parts p
+WHERE p.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id)
+  AND p.part = @part
+FOR UPDATE;
+
+-- name: ContactImportPartProgress :exec
+UPDATE contact_import_parts SET next_line = @next_line, done = @done
+WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id)
+  AND part = @part;
+
+-- name: ContactImportPartsOpen :one
+-- How many parts of an import have rows left (read after ContactImportLock,
+-- so a part that another chunk finished and committed meanwhile counts
+-- as done).
+SELECT count(*) FROM contact_import_parts
+WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id)
+  AND NOT done;
+
 -- name: ContactImportLock :one
--- Serialises the chunks of one import: two tasks that run it at once (a
--- re-queued one beside a slow one) take turns, each on the rows the other
--- left.
+-- Taken by a chunk after its contacts are written, to add its counts: the
+-- chunks of the parts take turns here only.
 SELECT * FROM contact_imports WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
 
 -- name: ContactImportAttempt :one
@@ -32,10 +58,10 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'running'
 RETURNING attempts;
 
 -- name: ContactImportRows :many
--- The next @lim rows after line @after, in line order.
+-- The next @lim rows of a part after line @after, in line order.
 SELECT r.line, r.fields, r.doc, r.problem FROM contact_import_rows r
 WHERE r.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id)
-  AND r.line > @after::int
+  AND r.part = @part AND r.line > @after::int
 ORDER BY r.line
 LIMIT @lim;
 
@@ -58,14 +84,15 @@ ORDER BY updated_at
 LIMIT @lim;
 
 -- name: ContactImportProgress :exec
--- A chunk's counts; @errors are the failed rows that still fit in the
--- first 100.
+-- A chunk's counts, under ContactImportLock; @errors are the first 100
+-- failed rows of the import so far (the parts' chunks commit out of line
+-- order, so the caller merges).
 UPDATE contact_imports SET
     processed    = processed + @processed::bigint,
     created      = created + @created::bigint,
     updated      = updated + @updated::bigint,
     failed       = failed + @failed::bigint,
-    errors       = errors || @errors::jsonb,
+    errors       = @errors::jsonb,
     next_line    = greatest(next_line, @next_line::int),
     attempts     = 0,
     status       = CASE WHEN @done::boolean THEN 'completed' ELSE status END,

@@ -177,7 +177,7 @@ func (q *Queries) ContactImportFail(ctx context.Context, arg ContactImportFailPa
 }
 
 const contactImportGet = `-- name: ContactImportGet :one
-SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at FROM contact_imports WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at, parts FROM contact_imports WHERE tenant_id = $1 AND id = $2
 `
 
 type ContactImportGetParams struct {
@@ -209,14 +209,15 @@ func (q *Queries) ContactImportGet(ctx context.Context, arg ContactImportGetPara
 		&i.StartedAt,
 		&i.CompletedAt,
 		&i.UpdatedAt,
+		&i.Parts,
 	)
 	return i, err
 }
 
 const contactImportInsert = `-- name: ContactImportInsert :one
 
-INSERT INTO contact_imports (tenant_id, id, format, columns, email_column)
-VALUES ($1, $2, $3, $4::text[], $5)
+INSERT INTO contact_imports (tenant_id, id, format, columns, email_column, parts)
+VALUES ($1, $2, $3, $4::text[], $5, $6)
 RETURNING seq
 `
 
@@ -226,6 +227,7 @@ type ContactImportInsertParams struct {
 	Format      string
 	Columns     []string
 	EmailColumn int32
+	Parts       int32
 }
 
 // Contact imports (internal/contacts, import.go; schema 0027). Every
@@ -239,6 +241,7 @@ func (q *Queries) ContactImportInsert(ctx context.Context, arg ContactImportInse
 		arg.Format,
 		arg.Columns,
 		arg.EmailColumn,
+		arg.Parts,
 	)
 	var seq int64
 	err := row.Scan(&seq)
@@ -246,7 +249,7 @@ func (q *Queries) ContactImportInsert(ctx context.Context, arg ContactImportInse
 }
 
 const contactImportLock = `-- name: ContactImportLock :one
-SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at FROM contact_imports WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at, parts FROM contact_imports WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ContactImportLockParams struct {
@@ -254,9 +257,8 @@ type ContactImportLockParams struct {
 	ID       string
 }
 
-// Serialises the chunks of one import: two tasks that run it at once (a
-// re-queued one beside a slow one) take turns, each on the rows the other
-// left.
+// Taken by a chunk after its contacts are written, to add its counts: the
+// chunks of the parts take turns here only.
 func (q *Queries) ContactImportLock(ctx context.Context, arg ContactImportLockParams) (ContactImport, error) {
 	row := q.db.QueryRow(ctx, contactImportLock, arg.TenantID, arg.ID)
 	var i ContactImport
@@ -281,6 +283,7 @@ func (q *Queries) ContactImportLock(ctx context.Context, arg ContactImportLockPa
 		&i.StartedAt,
 		&i.CompletedAt,
 		&i.UpdatedAt,
+		&i.Parts,
 	)
 	return i, err
 }
@@ -361,13 +364,103 @@ func (q *Queries) ContactImportMerge(ctx context.Context, arg ContactImportMerge
 	return items, nil
 }
 
+const contactImportPartLock = `-- name: ContactImportPartLock :one
+SELECT p.next_line, p.done FROM contact_import_parts p
+WHERE p.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $1 AND i.id = $2)
+  AND p.part = $3
+FOR UPDATE
+`
+
+type ContactImportPartLockParams struct {
+	TenantID string
+	ID       string
+	Part     int16
+}
+
+type ContactImportPartLockRow struct {
+	NextLine int32
+	Done     bool
+}
+
+// Serialises the chunks of one part of an import: two tasks that run it at
+// once (a re-queued one beside a slow one) take turns, each on the rows
+// the other left. No row: the import is unknown.
+func (q *Queries) ContactImportPartLock(ctx context.Context, arg ContactImportPartLockParams) (ContactImportPartLockRow, error) {
+	row := q.db.QueryRow(ctx, contactImportPartLock, arg.TenantID, arg.ID, arg.Part)
+	var i ContactImportPartLockRow
+	err := row.Scan(&i.NextLine, &i.Done)
+	return i, err
+}
+
+const contactImportPartProgress = `-- name: ContactImportPartProgress :exec
+UPDATE contact_import_parts SET next_line = $1, done = $2
+WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $3 AND i.id = $4)
+  AND part = $5
+`
+
+type ContactImportPartProgressParams struct {
+	NextLine int32
+	Done     bool
+	TenantID string
+	ID       string
+	Part     int16
+}
+
+func (q *Queries) ContactImportPartProgress(ctx context.Context, arg ContactImportPartProgressParams) error {
+	_, err := q.db.Exec(ctx, contactImportPartProgress,
+		arg.NextLine,
+		arg.Done,
+		arg.TenantID,
+		arg.ID,
+		arg.Part,
+	)
+	return err
+}
+
+const contactImportPartsAdd = `-- name: ContactImportPartsAdd :exec
+INSERT INTO contact_import_parts (import_seq, part)
+SELECT $1::bigint, generate_series(0, $2::int)
+`
+
+type ContactImportPartsAddParams struct {
+	ImportSeq int64
+	LastPart  int32
+}
+
+// The progress rows of a new import's parts.
+func (q *Queries) ContactImportPartsAdd(ctx context.Context, arg ContactImportPartsAddParams) error {
+	_, err := q.db.Exec(ctx, contactImportPartsAdd, arg.ImportSeq, arg.LastPart)
+	return err
+}
+
+const contactImportPartsOpen = `-- name: ContactImportPartsOpen :one
+SELECT count(*) FROM contact_import_parts
+WHERE import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $1 AND i.id = $2)
+  AND NOT done
+`
+
+type ContactImportPartsOpenParams struct {
+	TenantID string
+	ID       string
+}
+
+// How many parts of an import have rows left (read after ContactImportLock,
+// so a part that another chunk finished and committed meanwhile counts
+// as done).
+func (q *Queries) ContactImportPartsOpen(ctx context.Context, arg ContactImportPartsOpenParams) (int64, error) {
+	row := q.db.QueryRow(ctx, contactImportPartsOpen, arg.TenantID, arg.ID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const contactImportProgress = `-- name: ContactImportProgress :exec
 UPDATE contact_imports SET
     processed    = processed + $1::bigint,
     created      = created + $2::bigint,
     updated      = updated + $3::bigint,
     failed       = failed + $4::bigint,
-    errors       = errors || $5::jsonb,
+    errors       = $5::jsonb,
     next_line    = greatest(next_line, $6::int),
     attempts     = 0,
     status       = CASE WHEN $7::boolean THEN 'completed' ELSE status END,
@@ -388,8 +481,9 @@ type ContactImportProgressParams struct {
 	ID        string
 }
 
-// A chunk's counts; @errors are the failed rows that still fit in the
-// first 100.
+// A chunk's counts, under ContactImportLock; @errors are the first 100
+// failed rows of the import so far (the parts' chunks commit out of line
+// order, so the caller merges).
 func (q *Queries) ContactImportProgress(ctx context.Context, arg ContactImportProgressParams) error {
 	_, err := q.db.Exec(ctx, contactImportProgress,
 		arg.Processed,
@@ -408,14 +502,15 @@ func (q *Queries) ContactImportProgress(ctx context.Context, arg ContactImportPr
 const contactImportRows = `-- name: ContactImportRows :many
 SELECT r.line, r.fields, r.doc, r.problem FROM contact_import_rows r
 WHERE r.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $1 AND i.id = $2)
-  AND r.line > $3::int
+  AND r.part = $3 AND r.line > $4::int
 ORDER BY r.line
-LIMIT $4
+LIMIT $5
 `
 
 type ContactImportRowsParams struct {
 	TenantID string
 	ID       string
+	Part     int16
 	After    int32
 	Lim      int32
 }
@@ -427,11 +522,12 @@ type ContactImportRowsRow struct {
 	Problem *string
 }
 
-// The next @lim rows after line @after, in line order.
+// The next @lim rows of a part after line @after, in line order.
 func (q *Queries) ContactImportRows(ctx context.Context, arg ContactImportRowsParams) ([]ContactImportRowsRow, error) {
 	rows, err := q.db.Query(ctx, contactImportRows,
 		arg.TenantID,
 		arg.ID,
+		arg.Part,
 		arg.After,
 		arg.Lim,
 	)
@@ -460,6 +556,7 @@ func (q *Queries) ContactImportRows(ctx context.Context, arg ContactImportRowsPa
 
 type ContactImportRowsAddParams struct {
 	ImportSeq int64
+	Part      int16
 	Line      int32
 	Fields    []string
 	Doc       *string

@@ -30,6 +30,7 @@ func (r *iteratorForContactImportRowsAdd) Next() bool {
 func (r iteratorForContactImportRowsAdd) Values() ([]interface{}, error) {
 	return []interface{}{
 		r.rows[0].ImportSeq,
+		r.rows[0].Part,
 		r.rows[0].Line,
 		r.rows[0].Fields,
 		r.rows[0].Doc,
@@ -42,5 +43,5 @@ func (r iteratorForContactImportRowsAdd) Err() error {
 }
 
 func (q *Queries) ContactImportRowsAdd(ctx context.Context, arg []ContactImportRowsAddParams) (int64, error) {
-	return q.db.CopyFrom(ctx, []string{"contact_import_rows"}, []string{"import_seq", "line", "fields", "doc", "problem"}, &iteratorForContactImportRowsAdd{rows: arg})
+	return q.db.CopyFrom(ctx, []string{"contact_import_rows"}, []string{"import_seq", "part", "line", "fields", "doc", "problem"}, &iteratorForContactImportRowsAdd{rows: arg})
 }

@@ -120,6 +120,14 @@ type ContactImport struct {
 	StartedAt   time.Time
 	CompletedAt *time.Time
 	UpdatedAt   time.Time
+	Parts       int32
+}
+
+type ContactImportPart struct {
+	ImportSeq int64
+	Part      int16
+	NextLine  int32
+	Done      bool
 }
 
 type ContactImportRow struct {
@@ -128,6 +136,7 @@ type ContactImportRow struct {
 	Fields    []string
 	Doc       *string
 	Problem   *string
+	Part      int16
 }
 
 type Domain struct {

@@ -55,6 +55,7 @@ var (
 	keep     = flag.Bool("keep", false, "keep the database and the file")
 	timeout  = flag.Duration("timeout", 20*time.Minute, "bound on the whole run")
 	chunk    = flag.Int("chunk", 0, "rows per chunk transaction (0: the service's default)")
+	parts    = flag.Int("parts", 0, "parts an import's rows are processed in, side by side (0: the service's default)")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run (api, worker, client) to this file")
 )
 
@@ -127,6 +128,7 @@ func run() error {
 		return err
 	}
 	svc.Imports.Chunk = *chunk
+	svc.Imports.Parts = *parts
 	web, err := api.New(api.Deps{Services: svc, Limiter: ratelimit.New(infra.Redis, cfg.RateLimitPerMinute, app.RedisPrefix),
 		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, "", "")})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -323,13 +324,14 @@ func TestImportResumesAndRunsOnce(t *testing.T) {
 		fmt.Fprintf(&body, "c%d@example.com,%d\n", i%15, i) // 15 new, 5 updates
 	}
 	id := b.stage("ten_a", contacts.CSV, body.String())
-	for range 2 { // two chunks, then the worker "dies"
+	for range 2 { // two chunks of each part, then the worker "dies"
 		if done, err := b.imp.Step(b.ctx, "ten_a", id); err != nil || done {
 			t.Fatalf("Step: done %v, %v", done, err)
 		}
 	}
-	if imp := b.get("ten_a", id); imp.Processed != 6 || imp.NextLine != 7 || imp.Status != contacts.ImportRunning {
-		t.Fatalf("after two chunks: %+v", imp)
+	if imp := b.get("ten_a", id); imp.Parts != contacts.DefaultImportParts || imp.Processed != 12 ||
+		imp.Status != contacts.ImportRunning {
+		t.Fatalf("after two chunks of each of two parts: %+v", imp)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -418,5 +420,54 @@ func TestImportCreateRefuses(t *testing.T) {
 	var imports, rows int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT (SELECT count(*) FROM contact_imports), (SELECT count(*) FROM contact_import_rows)`).Scan(&imports, &rows); err != nil || imports+rows != 0 {
 		t.Fatalf("%d imports, %d rows stored by refused creates (%v)", imports, rows, err)
+	}
+}
+
+// An import running when schema 0029 (parts) is applied goes on as one
+// part from where it was: the rows it had processed are not taken again.
+func TestImportRunningAcrossPartsMigration(t *testing.T) {
+	t.Parallel()
+	_, url := testenv.NewDatabase(t)
+	ctx := context.Background()
+	db, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`DROP SCHEMA public CASCADE; CREATE SCHEMA public`)
+	quiet := slog.New(slog.DiscardHandler)
+	if err := db.MigrateTo(ctx, quiet, 28); err != nil {
+		t.Fatal(err)
+	}
+	exec(`INSERT INTO tenants (id, name, plan) VALUES ('ten_m', 'M', 'pro')`)
+	// Lines 2 and 3 were processed (next_line 3) before the upgrade.
+	exec(`INSERT INTO contact_imports (tenant_id, id, format, columns, email_column, total, next_line, processed, created)
+		VALUES ('ten_m', 'imp_1', 'csv', '{email}', 0, 4, 3, 2, 2)`)
+	exec(`INSERT INTO contact_import_rows (import_seq, line, fields)
+		SELECT seq, 1 + g, ARRAY[chr(96 + g) || '@example.com'] FROM contact_imports, generate_series(1, 4) g`)
+	if err := db.Migrate(ctx, quiet); err != nil {
+		t.Fatal(err)
+	}
+	imps := &contacts.Imports{DB: db}
+	if err := imps.Run(ctx, "ten_m", "imp_1"); err != nil {
+		t.Fatal(err)
+	}
+	imp, err := imps.Get(ctx, "ten_m", "imp_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, imp, 4, 4, 0, 0)
+	var emails []string
+	if err := db.Pool.QueryRow(ctx, `SELECT array_agg(email ORDER BY email) FROM contacts`).Scan(&emails); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(emails, " ") != "c@example.com d@example.com" {
+		t.Fatalf("contacts %v, want the two rows after line 3", emails)
 	}
 }

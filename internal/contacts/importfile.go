@@ -3,8 +3,10 @@ package contacts
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"strings"
 
@@ -353,4 +355,30 @@ func (r *importReader) readLine() (line []byte, tooLong bool, err error) {
 		}
 		return b, false, nil
 	}
+}
+
+// part is the part of an import (of parts) that row goes to: the hash of
+// its email in the stored form (trimmed, lower-cased), so every row of one
+// email is in one part and applied in line order. A row whose email
+// cannot be read fails whatever part it is in.
+func (r *importReader) part(row importRow, parts int) int16 {
+	if parts <= 1 || row.problem != "" {
+		return 0
+	}
+	var email string
+	switch r.format {
+	case CSV:
+		if r.emailColumn >= 0 && r.emailColumn < len(row.fields) {
+			email = row.fields[r.emailColumn]
+		}
+	case NDJSON:
+		var d struct {
+			Email string `json:"email"`
+		}
+		_ = json.Unmarshal([]byte(row.doc), &d) // a line that is not a body fails when judged
+		email = d.Email
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(strings.ToLower(strings.TrimSpace(email))))
+	return int16(h.Sum32() % uint32(parts))
 }

@@ -213,3 +213,31 @@ func TestImportBodyLimits(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// Every row of one email goes to one part, however the email is written
+// (its stored form decides), in both formats; the parts are all used.
+func TestImportPartByEmail(t *testing.T) {
+	csv := &importReader{format: CSV, emailColumn: 1}
+	nd := &importReader{format: NDJSON}
+	const parts = 4
+	used := map[int16]bool{}
+	for i := range 64 {
+		email := fmt.Sprintf("user%d@example.com", i)
+		want := csv.part(importRow{fields: []string{"x", email}}, parts)
+		used[want] = true
+		for _, got := range []int16{
+			csv.part(importRow{fields: []string{"y", "  " + strings.ToUpper(email) + " "}}, parts),
+			nd.part(importRow{doc: `{"email": "` + strings.ToUpper(email) + `", "properties": {"a": 1}}`}, parts),
+		} {
+			if got != want {
+				t.Fatalf("%s: part %d, want %d", email, got, want)
+			}
+		}
+	}
+	if len(used) != parts {
+		t.Fatalf("64 emails used parts %v of %d", used, parts)
+	}
+	if got := csv.part(importRow{fields: []string{"x", "a@example.com"}}, 1); got != 0 {
+		t.Fatalf("one part: %d", got)
+	}
+}
