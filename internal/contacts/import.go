@@ -81,11 +81,22 @@ type Imports struct {
 	Parts int
 }
 
-func (s *Imports) parts() int {
-	if s.Parts <= 0 {
-		return DefaultImportParts
+// partsFor is how many parts a new import of the tenant is split into:
+// one under a plan limit, so that the rows admitted while the plan has
+// room are the first new ones by line, as the limit's rule says (parts
+// would admit them in the order their chunks happen to commit); else
+// Parts. An import keeps its number if the plan changes while it runs.
+func (s *Imports) partsFor(ctx context.Context, q *store.Tx, tenantID string) (int, error) {
+	room, err := s.room(ctx, q, tenantID)
+	switch {
+	case err != nil:
+		return 0, err
+	case room != math.MaxInt64:
+		return 1, nil
+	case s.Parts <= 0:
+		return DefaultImportParts, nil
 	}
-	return min(s.Parts, MaxImportParts)
+	return min(s.Parts, MaxImportParts), nil
 }
 
 // ImportNotFound is the 404 of an unknown import (or another tenant's).
@@ -119,7 +130,10 @@ func (s *Imports) Create(ctx context.Context, tenantID string, c CreateImport) (
 		if cols == nil {
 			cols = []string{}
 		}
-		parts := s.parts()
+		parts, err := s.partsFor(ctx, q, tenantID)
+		if err != nil {
+			return err
+		}
 		seq, err := q.ContactImportInsert(ctx, queries.ContactImportInsertParams{TenantID: tenantID, ID: id,
 			Format: string(c.Format), Columns: cols, EmailColumn: int32(max(rd.emailColumn, 0)), Parts: int32(parts)})
 		if err != nil {

@@ -238,6 +238,9 @@ func TestImportPlanLimit(t *testing.T) {
 		"b@example.com,5\n"+ // 6: update
 		"new3@example.com,6\n") // 7: over
 	wantCounts(t, imp, 6, 1, 3, 2)
+	if imp.Parts != 1 {
+		t.Fatalf("an import under a plan limit has %d parts, want 1 (the first new rows by line take the room)", imp.Parts)
+	}
 	wantErrors(t, imp, "4: plan limit reached: at most 3 contacts", "7: plan limit reached: at most 3 contacts")
 	if got := string(b.contact("ten_a", "new1@example.com").Properties); got != `{"n": "4"}` {
 		t.Fatalf("new1: %s", got)
@@ -250,6 +253,9 @@ func TestImportPlanLimit(t *testing.T) {
 	b.exec(`UPDATE tenants SET plan = 'pro' WHERE id = 'ten_a'`)
 	imp = b.run("ten_a", contacts.CSV, "email\nnew2@example.com\nnew3@example.com\n")
 	wantCounts(t, imp, 2, 2, 0, 0)
+	if imp.Parts != contacts.DefaultImportParts {
+		t.Fatalf("an import without a plan limit has %d parts, want %d", imp.Parts, contacts.DefaultImportParts)
+	}
 	if st, _ := b.cts.Stats(b.ctx, "ten_a"); st.Total != 5 {
 		t.Fatalf("contact count %d, want 5", st.Total)
 	}
@@ -323,6 +329,7 @@ func TestImportResumesAndRunsOnce(t *testing.T) {
 	for i := range 20 {
 		fmt.Fprintf(&body, "c%d@example.com,%d\n", i%15, i) // 15 new, 5 updates
 	}
+	b.exec(`UPDATE tenants SET plan = 'pro' WHERE id = 'ten_a'`) // no limit: the rows go in parts
 	id := b.stage("ten_a", contacts.CSV, body.String())
 	for range 2 { // two chunks of each part, then the worker "dies"
 		if done, err := b.imp.Step(b.ctx, "ten_a", id); err != nil || done {

@@ -60,23 +60,3 @@ func TestOutcomesWriteTheSuppressionList(t *testing.T) {
 		t.Fatalf("ten_b has %d suppressions", n)
 	}
 }
-
-// Any insert path (a bulk import's INSERT ... SELECT from its staging
-// table included) derives suppressed from the list: the trigger of schema
-// 0023, not a check each store must remember.
-func TestSuppressionListDerivesOnEveryInsert(t *testing.T) {
-	t.Parallel()
-	b := setupOutcomes(t)
-	b.exec(`INSERT INTO suppressions (tenant_id, email, reason) VALUES ('ten_a', 'listed@example.com', 'complaint')`)
-	b.exec(`INSERT INTO contacts (tenant_id, id, email)
-		SELECT 'ten_a', 'cnt_' || email, email FROM (VALUES ('listed@example.com'), ('fresh@example.com')) staging (email)`)
-	b.exec(`INSERT INTO contacts (tenant_id, id, email) VALUES ('ten_b', 'cnt_b', 'listed@example.com')`)
-	var got string
-	if err := b.db.Pool.QueryRow(b.ctx, `SELECT string_agg(tenant_id || ':' || email || '=' || suppressed, ' ' ORDER BY tenant_id, email)
-		FROM contacts`).Scan(&got); err != nil {
-		t.Fatal(err)
-	}
-	if want := "ten_a:fresh@example.com=false ten_a:listed@example.com=true ten_b:listed@example.com=false"; got != want {
-		t.Fatalf("%s, want %s", got, want)
-	}
-}
