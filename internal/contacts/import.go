@@ -605,25 +605,43 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 	return res, nil
 }
 
+// rowArrays are the parameters a round's statements take per row, in the
+// order of its rows.
+type rowArrays struct {
+	emails, userIDs          []string
+	setUserID, setSubscribed []bool
+	subscribed               []bool
+	patches, topics          []json.RawMessage
+}
+
+func arraysOf(rows []pendingRow) rowArrays {
+	var a rowArrays
+	for _, p := range rows {
+		a.emails = append(a.emails, p.in.Email)
+		a.setUserID = append(a.setUserID, p.in.UserID != nil)
+		a.userIDs = append(a.userIDs, deref(p.in.UserID))
+		a.patches = append(a.patches, p.patch)
+		a.setSubscribed = append(a.setSubscribed, p.in.Subscribed != nil)
+		a.subscribed = append(a.subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
+		a.topics = append(a.topics, p.topics)
+	}
+	return a
+}
+
 // create inserts the rows that are new contacts of the tenant (a row
 // whose email is already one is left to merge) and returns their lines.
 func (s *Imports) create(ctx context.Context, q *store.Tx, tenantID string, rows []pendingRow) ([]int, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	args := queries.ContactImportCreateParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes}
+	a := arraysOf(rows)
+	args := queries.ContactImportCreateParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes,
+		Ids: make([]string, len(rows)), Emails: a.emails, SetUserID: a.setUserID, UserIds: a.userIDs,
+		Patches: a.patches, SetSubscribed: a.setSubscribed, Subscribed: a.subscribed, Topics: a.topics}
 	lineOf := make(map[string]int, len(rows))
-	for _, p := range rows {
-		id := ids.New(ids.Contact)
-		lineOf[id] = p.line
-		args.Ids = append(args.Ids, id)
-		args.Emails = append(args.Emails, p.in.Email)
-		args.SetUserID = append(args.SetUserID, p.in.UserID != nil)
-		args.UserIds = append(args.UserIds, deref(p.in.UserID))
-		args.Patches = append(args.Patches, p.patch)
-		args.SetSubscribed = append(args.SetSubscribed, p.in.Subscribed != nil)
-		args.Subscribed = append(args.Subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
-		args.Topics = append(args.Topics, p.topics)
+	for i, p := range rows {
+		args.Ids[i] = ids.New(ids.Contact)
+		lineOf[args.Ids[i]] = p.line
 	}
 	out, err := q.ContactImportCreate(ctx, args)
 	lines := make([]int, len(out))
@@ -640,16 +658,12 @@ func (s *Imports) merge(ctx context.Context, q *store.Tx, tenantID string, rows 
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	args := queries.ContactImportMergeParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes}
-	for _, p := range rows {
-		args.Lines = append(args.Lines, int32(p.line))
-		args.Emails = append(args.Emails, p.in.Email)
-		args.SetUserID = append(args.SetUserID, p.in.UserID != nil)
-		args.UserIds = append(args.UserIds, deref(p.in.UserID))
-		args.Patches = append(args.Patches, p.patch)
-		args.SetSubscribed = append(args.SetSubscribed, p.in.Subscribed != nil)
-		args.Subscribed = append(args.Subscribed, p.in.Subscribed != nil && *p.in.Subscribed)
-		args.Topics = append(args.Topics, p.topics)
+	a := arraysOf(rows)
+	args := queries.ContactImportMergeParams{TenantID: tenantID, MaxBytes: MaxPropertiesBytes,
+		Lines: make([]int32, len(rows)), Emails: a.emails, SetUserID: a.setUserID, UserIds: a.userIDs,
+		Patches: a.patches, SetSubscribed: a.setSubscribed, Subscribed: a.subscribed, Topics: a.topics}
+	for i, p := range rows {
+		args.Lines[i] = int32(p.line)
 	}
 	return q.ContactImportMerge(ctx, args)
 }

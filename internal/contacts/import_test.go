@@ -434,23 +434,13 @@ func TestImportCreateRefuses(t *testing.T) {
 // part from where it was: the rows it had processed are not taken again.
 func TestImportRunningAcrossPartsMigration(t *testing.T) {
 	t.Parallel()
-	_, url := testenv.NewDatabase(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DBAt(t, 28)
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
 			t.Fatal(err)
 		}
-	}
-	exec(`DROP SCHEMA public CASCADE; CREATE SCHEMA public`)
-	quiet := slog.New(slog.DiscardHandler)
-	if err := db.MigrateTo(ctx, quiet, 28); err != nil {
-		t.Fatal(err)
 	}
 	exec(`INSERT INTO tenants (id, name, plan) VALUES ('ten_m', 'M', 'pro')`)
 	// Lines 2 and 3 were processed (next_line 3) before the upgrade.
@@ -458,7 +448,7 @@ func TestImportRunningAcrossPartsMigration(t *testing.T) {
 		VALUES ('ten_m', 'imp_1', 'csv', '{email}', 0, 4, 3, 2, 2)`)
 	exec(`INSERT INTO contact_import_rows (import_seq, line, fields)
 		SELECT seq, 1 + g, ARRAY[chr(96 + g) || '@example.com'] FROM contact_imports, generate_series(1, 4) g`)
-	if err := db.Migrate(ctx, quiet); err != nil {
+	if err := db.Migrate(ctx, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	imps := &contacts.Imports{DB: db}

@@ -83,24 +83,15 @@ func TestMigrateFreshDatabase(t *testing.T) {
 // events after the partitions start land in their month's partition.
 func TestMigrateEventsToPartitions(t *testing.T) {
 	t.Parallel()
-	_, url := testenv.NewDatabase(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DBAt(t, 17)
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	exec(`DROP SCHEMA public CASCADE; CREATE SCHEMA public`)
 	quiet := slog.New(slog.DiscardHandler)
-	if err := db.MigrateTo(ctx, quiet, 17); err != nil {
-		t.Fatal(err)
-	}
 	exec(`INSERT INTO tenants (id, name) VALUES ('ten_m', 'M')`)
 	exec(`INSERT INTO contacts (tenant_id, id, email) VALUES ('ten_m', 'cnt_1', 'a@example.com')`)
 	exec(`INSERT INTO events (tenant_id, id, contact_id, name, occurred_at)
