@@ -73,3 +73,52 @@ func TestRateLimitSharedAcrossInstances(t *testing.T) {
 	two.expectError("GET", "/api/tenant", tok, nil, 429, "RATE_LIMITED")
 	one.expectError("GET", "/api/tenant", tok, nil, 429, "RATE_LIMITED")
 }
+
+// With leases (a large limit: LeaseSize > 1), the middleware's answers keep
+// API.md's semantics over HTTP: one instance counts X-RateLimit-Remaining
+// down exactly, two instances together admit the budget and no more (a
+// fresh bucket, so no lease was taken before the window), and every
+// refusal is 429 RATE_LIMITED with Retry-After.
+func TestRateLimitLeasedOverHTTP(t *testing.T) {
+	t.Parallel()
+	const limit, lease = 40, 5
+	b := setup(t, func(c *config.Config) { c.RateLimitPerMinute = limit })
+	rdb, prefix := testenv.Redis(t)
+	mk := func() *bundle {
+		lim := ratelimit.NewPer(rdb, limit, time.Hour, prefix, ratelimit.WithLease(lease, time.Hour))
+		app := newApp(t, app.Infra{Config: b.cfg, DB: b.db, Redis: rdb, RedisPrefix: prefix}, Deps{Limiter: lim})
+		return &bundle{t: t, app: app, db: b.db, cfg: b.cfg}
+	}
+	one, two := mk(), mk()
+	tok := one.tenant("org_leased") // request 1, on one
+	for i := 2; i <= 12; i++ {
+		r := one.expect("GET", "/api/tenant", tok, nil, 200)
+		if got := r.header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(limit-i) {
+			t.Fatalf("request %d on one instance: remaining %q, want %d", i, got, limit-i)
+		}
+	}
+	admitted, refused := 12, 0
+	for i := 0; refused < 4 && i < 3*limit; i++ {
+		inst := one
+		if i%2 == 0 {
+			inst = two
+		}
+		r := inst.do("GET", "/api/tenant", tok, nil)
+		switch r.status {
+		case 200:
+			admitted++
+		case 429:
+			refused++
+			ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+			if err != nil || ra < 1 || r.header.Get("X-RateLimit-Remaining") != "0" ||
+				r.body["error"].(map[string]any)["code"] != "RATE_LIMITED" {
+				t.Fatalf("refusal: %d %s (Retry-After %q)", r.status, r.raw, r.header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("request: %d %s", r.status, r.raw)
+		}
+	}
+	if admitted != limit || refused != 4 {
+		t.Fatalf("admitted %d and refused %d, want the budget of %d admitted, then refusals", admitted, refused, limit)
+	}
+}
