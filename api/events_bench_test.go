@@ -6,19 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"tidings/internal/config"
+	"tidings/internal/testenv"
 )
 
 // BenchmarkEventFanoutHTTP: POST /api/events over HTTP (a real listener
@@ -76,7 +73,7 @@ func BenchmarkEventFanoutHTTP(b *testing.B) {
 		var next atomic.Int64
 		next.Store(int64(from))
 		lat := make([][]time.Duration, clients)
-		self0, pg0 := cpuNow(b)
+		self0, pg0 := testenv.CPU(b)
 		start := time.Now()
 		var wg sync.WaitGroup
 		for w := range clients {
@@ -113,7 +110,7 @@ func BenchmarkEventFanoutHTTP(b *testing.B) {
 		}
 		wg.Wait()
 		l.elapsed += time.Since(start)
-		self1, pg1 := cpuNow(b)
+		self1, pg1 := testenv.CPU(b)
 		l.self, l.pg = l.self+self1-self0, l.pg+pg1-pg0
 		l.lat = append(l.lat, slices.Concat(lat...)...)
 	}
@@ -141,36 +138,4 @@ func BenchmarkEventFanoutHTTP(b *testing.B) {
 	st := bb.svc.Ingest.Stats()
 	b.ReportMetric(float64(st.Items.Load())/float64(max(st.Batches.Load(), 1)), "events/batch")
 	b.ReportMetric(rates["match5"]/rates["none"], "ratio-match5/none")
-}
-
-// cpuNow is the CPU time (user and system) of this process, and the sum
-// over every PostgreSQL process of the machine (the backends of the pool
-// and the server's own; other databases' too, on a shared machine).
-func cpuNow(b *testing.B) (self, pg time.Duration) {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		raw, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		st := string(raw)
-		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
-		if open < 0 || end < open || st[open+1:end] != "postgres" {
-			continue
-		}
-		f := strings.Fields(st[end+1:])
-		if len(f) < 13 {
-			continue
-		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		pg += time.Duration(utime+stime) * (time.Second / 100) // USER_HZ
-	}
-	return self, pg
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tidings/internal/testenv"
 )
 
 // BenchmarkBroadcastDrain: a broadcast of the small transactional template
@@ -61,7 +63,7 @@ func BenchmarkBroadcastDrain(b *testing.B) {
 			}
 		}()
 	}
-	selfCPU0, pgCPU0 := cpuNow(b)
+	selfCPU0, pgCPU0 := testenv.CPU(b)
 	deadline := t0.Add(time.Duration(n)*20*time.Millisecond + time.Minute)
 	for {
 		var status string
@@ -77,7 +79,7 @@ func BenchmarkBroadcastDrain(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	selfCPU1, pgCPU1 := cpuNow(b)
+	selfCPU1, pgCPU1 := testenv.CPU(b)
 	stopVacuum()
 	stopSched()
 	<-schedDone

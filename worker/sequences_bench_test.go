@@ -8,10 +8,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -255,7 +253,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 			}
 		}()
 	}
-	selfCPU0, pgCPU0 := cpuNow(b)
+	selfCPU0, pgCPU0 := testenv.CPU(b)
 	deadline := t0.Add(time.Duration(n)*20*time.Millisecond + time.Minute)
 	// The poll must cost the database next to nothing (a count over N rows
 	// ten times a second is a load of its own at 100,000): two index
@@ -290,7 +288,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	selfCPU1, pgCPU1 := cpuNow(b)
+	selfCPU1, pgCPU1 := testenv.CPU(b)
 	stopSched()
 	stopVacuum()
 	<-schedDone
@@ -470,36 +468,4 @@ func BenchmarkEventFanout(b *testing.B) {
 			b.ReportMetric(rates["match5"]/rates["none"], "ratio-match5/none")
 		})
 	}
-}
-
-// cpuNow is the CPU time (user and system) of this process, and the sum
-// over every PostgreSQL process of the machine (/proc/<pid>/stat of each
-// process named postgres: the backends of the pool, and the server's own).
-func cpuNow(b *testing.B) (self, pg time.Duration) {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		raw, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		st := string(raw)
-		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
-		if open < 0 || end < open || st[open+1:end] != "postgres" {
-			continue
-		}
-		f := strings.Fields(st[end+1:])
-		if len(f) < 13 {
-			continue
-		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		pg += time.Duration(utime+stime) * (time.Second / 100) // USER_HZ
-	}
-	return self, pg
 }
