@@ -1,7 +1,8 @@
 -- name: TenantReserveContact :one
--- Takes one slot of the plan's contact limit atomically; no row means the
--- limit is reached. The row lock it takes also serialises contact creation
--- per tenant until commit.
+-- Takes one slot of the plan's contact limit atomically, after the
+-- contact's insert in the same transaction; no row means the limit is
+-- reached (or the tenant is gone) and the insert is rolled back. The row
+-- lock it takes serialises contact creation per tenant until commit.
 UPDATE tenants SET contact_count = contact_count + 1
 WHERE id = @id AND (plan <> 'free' OR contact_count < @free_limit::bigint)
 RETURNING contact_count;

@@ -462,9 +462,10 @@ type TenantReserveContactParams struct {
 	FreeLimit int64
 }
 
-// Takes one slot of the plan's contact limit atomically; no row means the
-// limit is reached. The row lock it takes also serialises contact creation
-// per tenant until commit.
+// Takes one slot of the plan's contact limit atomically, after the
+// contact's insert in the same transaction; no row means the limit is
+// reached (or the tenant is gone) and the insert is rolled back. The row
+// lock it takes serialises contact creation per tenant until commit.
 func (q *Queries) TenantReserveContact(ctx context.Context, arg TenantReserveContactParams) (int64, error) {
 	row := q.db.QueryRow(ctx, tenantReserveContact, arg.ID, arg.FreeLimit)
 	var contact_count int64

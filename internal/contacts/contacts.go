@@ -76,21 +76,16 @@ func tooLarge(err error) error {
 func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.Contact, error) {
 	var c queries.Contact
 	err := s.DB.InTx(ctx, func(q *store.Tx) error {
-		if err := s.reserve(ctx, q, tenantID); err != nil {
-			// A duplicate is a duplicate whatever the plan: it would not
-			// have taken a slot.
-			if _, gerr := q.ContactGetByEmail(ctx, queries.ContactGetByEmailParams{TenantID: tenantID, Email: in.Email}); gerr == nil {
-				return errExists()
-			}
-			return err
-		}
 		var err error
 		c, err = q.ContactInsert(ctx, insertParams(tenantID, in))
 		if store.IsNoRows(err) {
-			return errExists()
+			return errExists() // whatever the plan: it would not have taken a slot
 		}
 		if err != nil {
 			return err
+		}
+		if err := s.reserve(ctx, q, tenantID); err != nil {
+			return err // the insert rolls back
 		}
 		return setTopics(ctx, q, &c, in.Topics)
 	})
@@ -111,22 +106,19 @@ func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c querie
 		if !store.IsNoRows(err) {
 			return err
 		}
-		if err := s.reserve(ctx, q, tenantID); err != nil {
-			return err
-		}
 		c, err = q.ContactInsert(ctx, insertParams(tenantID, in))
 		if err == nil {
 			created = true
+			if err := s.reserve(ctx, q, tenantID); err != nil {
+				return err // the insert rolls back
+			}
 			return setTopics(ctx, q, &c, in.Topics)
 		}
 		if !store.IsNoRows(err) {
 			return err
 		}
-		// Another request created it between our update and insert: give
-		// the slot back and merge into theirs.
-		if err := q.TenantReleaseContacts(ctx, queries.TenantReleaseContactsParams{ID: tenantID, N: 1}); err != nil {
-			return err
-		}
+		// Another request created it between our update and insert: merge
+		// into theirs.
 		if c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in)); err != nil {
 			return err
 		}
@@ -283,6 +275,11 @@ func (s *Store) MustExist(ctx context.Context, tenantID, id string) error {
 	return nil
 }
 
+// reserve takes a slot of the plan's contact limit for a contact the
+// transaction has just inserted: after the insert, so that every writer of
+// contacts locks a contact before its tenant's row, as an import chunk
+// does (the opposite order, tenant first, could deadlock a create with an
+// import of the same email).
 func (s *Store) reserve(ctx context.Context, q *store.Tx, tenantID string) error {
 	_, err := q.TenantReserveContact(ctx, queries.TenantReserveContactParams{ID: tenantID, FreeLimit: int64(s.FreeLimit)})
 	if store.IsNoRows(err) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
@@ -163,3 +164,53 @@ func TestUpdateRules(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Writers of contacts lock the contact before the tenant's row (the plan's
+// counter), as an import chunk does: a create that meets an import's
+// uncommitted insert of the same email waits for it and finds the contact,
+// where taking the tenant's row first deadlocked with the chunk's
+// reservation.
+func TestCreateWaitsForAnImportChunk(t *testing.T) {
+	t.Parallel()
+	ctx, s := setup(t)
+	chunk, err := s.DB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = chunk.Rollback(ctx) }()
+	if _, err := chunk.Exec(ctx, `INSERT INTO contacts (tenant_id, id, email) VALUES ('ten_a', 'cnt_imp', 'ann@example.com')`); err != nil {
+		t.Fatal(err)
+	}
+	created := make(chan error, 1)
+	go func() {
+		_, err := s.Create(ctx, "ten_a", contacts.Input{Email: "ann@example.com"})
+		created <- err
+	}()
+	// Once the create waits on the chunk's index entry, the chunk reserves.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting bool
+		if err := s.DB.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the create never waited for the chunk")
+		}
+	}
+	if _, err := chunk.Exec(ctx, `UPDATE tenants SET contact_count = contact_count + 1 WHERE id = 'ten_a'`); err != nil {
+		t.Fatalf("the chunk's reservation: %v", err)
+	}
+	if err := chunk.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-created
+	if e, ok := apperr.As(err); !ok || e.Code != "CONTACT_EXISTS" {
+		t.Fatalf("create: %v, want CONTACT_EXISTS", err)
+	}
+	if st, _ := s.Stats(ctx, "ten_a"); st.Total != 1 {
+		t.Fatalf("contact count %d, want 1", st.Total)
+	}
+}
