@@ -118,7 +118,7 @@ bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenant
 	@bench/run-events.sh
 
 .PHONY: bench-import
-bench-import: services ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile (IMPORT_FLAGS='-rows 100000'; docs/benchmarks.md)
+bench-import: services mjml-deps ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile (IMPORT_FLAGS='-rows 100000'; docs/benchmarks.md)
 	go run ./bench/importbench $(IMPORT_FLAGS)
 
 .PHONY: chaos
