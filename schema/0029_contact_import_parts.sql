@@ -21,8 +21,8 @@ CREATE TABLE contact_import_parts (
 -- A running import from before takes up where it was, as one part.
 INSERT INTO contact_import_parts (import_seq, part, next_line)
 SELECT seq, 0, next_line FROM contact_imports WHERE status = 'running';
--- next_line stays for imports that ended before; a running one's is its
--- parts'.
+-- contact_imports.next_line is from now on the highest line any part has
+-- processed (shown to operators only); where each part is, is its row here.
 
 -- +goose Down
 DROP TABLE contact_import_parts;
