@@ -500,40 +500,33 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 	var optOuts []string
 	for len(pending) > 0 {
 		round, later := splitRound(pending)
-		// Under a plan limit, which rows are new decides which may be
-		// inserted; without one, every row is tried as new, and those whose
-		// email is taken are merged.
-		var exists map[string]bool
-		if room != math.MaxInt64 {
-			emails := make([]string, len(round))
-			for i, p := range round {
-				emails[i] = p.in.Email
-			}
-			existing, err := q.ContactEmailsExisting(ctx, queries.ContactEmailsExistingParams{TenantID: imp.TenantID, Emails: emails})
-			if err != nil {
-				return res, err
-			}
-			exists = make(map[string]bool, len(existing))
-			for _, e := range existing {
-				exists[e] = true
-			}
+		// Which rows are new: under a plan limit that decides which may be
+		// inserted, and the new ones go in by a plain insert (create).
+		emails := make([]string, len(round))
+		for i, p := range round {
+			emails[i] = p.in.Email
+		}
+		existing, err := q.ContactEmailsExisting(ctx, queries.ContactEmailsExistingParams{TenantID: imp.TenantID, Emails: emails})
+		if err != nil {
+			return res, err
+		}
+		exists := make(map[string]bool, len(existing))
+		for _, e := range existing {
+			exists[e] = true
 		}
 		placed := map[int]pendingRow{}
 		var create []pendingRow
 		var admitted int64
 		for _, p := range round {
-			if exists != nil {
-				switch {
-				case exists[p.in.Email]:
-					placed[p.line] = p // merged, never inserted: it takes no slot
-					continue
-				case admitted >= room:
-					fail(p.line, apperr.PlanLimit("contacts", s.FreeLimit).Message)
-					continue
-				default:
-					admitted++
-				}
+			switch {
+			case exists[p.in.Email]:
+				placed[p.line] = p // merged, never inserted: it takes no slot
+				continue
+			case admitted >= room:
+				fail(p.line, apperr.PlanLimit("contacts", s.FreeLimit).Message)
+				continue
 			}
+			admitted++
 			placed[p.line] = p
 			create = append(create, p)
 		}
@@ -628,8 +621,11 @@ func arraysOf(rows []pendingRow) rowArrays {
 	return a
 }
 
-// create inserts the rows that are new contacts of the tenant (a row
-// whose email is already one is left to merge) and returns their lines.
+// create inserts the rows whose emails were not contacts of the tenant
+// at the round's lookup and returns their lines. If another writer has
+// created one of those emails since, the plain insert fails (under a
+// savepoint, so the chunk goes on) and the rows go by the statement that
+// skips a taken email, which is left to merge.
 func (s *Imports) create(ctx context.Context, q *store.Tx, tenantID string, rows []pendingRow) ([]int, error) {
 	if len(rows) == 0 {
 		return nil, nil
@@ -643,7 +639,15 @@ func (s *Imports) create(ctx context.Context, q *store.Tx, tenantID string, rows
 		args.Ids[i] = ids.New(ids.Contact)
 		lineOf[args.Ids[i]] = p.line
 	}
-	out, err := q.ContactImportCreate(ctx, args)
+	var out []string
+	err := q.Savepoint(ctx, func() error {
+		var err error
+		out, err = q.ContactImportInsertNew(ctx, queries.ContactImportInsertNewParams(args))
+		return err
+	})
+	if store.IsUniqueViolation(err, "contacts_email_key") {
+		out, err = q.ContactImportCreate(ctx, args)
+	}
 	lines := make([]int, len(out))
 	for i, id := range out {
 		lines[i] = lineOf[id]

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
@@ -315,6 +316,59 @@ func TestImportTriggers(t *testing.T) {
 	var n int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM webhook_outbox WHERE tenant_id = 'ten_a' AND type = 'contact.created'`).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("contact.created outbox rows %d, %v; want 2", n, err)
+	}
+}
+
+// A contact created by another writer after a chunk looked up which of its
+// emails are new, before the chunk's insert: the insert waits for that
+// writer, then the row merges into the contact it made (no unique
+// violation fails the chunk, no second contact).
+func TestImportChunkMeetsAConcurrentCreate(t *testing.T) {
+	t.Parallel()
+	b := setupImports(t, 100, 0)
+	id := b.stage("ten_a", contacts.CSV, "email,name\nann@example.com,Ann\nbob@example.com,Bob\n")
+	other, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(b.ctx) }()
+	if _, err := other.Exec(b.ctx, `INSERT INTO contacts (tenant_id, id, email, properties)
+		VALUES ('ten_a', 'cnt_other', 'ann@example.com', '{"city": "Oslo"}')`); err != nil {
+		t.Fatal(err)
+	}
+	stepped := make(chan error, 1)
+	go func() {
+		_, err := b.imp.Step(b.ctx, "ten_a", id)
+		stepped <- err
+	}()
+	// The chunk's lookup cannot see the uncommitted contact; its insert
+	// waits on the contact's index entry.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting bool
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the chunk never waited for the other writer")
+		}
+	}
+	if err := other.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stepped; err != nil {
+		t.Fatalf("step: %v", err)
+	}
+	wantCounts(t, b.get("ten_a", id), 2, 1, 1, 0)
+	ann := b.contact("ten_a", "ann@example.com")
+	if ann.ID != "cnt_other" || string(ann.Properties) != `{"city": "Oslo", "name": "Ann"}` {
+		t.Fatalf("ann: %s %s, want cnt_other with both properties", ann.ID, ann.Properties)
+	}
+	if bob := b.contact("ten_a", "bob@example.com"); string(bob.Properties) != `{"name": "Bob"}` {
+		t.Fatalf("bob: %s", bob.Properties)
 	}
 }
 

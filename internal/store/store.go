@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -86,6 +87,24 @@ func (t *Tx) Scheduled() []tasks.Timer { return append([]tasks.Timer(nil), t.tim
 // Raw is the pgx transaction, for the rare statement built at run time
 // (segment compute); its errors are not translated: pass them to Translate.
 func (t *Tx) Raw() pgx.Tx { return t.raw }
+
+// Savepoint runs fn under a savepoint of the transaction: if fn fails,
+// what it wrote is rolled back and its error returned, and the
+// transaction goes on (a statement that failed would otherwise abort it).
+// fn uses t's queries.
+func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
+	sp, err := t.raw.Begin(ctx)
+	if err != nil {
+		return Translate(err)
+	}
+	if err := fn(); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return errors.Join(err, Translate(rerr))
+		}
+		return err
+	}
+	return Translate(sp.Commit(ctx))
+}
 
 // afterCommitTimeout bounds the hooks: they enqueue, and the sweeps catch
 // whatever they miss.
