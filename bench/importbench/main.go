@@ -184,16 +184,17 @@ func run() error {
 	fmt.Printf("load average before: %s\n", loadAvg())
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	probe := func(d time.Duration, stop <-chan struct{}) []time.Duration {
+	probe := func(d time.Duration, stop <-chan struct{}) []sample {
 		return probeLatency(ctx, client, base+"/api/contacts/"+otherContact, otherKey.Raw, *probeHz, d, stop)
 	}
 
 	// Idle latency, then the import with the probe running beside it.
 	idle := probe(*idleFor, nil)
 	stop := make(chan struct{})
-	var during []time.Duration
+	var during []sample
 	var wg sync.WaitGroup
 	wg.Go(func() { during = probe(*timeout, stop) })
+	began := time.Now()
 	upload, total, res, err := importFile(ctx, client, base, impKey.Raw, file)
 	close(stop)
 	wg.Wait()
@@ -218,8 +219,11 @@ func run() error {
 	fmt.Printf("bare COPY of the same file into an unindexed table: %d rows in %.2f s = %.0f rows/s\n",
 		copied, copyTime.Seconds(), copyRate)
 	fmt.Printf("ratio import/COPY: %.3f\n", importRate/copyRate)
+	staged, ended := began.Add(upload), began.Add(total)
 	fmt.Printf("GET /api/contacts/{id} of another tenant at %d/s: idle %s; during the import %s\n",
-		*probeHz, percentiles(idle), percentiles(during))
+		*probeHz, percentiles(latencies(idle, time.Time{}, began)), percentiles(latencies(during, began, ended)))
+	fmt.Printf("  of which during the upload and staging %s; during the processing %s\n",
+		percentiles(latencies(during, began, staged)), percentiles(latencies(during, staged, ended)))
 	return nil
 }
 
@@ -348,9 +352,26 @@ func importFile(ctx context.Context, client *http.Client, base, key, path string
 // probeLatency sends GET url at hz requests a second (open loop: each at
 // its scheduled time, its latency from then) for d or until stop closes,
 // and returns the latencies of the 200 answers.
-func probeLatency(ctx context.Context, client *http.Client, target, key string, hz int, d time.Duration, stop <-chan struct{}) []time.Duration {
-	var mu sync.Mutex
+// sample is one probe request: when it was sent, how long its answer took.
+type sample struct {
+	at time.Time
+	d  time.Duration
+}
+
+// latencies are the samples' durations, of those sent in [from, to).
+func latencies(ss []sample, from, to time.Time) []time.Duration {
 	var out []time.Duration
+	for _, s := range ss {
+		if !s.at.Before(from) && s.at.Before(to) {
+			out = append(out, s.d)
+		}
+	}
+	return out
+}
+
+func probeLatency(ctx context.Context, client *http.Client, target, key string, hz int, d time.Duration, stop <-chan struct{}) []sample {
+	var mu sync.Mutex
+	var out []sample
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(hz))
 	defer tick.Stop()
@@ -378,7 +399,7 @@ func probeLatency(ctx context.Context, client *http.Client, target, key string, 
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
 					mu.Lock()
-					out = append(out, time.Since(at))
+					out = append(out, sample{at, time.Since(at)})
 					mu.Unlock()
 				}
 			})

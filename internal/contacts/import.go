@@ -608,7 +608,10 @@ type rowArrays struct {
 }
 
 func arraysOf(rows []pendingRow) rowArrays {
-	var a rowArrays
+	n := len(rows)
+	a := rowArrays{emails: make([]string, 0, n), userIDs: make([]string, 0, n), setUserID: make([]bool, 0, n),
+		setSubscribed: make([]bool, 0, n), subscribed: make([]bool, 0, n), patches: make([]json.RawMessage, 0, n),
+		topics: make([]json.RawMessage, 0, n)}
 	for _, p := range rows {
 		a.emails = append(a.emails, p.in.Email)
 		a.setUserID = append(a.setUserID, p.in.UserID != nil)
@@ -711,6 +714,7 @@ func (s *Imports) room(ctx context.Context, q *store.Tx, tenantID string) (int64
 // wait for a later round.
 func splitRound(rows []pendingRow) (round, later []pendingRow) {
 	seen := make(map[string]bool, len(rows))
+	round = make([]pendingRow, 0, len(rows))
 	for _, p := range rows {
 		if seen[p.in.Email] {
 			later = append(later, p)
