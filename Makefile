@@ -118,8 +118,8 @@ bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenant
 	@bench/run-events.sh
 
 .PHONY: bench-import
-bench-import: services mjml-deps ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile (IMPORT_FLAGS='-rows 100000'; docs/benchmarks.md)
-	go run ./bench/importbench $(IMPORT_FLAGS)
+bench-import: services build ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile; the worker in its own process (IMPORT_FLAGS='-rows 100000', or '-worker-bin= -parts 1 -cpuprofile f' in one process; docs/benchmarks.md)
+	go run ./bench/importbench -worker-bin bin/worker $(IMPORT_FLAGS)
 
 .PHONY: chaos
 chaos: services build ## Fault run: 2 api + 2 worker under load while workers, api and Redis are killed or flushed and PostgreSQL restarts; reconciles (CHAOS_FLAGS='-d 2m -cluster -pg-restart=false')

@@ -9,7 +9,8 @@
 // the latency percentiles of both.
 //
 // Everything runs in this process on loopback: the api, the worker, the
-// client. It uses a database of its own (created, migrated, dropped at the
+// client; with -worker-bin the worker runs as its own process, as it does
+// in production, so its garbage collector and goroutines are not the api's. It uses a database of its own (created, migrated, dropped at the
 // end unless -keep) and a Redis database leased as the tests lease theirs
 // (tidings:testlease:N), flushed before and after.
 package main
@@ -27,11 +28,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,17 +49,18 @@ import (
 )
 
 var (
-	rows     = flag.Int("rows", 1_000_000, "contacts in the file (at most 1,000,000, the import's limit)")
-	probeHz  = flag.Int("probe-rate", 20, "GET requests a second of the other tenant")
-	idleFor  = flag.Duration("idle", 10*time.Second, "how long the probe runs before the import (the idle latency)")
-	pgAdmin  = flag.String("pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL admin URL")
-	redisURL = flag.String("redis", "redis://127.0.0.1:6379", "Redis server (a database of it is leased)")
-	dbName   = flag.String("db", "tidings_bench_import", "the benchmark's database (dropped and created)")
-	keep     = flag.Bool("keep", false, "keep the database and the file")
-	timeout  = flag.Duration("timeout", 20*time.Minute, "bound on the whole run")
-	chunk    = flag.Int("chunk", 0, "rows per chunk transaction (0: the service's default)")
-	parts    = flag.Int("parts", 0, "parts an import's rows are processed in, side by side (0: the service's default)")
-	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run (api, worker, client) to this file")
+	rows      = flag.Int("rows", 1_000_000, "contacts in the file (at most 1,000,000, the import's limit)")
+	probeHz   = flag.Int("probe-rate", 20, "GET requests a second of the other tenant")
+	idleFor   = flag.Duration("idle", 10*time.Second, "how long the probe runs before the import (the idle latency)")
+	pgAdmin   = flag.String("pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL admin URL")
+	redisURL  = flag.String("redis", "redis://127.0.0.1:6379", "Redis server (a database of it is leased)")
+	dbName    = flag.String("db", "tidings_bench_import", "the benchmark's database (dropped and created)")
+	keep      = flag.Bool("keep", false, "keep the database and the file")
+	timeout   = flag.Duration("timeout", 20*time.Minute, "bound on the whole run")
+	chunk     = flag.Int("chunk", 0, "rows per chunk transaction (0: the service's default)")
+	parts     = flag.Int("parts", 0, "parts an import's rows are processed in, side by side (0: the service's default)")
+	cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of the whole run (api, worker, client) to this file")
+	workerBin = flag.String("worker-bin", "", "run the worker as this binary (bin/worker) in a process of its own, as production runs it, instead of in this process (-chunk, -parts and -cpuprofile then leave it alone)")
 )
 
 func main() {
@@ -82,6 +86,9 @@ func main() {
 func run() error {
 	if *rows < 1 || *rows > 1_000_000 {
 		return errors.New("-rows must be 1-1000000")
+	}
+	if *workerBin != "" && (*chunk != 0 || *parts != 0) {
+		return errors.New("-chunk and -parts set the worker of this process: add -worker-bin= to run it here")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -140,11 +147,19 @@ func run() error {
 	}
 	go func() { _ = web.Listener(ln) }()
 	defer web.Shutdown() //nolint:errcheck
-	srv := worker.NewServer(infra.AsynqOpt, log, cfg.WorkerConcurrency)
-	if err := srv.Start(worker.NewMux(svc)); err != nil {
-		return err
+	if *workerBin == "" {
+		srv := worker.NewServer(infra.AsynqOpt, log, cfg.WorkerConcurrency)
+		if err := srv.Start(worker.NewMux(svc)); err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+	} else {
+		stop, err := startWorker(*workerBin, env)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
-	defer srv.Shutdown()
 	base := "http://" + ln.Addr().String()
 
 	// The importing tenant (a paid plan: no contact limit) and another one
@@ -225,6 +240,25 @@ func run() error {
 	fmt.Printf("  of which during the upload and staging %s; during the processing %s\n",
 		percentiles(latencies(during, began, staged)), percentiles(latencies(during, staged, ended)))
 	return nil
+}
+
+// startWorker runs the worker binary with the api's environment (its
+// admin listener on a free port, its log on this process's stderr) and
+// returns what stops it: SIGTERM, then a wait for its drain.
+func startWorker(bin string, env map[string]string) (func(), error) {
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "WORKER_ADMIN_ADDR=127.0.0.1:0", "LOG_LEVEL=warn")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}, nil
 }
 
 // leaseRedis takes a free database of the Redis server the way
