@@ -139,34 +139,18 @@ RETURNING contact_count;
 
 -- name: ContactImportCreate :many
 -- The new contacts of one round of an import chunk (each email at most
--- once), set-based, as PUT /api/contacts creates one (ContactInsert's
--- rules: subscribed unless it says false, nulls dropped). A row whose
--- email is already a contact is left out (ContactImportMerge takes it),
--- as is one whose properties would pass @max_bytes (MaxPropertiesBytes).
--- A round runs it only when ContactImportInsertNew met an email another
--- writer had just created.
--- A contact whose email is on the suppression list is suppressed from the
--- start (schema 0028). It returns the ids of the contacts it created.
-INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, topics, suppressed)
-SELECT @tenant_id, r.id, r.email, CASE WHEN r.set_user_id THEN r.user_id END, jsonb_strip_nulls(r.patch),
-       CASE WHEN r.set_subscribed THEN r.subscribed ELSE true END, jsonb_strip_nulls(r.topics),
-       EXISTS (SELECT 1 FROM suppressions s WHERE s.tenant_id = @tenant_id AND s.email = r.email)
-FROM (SELECT unnest(@ids::text[]) AS id, unnest(@emails::text[]) AS email,
-             unnest(@set_user_id::boolean[]) AS set_user_id, unnest(@user_ids::text[]) AS user_id,
-             unnest(@patches::jsonb[]) AS patch, unnest(@set_subscribed::boolean[]) AS set_subscribed,
-             unnest(@subscribed::boolean[]) AS subscribed, unnest(@topics::jsonb[]) AS topics) r
-WHERE octet_length(jsonb_strip_nulls(r.patch)::text) <= @max_bytes::int
-ON CONFLICT (tenant_id, email) DO NOTHING
-RETURNING id;
-
--- name: ContactImportInsertNew :many
--- ContactImportCreate for rows whose emails were not contacts of the
--- tenant a moment before (ContactEmailsExisting), as a plain insert: ON
--- CONFLICT's speculative insertion (a pre-check, a token and a
--- confirmation written per row) was a fifth of a large import's time.
--- The caller runs it under a savepoint: an email another writer created
--- since the lookup fails it (unique violation), and the round goes by
--- ContactImportCreate instead.
+-- once, none of them a contact at the round's lookup,
+-- ContactEmailsExisting), set-based, as PUT /api/contacts creates one
+-- (ContactInsert's rules: subscribed unless it says false, nulls
+-- dropped). A row whose properties would pass @max_bytes
+-- (MaxPropertiesBytes) is left out. A contact whose email is on the
+-- suppression list is suppressed from the start (schema 0028). It
+-- returns the ids of the contacts it created.
+-- A plain insert, not ON CONFLICT DO NOTHING: the speculative insertion
+-- (a pre-check, a token and a confirmation written per row) was a fifth
+-- of a large import's time. An email another writer created since the
+-- lookup fails it with a unique violation; the caller runs it under a
+-- savepoint and takes the round's rows as not written.
 INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, topics, suppressed)
 SELECT @tenant_id, r.id, r.email, CASE WHEN r.set_user_id THEN r.user_id END, jsonb_strip_nulls(r.patch),
        CASE WHEN r.set_subscribed THEN r.subscribed ELSE true END, jsonb_strip_nulls(r.topics),

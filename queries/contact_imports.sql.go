@@ -72,7 +72,6 @@ FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS email,
              unnest($6::jsonb[]) AS patch, unnest($7::boolean[]) AS set_subscribed,
              unnest($8::boolean[]) AS subscribed, unnest($9::jsonb[]) AS topics) r
 WHERE octet_length(jsonb_strip_nulls(r.patch)::text) <= $10::int
-ON CONFLICT (tenant_id, email) DO NOTHING
 RETURNING id
 `
 
@@ -90,14 +89,18 @@ type ContactImportCreateParams struct {
 }
 
 // The new contacts of one round of an import chunk (each email at most
-// once), set-based, as PUT /api/contacts creates one (ContactInsert's
-// rules: subscribed unless it says false, nulls dropped). A row whose
-// email is already a contact is left out (ContactImportMerge takes it),
-// as is one whose properties would pass @max_bytes (MaxPropertiesBytes).
-// A round runs it only when ContactImportInsertNew met an email another
-// writer had just created.
-// A contact whose email is on the suppression list is suppressed from the
-// start (schema 0028). It returns the ids of the contacts it created.
+// once, none of them a contact at the round's lookup,
+// ContactEmailsExisting), set-based, as PUT /api/contacts creates one
+// (ContactInsert's rules: subscribed unless it says false, nulls
+// dropped). A row whose properties would pass @max_bytes
+// (MaxPropertiesBytes) is left out. A contact whose email is on the
+// suppression list is suppressed from the start (schema 0028). It
+// returns the ids of the contacts it created.
+// A plain insert, not ON CONFLICT DO NOTHING: the speculative insertion
+// (a pre-check, a token and a confirmation written per row) was a fifth
+// of a large import's time. An email another writer created since the
+// lookup fails it with a unique violation; the caller runs it under a
+// savepoint and takes the round's rows as not written.
 func (q *Queries) ContactImportCreate(ctx context.Context, arg ContactImportCreateParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, contactImportCreate,
 		arg.TenantID,
@@ -248,70 +251,6 @@ func (q *Queries) ContactImportInsert(ctx context.Context, arg ContactImportInse
 	var seq int64
 	err := row.Scan(&seq)
 	return seq, err
-}
-
-const contactImportInsertNew = `-- name: ContactImportInsertNew :many
-INSERT INTO contacts (tenant_id, id, email, user_id, properties, subscribed, topics, suppressed)
-SELECT $1, r.id, r.email, CASE WHEN r.set_user_id THEN r.user_id END, jsonb_strip_nulls(r.patch),
-       CASE WHEN r.set_subscribed THEN r.subscribed ELSE true END, jsonb_strip_nulls(r.topics),
-       EXISTS (SELECT 1 FROM suppressions s WHERE s.tenant_id = $1 AND s.email = r.email)
-FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS email,
-             unnest($4::boolean[]) AS set_user_id, unnest($5::text[]) AS user_id,
-             unnest($6::jsonb[]) AS patch, unnest($7::boolean[]) AS set_subscribed,
-             unnest($8::boolean[]) AS subscribed, unnest($9::jsonb[]) AS topics) r
-WHERE octet_length(jsonb_strip_nulls(r.patch)::text) <= $10::int
-RETURNING id
-`
-
-type ContactImportInsertNewParams struct {
-	TenantID      string
-	Ids           []string
-	Emails        []string
-	SetUserID     []bool
-	UserIds       []string
-	Patches       []json.RawMessage
-	SetSubscribed []bool
-	Subscribed    []bool
-	Topics        []json.RawMessage
-	MaxBytes      int32
-}
-
-// ContactImportCreate for rows whose emails were not contacts of the
-// tenant a moment before (ContactEmailsExisting), as a plain insert: ON
-// CONFLICT's speculative insertion (a pre-check, a token and a
-// confirmation written per row) was a fifth of a large import's time.
-// The caller runs it under a savepoint: an email another writer created
-// since the lookup fails it (unique violation), and the round goes by
-// ContactImportCreate instead.
-func (q *Queries) ContactImportInsertNew(ctx context.Context, arg ContactImportInsertNewParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, contactImportInsertNew,
-		arg.TenantID,
-		arg.Ids,
-		arg.Emails,
-		arg.SetUserID,
-		arg.UserIds,
-		arg.Patches,
-		arg.SetSubscribed,
-		arg.Subscribed,
-		arg.Topics,
-		arg.MaxBytes,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const contactImportLock = `-- name: ContactImportLock :one

@@ -626,9 +626,10 @@ func arraysOf(rows []pendingRow) rowArrays {
 
 // create inserts the rows whose emails were not contacts of the tenant
 // at the round's lookup and returns their lines. If another writer has
-// created one of those emails since, the plain insert fails (under a
-// savepoint, so the chunk goes on) and the rows go by the statement that
-// skips a taken email, which is left to merge.
+// created one of those emails since, the insert fails under a savepoint
+// and nothing of it stays: the rows are then ones the round did not
+// write, as any other (the merge takes the email the other writer made,
+// the rest go again in the next round).
 func (s *Imports) create(ctx context.Context, q *store.Tx, tenantID string, rows []pendingRow) ([]int, error) {
 	if len(rows) == 0 {
 		return nil, nil
@@ -645,11 +646,11 @@ func (s *Imports) create(ctx context.Context, q *store.Tx, tenantID string, rows
 	var out []string
 	err := q.Savepoint(ctx, func() error {
 		var err error
-		out, err = q.ContactImportInsertNew(ctx, queries.ContactImportInsertNewParams(args))
+		out, err = q.ContactImportCreate(ctx, args)
 		return err
 	})
 	if store.IsUniqueViolation(err, "contacts_email_key") {
-		out, err = q.ContactImportCreate(ctx, args)
+		return nil, nil
 	}
 	lines := make([]int, len(out))
 	for i, id := range out {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
@@ -343,19 +342,7 @@ func TestImportChunkMeetsAConcurrentCreate(t *testing.T) {
 	}()
 	// The chunk's lookup cannot see the uncommitted contact; its insert
 	// waits on the contact's index entry.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var waiting bool
-		if err := b.db.Pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the chunk never waited for the other writer")
-		}
-	}
+	waitForLockWait(t, b.db, "the chunk never waited for the other writer")
 	if err := other.Commit(b.ctx); err != nil {
 		t.Fatal(err)
 	}
