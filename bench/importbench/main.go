@@ -4,15 +4,18 @@
 // streamed, to the progress resource saying completed; the import task
 // runs on an asynq server with the worker's mux), then copies the same file
 // with a bare COPY into an unindexed table of text columns, and prints both
-// rates and their ratio. Meanwhile it asks GET /api/contacts/{id} of
-// another tenant at a fixed rate, idle and during the import, and prints
-// the latency percentiles of both.
+// rates and their ratio. Meanwhile it asks for another tenant's contact at
+// a fixed rate, idle and during the import, twice over: GET
+// /api/contacts/{id} through the api, and its primary-key SELECT alone on
+// a connection of its own; it prints the latency percentiles of each.
 //
-// Everything runs in this process on loopback: the api, the worker, the
-// client; with -worker-bin the worker runs as its own process, as it does
-// in production, so its garbage collector and goroutines are not the api's. It uses a database of its own (created, migrated, dropped at the
-// end unless -keep) and a Redis database leased as the tests lease theirs
-// (tidings:testlease:N), flushed before and after.
+// It runs the api and the client in this process on loopback. The worker
+// runs here too, or, with -worker-bin (what make bench-import passes), as
+// its own process, as in production, so its garbage collector and
+// goroutines are not the api's. It uses a database of its own (created,
+// migrated, dropped at the end unless -keep) and a Redis database leased
+// as the tests lease theirs (tidings:testlease:N), flushed before and
+// after.
 package main
 
 import (
@@ -38,6 +41,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"tidings/api"
@@ -198,15 +202,38 @@ func run() error {
 	fmt.Printf("file: %d rows, %.1f MiB (email,firstName,lastName,plan,city)\n", *rows, float64(size)/(1<<20))
 	fmt.Printf("load average before: %s\n", loadAvg())
 
+	// Two probes of the other tenant's contact: over HTTP through the api,
+	// and the primary-key SELECT alone on a pool of its own (no HTTP, no
+	// api), which tells a wait in PostgreSQL or for a core from one in the
+	// service.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	probe := func(d time.Duration, stop <-chan struct{}) []sample {
-		return probeLatency(ctx, client, base+"/api/contacts/"+otherContact, otherKey.Raw, *probeHz, d, stop)
+	sqlPool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer sqlPool.Close()
+	asks := []func(context.Context) bool{
+		getAnswers(client, base+"/api/contacts/"+otherContact, otherKey.Raw),
+		func(ctx context.Context) bool {
+			var id string
+			return sqlPool.QueryRow(ctx, `SELECT id FROM contacts WHERE tenant_id = 'bench_other' AND id = $1`,
+				otherContact).Scan(&id) == nil
+		},
+	}
+	probe := func(d time.Duration, stop <-chan struct{}) [][]sample {
+		out := make([][]sample, len(asks))
+		var wg sync.WaitGroup
+		for i, ask := range asks {
+			wg.Go(func() { out[i] = probeLatency(ctx, *probeHz, d, stop, ask) })
+		}
+		wg.Wait()
+		return out
 	}
 
-	// Idle latency, then the import with the probe running beside it.
+	// Idle latency, then the import with the probes running beside it.
 	idle := probe(*idleFor, nil)
 	stop := make(chan struct{})
-	var during []sample
+	var during [][]sample
 	var wg sync.WaitGroup
 	wg.Go(func() { during = probe(*timeout, stop) })
 	began := time.Now()
@@ -235,10 +262,12 @@ func run() error {
 		copied, copyTime.Seconds(), copyRate)
 	fmt.Printf("ratio import/COPY: %.3f\n", importRate/copyRate)
 	staged, ended := began.Add(upload), began.Add(total)
-	fmt.Printf("GET /api/contacts/{id} of another tenant at %d/s: idle %s; during the import %s\n",
-		*probeHz, percentiles(latencies(idle, time.Time{}, began)), percentiles(latencies(during, began, ended)))
-	fmt.Printf("  of which during the upload and staging %s; during the processing %s\n",
-		percentiles(latencies(during, began, staged)), percentiles(latencies(during, staged, ended)))
+	for i, name := range []string{"GET /api/contacts/{id} of another tenant", "its SELECT by primary key alone"} {
+		fmt.Printf("%s at %d/s: idle %s; during the import %s\n", name, *probeHz,
+			percentiles(latencies(idle[i], time.Time{}, began)), percentiles(latencies(during[i], began, ended)))
+		fmt.Printf("  of which during the upload and staging %s; during the processing %s\n",
+			percentiles(latencies(during[i], began, staged)), percentiles(latencies(during[i], staged, ended)))
+	}
 	return nil
 }
 
@@ -383,9 +412,6 @@ func importFile(ctx context.Context, client *http.Client, base, key, path string
 	}
 }
 
-// probeLatency sends GET url at hz requests a second (open loop: each at
-// its scheduled time, its latency from then) for d or until stop closes,
-// and returns the latencies of the 200 answers.
 // sample is one probe request: when it was sent, how long its answer took.
 type sample struct {
 	at time.Time
@@ -403,7 +429,10 @@ func latencies(ss []sample, from, to time.Time) []time.Duration {
 	return out
 }
 
-func probeLatency(ctx context.Context, client *http.Client, target, key string, hz int, d time.Duration, stop <-chan struct{}) []sample {
+// probeLatency calls ask at hz calls a second (open loop: each at its
+// scheduled time, its latency from then) for d or until stop closes, and
+// returns the samples of the calls that answered as they should.
+func probeLatency(ctx context.Context, hz int, d time.Duration, stop <-chan struct{}, ask func(context.Context) bool) []sample {
 	var mu sync.Mutex
 	var out []sample
 	var wg sync.WaitGroup
@@ -423,21 +452,28 @@ func probeLatency(ctx context.Context, client *http.Client, target, key string, 
 			return out
 		case at := <-tick.C:
 			wg.Go(func() {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-				req.Header.Set("Authorization", "Bearer "+key)
-				resp, err := client.Do(req)
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
+				if ask(ctx) {
 					mu.Lock()
 					out = append(out, sample{at, time.Since(at)})
 					mu.Unlock()
 				}
 			})
 		}
+	}
+}
+
+// getAnswers is a probe's call: GET target with the key, answered 200.
+func getAnswers(client *http.Client, target, key string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	}
 }
 
