@@ -3,6 +3,11 @@
 -- lastEventAt forward (when asked), insert the event, and return the contact
 -- as it now stands. An event older than lastEventAt writes no contact row
 -- (no dead tuple, no row lock held against a burst on one contact).
+-- The event is stored with its processed sequences, the enabled sequences
+-- its name triggers (index sequences_trigger), read here rather than
+-- written afterwards: an update of the new row cost an event that
+-- triggers sequences a statement and, when its page was full, a second
+-- copy of the row and of its five index entries.
 WITH c AS (
     SELECT ct.* FROM contacts ct WHERE ct.tenant_id = @tenant_id AND ct.email = @email
 ), touched AS (
@@ -11,11 +16,13 @@ WITH c AS (
       AND (last_event_at IS NULL OR last_event_at < @occurred_at::timestamptz)
     RETURNING last_event_at
 ), ins AS (
-    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
-    SELECT @tenant_id, @id, c.id, @name, @properties, @occurred_at FROM c
-    RETURNING id, occurred_at, created_at
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
+    SELECT @tenant_id, @id, c.id, @name, @properties, @occurred_at,
+        ARRAY(SELECT s.id FROM sequences s WHERE s.tenant_id = @tenant_id AND s.trigger_event = @name AND s.enabled ORDER BY s.id)
+    FROM c
+    RETURNING id, occurred_at, processed_sequences
 )
-SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
+SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at, ins.processed_sequences,
        c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
        c.total_sends, c.total_opens, c.total_clicks,
        CASE WHEN @update_contact::boolean THEN greatest(c.last_event_at, @occurred_at::timestamptz) ELSE c.last_event_at END AS last_event_at,
@@ -94,11 +101,6 @@ UNION ALL
 ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;
 
--- name: EventSetProcessed :exec
--- occurred_at names the event's month: one partition is touched, not each.
-UPDATE events SET processed_sequences = @processed_sequences::text[]
-WHERE tenant_id = @tenant_id AND id = @id AND occurred_at = @occurred_at;
-
 -- name: EventInsertMany :exec
 -- Inserts many events in one statement; rows is a JSON array of objects
 -- with the columns below.
@@ -128,7 +130,8 @@ WHERE c.tenant_id = r.tenant_id AND c.id = r.id;
 -- (docs/decisions.md "Lock order"; LATERAL, so each is one index lookup
 -- whatever the statistics say): two batches sharing a contact, or a batch
 -- and a webhook batch, wait for each other rather than deadlock.
--- lastEventAt then moves as EventRecordByEmail moves it.
+-- lastEventAt then moves as EventRecordByEmail moves it, and each event
+-- is stored with its processed sequences as there.
 WITH u AS (
     SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@emails::text[]) AS email, unnest(@ids::text[]) AS id,
         unnest(@names::text[]) AS name, unnest(@properties::jsonb[]) AS properties,
@@ -154,20 +157,15 @@ WITH u AS (
       AND (t.last_event_at IS NULL OR t.last_event_at < c.event_occurred_at)
     RETURNING t.id
 ), ins AS (
-    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
-    SELECT c.tenant_id, c.event_id, c.id, c.event_name, c.event_properties, c.event_occurred_at FROM c
-    RETURNING tenant_id, id, occurred_at
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
+    SELECT c.tenant_id, c.event_id, c.id, c.event_name, c.event_properties, c.event_occurred_at,
+        ARRAY(SELECT s.id FROM sequences s WHERE s.tenant_id = c.tenant_id AND s.trigger_event = c.event_name AND s.enabled ORDER BY s.id)
+    FROM c
+    RETURNING tenant_id, id, occurred_at, processed_sequences
 )
-SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
+SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at, ins.processed_sequences,
        c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
        c.total_sends, c.total_opens, c.total_clicks,
        CASE WHEN c.update_contact THEN greatest(c.last_event_at, c.event_occurred_at) ELSE c.last_event_at END AS last_event_at,
        c.created_at, c.updated_at
 FROM c JOIN ins ON ins.tenant_id = c.tenant_id AND ins.id = c.event_id;
-
--- name: EventSetProcessedBatch :batchexec
--- EventSetProcessed for the events of a batch, sent together in one round
--- trip (a pipeline): each statement names its event's month, so it
--- touches one partition's key, as the single statement does.
-UPDATE events SET processed_sequences = @processed_sequences::text[]
-WHERE tenant_id = @tenant_id AND id = @id AND occurred_at = @occurred_at;

@@ -347,11 +347,13 @@ WITH c AS (
       AND (last_event_at IS NULL OR last_event_at < $2::timestamptz)
     RETURNING last_event_at
 ), ins AS (
-    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
-    SELECT $3, $5, c.id, $6, $7, $2 FROM c
-    RETURNING id, occurred_at, created_at
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
+    SELECT $3, $5, c.id, $6, $7, $2,
+        ARRAY(SELECT s.id FROM sequences s WHERE s.tenant_id = $3 AND s.trigger_event = $6 AND s.enabled ORDER BY s.id)
+    FROM c
+    RETURNING id, occurred_at, processed_sequences
 )
-SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
+SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at, ins.processed_sequences,
        c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
        c.total_sends, c.total_opens, c.total_clicks,
        CASE WHEN $1::boolean THEN greatest(c.last_event_at, $2::timestamptz) ELSE c.last_event_at END AS last_event_at,
@@ -370,27 +372,33 @@ type EventRecordByEmailParams struct {
 }
 
 type EventRecordByEmailRow struct {
-	EventID           string
-	EventOccurredAt   time.Time
-	ContactID         string
-	Email             string
-	UserID            *string
-	ContactProperties json.RawMessage
-	Subscribed        bool
-	Suppressed        bool
-	Topics            json.RawMessage
-	TotalSends        int64
-	TotalOpens        int64
-	TotalClicks       int64
-	LastEventAt       interface{}
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	EventID            string
+	EventOccurredAt    time.Time
+	ProcessedSequences []string
+	ContactID          string
+	Email              string
+	UserID             *string
+	ContactProperties  json.RawMessage
+	Subscribed         bool
+	Suppressed         bool
+	Topics             json.RawMessage
+	TotalSends         int64
+	TotalOpens         int64
+	TotalClicks        int64
+	LastEventAt        interface{}
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // One round trip records a custom event: find the contact by email, move its
 // lastEventAt forward (when asked), insert the event, and return the contact
 // as it now stands. An event older than lastEventAt writes no contact row
 // (no dead tuple, no row lock held against a burst on one contact).
+// The event is stored with its processed sequences, the enabled sequences
+// its name triggers (index sequences_trigger), read here rather than
+// written afterwards: an update of the new row cost an event that
+// triggers sequences a statement and, when its page was full, a second
+// copy of the row and of its five index entries.
 func (q *Queries) EventRecordByEmail(ctx context.Context, arg EventRecordByEmailParams) (EventRecordByEmailRow, error) {
 	row := q.db.QueryRow(ctx, eventRecordByEmail,
 		arg.UpdateContact,
@@ -405,6 +413,7 @@ func (q *Queries) EventRecordByEmail(ctx context.Context, arg EventRecordByEmail
 	err := row.Scan(
 		&i.EventID,
 		&i.EventOccurredAt,
+		&i.ProcessedSequences,
 		&i.ContactID,
 		&i.Email,
 		&i.UserID,
@@ -448,11 +457,13 @@ WITH u AS (
       AND (t.last_event_at IS NULL OR t.last_event_at < c.event_occurred_at)
     RETURNING t.id
 ), ins AS (
-    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
-    SELECT c.tenant_id, c.event_id, c.id, c.event_name, c.event_properties, c.event_occurred_at FROM c
-    RETURNING tenant_id, id, occurred_at
+    INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at, processed_sequences)
+    SELECT c.tenant_id, c.event_id, c.id, c.event_name, c.event_properties, c.event_occurred_at,
+        ARRAY(SELECT s.id FROM sequences s WHERE s.tenant_id = c.tenant_id AND s.trigger_event = c.event_name AND s.enabled ORDER BY s.id)
+    FROM c
+    RETURNING tenant_id, id, occurred_at, processed_sequences
 )
-SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at,
+SELECT ins.id AS event_id, ins.occurred_at AS event_occurred_at, ins.processed_sequences,
        c.id AS contact_id, c.email, c.user_id, c.properties AS contact_properties, c.subscribed, c.suppressed, c.topics,
        c.total_sends, c.total_opens, c.total_clicks,
        CASE WHEN c.update_contact THEN greatest(c.last_event_at, c.event_occurred_at) ELSE c.last_event_at END AS last_event_at,
@@ -471,21 +482,22 @@ type EventRecordByEmailManyParams struct {
 }
 
 type EventRecordByEmailManyRow struct {
-	EventID           string
-	EventOccurredAt   time.Time
-	ContactID         string
-	Email             string
-	UserID            *string
-	ContactProperties json.RawMessage
-	Subscribed        bool
-	Suppressed        bool
-	Topics            json.RawMessage
-	TotalSends        int64
-	TotalOpens        int64
-	TotalClicks       int64
-	LastEventAt       interface{}
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	EventID            string
+	EventOccurredAt    time.Time
+	ProcessedSequences []string
+	ContactID          string
+	Email              string
+	UserID             *string
+	ContactProperties  json.RawMessage
+	Subscribed         bool
+	Suppressed         bool
+	Topics             json.RawMessage
+	TotalSends         int64
+	TotalOpens         int64
+	TotalClicks        int64
+	LastEventAt        interface{}
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // EventRecordByEmail for a batch of events of distinct contacts (the group
@@ -496,7 +508,8 @@ type EventRecordByEmailManyRow struct {
 // (docs/decisions.md "Lock order"; LATERAL, so each is one index lookup
 // whatever the statistics say): two batches sharing a contact, or a batch
 // and a webhook batch, wait for each other rather than deadlock.
-// lastEventAt then moves as EventRecordByEmail moves it.
+// lastEventAt then moves as EventRecordByEmail moves it, and each event
+// is stored with its processed sequences as there.
 func (q *Queries) EventRecordByEmailMany(ctx context.Context, arg EventRecordByEmailManyParams) ([]EventRecordByEmailManyRow, error) {
 	rows, err := q.db.Query(ctx, eventRecordByEmailMany,
 		arg.TenantIds,
@@ -517,6 +530,7 @@ func (q *Queries) EventRecordByEmailMany(ctx context.Context, arg EventRecordByE
 		if err := rows.Scan(
 			&i.EventID,
 			&i.EventOccurredAt,
+			&i.ProcessedSequences,
 			&i.ContactID,
 			&i.Email,
 			&i.UserID,
@@ -539,29 +553,6 @@ func (q *Queries) EventRecordByEmailMany(ctx context.Context, arg EventRecordByE
 		return nil, err
 	}
 	return items, nil
-}
-
-const eventSetProcessed = `-- name: EventSetProcessed :exec
-UPDATE events SET processed_sequences = $1::text[]
-WHERE tenant_id = $2 AND id = $3 AND occurred_at = $4
-`
-
-type EventSetProcessedParams struct {
-	ProcessedSequences []string
-	TenantID           string
-	ID                 string
-	OccurredAt         time.Time
-}
-
-// occurred_at names the event's month: one partition is touched, not each.
-func (q *Queries) EventSetProcessed(ctx context.Context, arg EventSetProcessedParams) error {
-	_, err := q.db.Exec(ctx, eventSetProcessed,
-		arg.ProcessedSequences,
-		arg.TenantID,
-		arg.ID,
-		arg.OccurredAt,
-	)
-	return err
 }
 
 const timeline = `-- name: Timeline :many

@@ -151,16 +151,17 @@ func contactNotFound(err error) error {
 }
 
 // Hook reacts to a custom event inside the transaction that records it,
-// e.g. to enrol the contact in sequences; it reports the sequences it
-// processed and newly enrolled.
-type Hook func(ctx context.Context, q *store.Tx, ev *Recorded) (processed, triggered []string, err error)
+// e.g. to enrol the contact in the sequences the event was stored as
+// processing (ev.ProcessedSequences: the enabled sequences its name
+// triggered when it was stored); it reports those it newly enrolled the
+// contact in.
+type Hook func(ctx context.Context, q *store.Tx, ev *Recorded) (triggered []string, err error)
 
 // BatchHook is a Hook for a batch of custom events of distinct contacts,
 // run once in the transaction that records them all (RecordCustomMany),
 // so its cost is per batch rather than per event. It appends to each
-// event's ProcessedSequences and TriggeredSequences what the Hook returns
-// for it, and must leave the database as the Hook run on each event in
-// turn would.
+// event's TriggeredSequences what the Hook returns for it, and must leave
+// the database as the Hook run on each event in turn would.
 type BatchHook func(ctx context.Context, q *store.Tx, evs []*Recorded) error
 
 // SystemHook reacts to system events inside the transaction that records
@@ -222,8 +223,12 @@ func recorded(in Custom, row queries.EventRecordByEmailRow) *Recorded {
 	if t, ok := row.LastEventAt.(time.Time); ok {
 		last = &t
 	}
+	processed := row.ProcessedSequences
+	if processed == nil {
+		processed = []string{}
+	}
 	return &Recorded{EventID: row.EventID, Name: in.Name, Properties: in.Properties, Timestamp: row.EventOccurredAt,
-		ContactID: row.ContactID, ProcessedSequences: []string{}, TriggeredSequences: []string{},
+		ContactID: row.ContactID, ProcessedSequences: processed, TriggeredSequences: []string{},
 		Contact: queries.Contact{TenantID: in.TenantID, ID: row.ContactID, Email: row.Email, UserID: row.UserID,
 			Properties: row.ContactProperties, Subscribed: row.Subscribed, Suppressed: row.Suppressed, Topics: row.Topics,
 			TotalSends: row.TotalSends, TotalOpens: row.TotalOpens, TotalClicks: row.TotalClicks,
@@ -284,18 +289,13 @@ func (r *Recorder) runSystemHooks(ctx context.Context, q *store.Tx, evs []System
 
 func (r *Recorder) runHooks(ctx context.Context, q *store.Tx, rec *Recorded) error {
 	for _, h := range r.Hooks {
-		processed, triggered, err := h(ctx, q, rec)
+		triggered, err := h(ctx, q, rec)
 		if err != nil {
 			return err
 		}
-		rec.ProcessedSequences = append(rec.ProcessedSequences, processed...)
 		rec.TriggeredSequences = append(rec.TriggeredSequences, triggered...)
 	}
-	if len(rec.ProcessedSequences) == 0 {
-		return nil
-	}
-	return q.EventSetProcessed(ctx, queries.EventSetProcessedParams{
-		TenantID: rec.Contact.TenantID, ID: rec.EventID, OccurredAt: rec.Timestamp, ProcessedSequences: rec.ProcessedSequences})
+	return nil
 }
 
 // RecordSystemMany stores many system events inside the caller's

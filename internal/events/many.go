@@ -140,9 +140,7 @@ func recordMany(ctx context.Context, q *queries.Queries, ins []Custom, idx []int
 }
 
 // runBatchHooks runs the hooks on a batch of recorded events (BatchHooks,
-// else each Hook on each event), then stores every event's processed
-// sequences, one statement per event (each touches one partition's key)
-// sent in one round trip.
+// else each Hook on each event).
 func (r *Recorder) runBatchHooks(ctx context.Context, q *store.Tx, recs []*Recorded) error {
 	if len(recs) == 0 {
 		return nil
@@ -153,33 +151,12 @@ func (r *Recorder) runBatchHooks(ctx context.Context, q *store.Tx, recs []*Recor
 				return err
 			}
 		}
-	} else {
-		for _, rec := range recs {
-			for _, h := range r.Hooks {
-				processed, triggered, err := h(ctx, q, rec)
-				if err != nil {
-					return err
-				}
-				rec.ProcessedSequences = append(rec.ProcessedSequences, processed...)
-				rec.TriggeredSequences = append(rec.TriggeredSequences, triggered...)
-			}
-		}
-	}
-	var set []queries.EventSetProcessedBatchParams
-	for _, rec := range recs {
-		if len(rec.ProcessedSequences) > 0 {
-			set = append(set, queries.EventSetProcessedBatchParams{TenantID: rec.Contact.TenantID, ID: rec.EventID,
-				OccurredAt: rec.Timestamp, ProcessedSequences: rec.ProcessedSequences})
-		}
-	}
-	if len(set) == 0 {
 		return nil
 	}
-	var first error
-	q.EventSetProcessedBatch(ctx, set).Exec(func(_ int, err error) {
-		if err != nil && first == nil {
-			first = err
+	for _, rec := range recs {
+		if err := r.runHooks(ctx, q, rec); err != nil {
+			return err
 		}
-	})
-	return first
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,9 +141,9 @@ func TestRecordCustomManyIsolatesAFailingEvent(t *testing.T) {
 		BEGIN IF NEW.name = 'boom' THEN RAISE EXCEPTION 'boom refused' USING ERRCODE = 'P0001'; END IF; RETURN NEW; END $$`)
 	exec(t, db, `CREATE TRIGGER refuse_boom BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_boom()`)
 	hooked := map[string]int{}
-	rec := &events.Recorder{DB: db, Hooks: []events.Hook{func(_ context.Context, _ *store.Tx, ev *events.Recorded) ([]string, []string, error) {
+	rec := &events.Recorder{DB: db, Hooks: []events.Hook{func(_ context.Context, _ *store.Tx, ev *events.Recorded) ([]string, error) {
 		hooked[ev.EventID]++
-		return nil, nil, nil
+		return nil, nil
 	}}}
 	var ins []events.Custom
 	for i, e := range emails {
@@ -175,24 +176,34 @@ func TestRecordCustomManyIsolatesAFailingEvent(t *testing.T) {
 	}
 }
 
-// A hook's failure in the batch is one event's failure too.
+// A hook's failure in the batch is one event's failure too; the others
+// are stored with their processed sequences (the enabled sequences of
+// their tenant that their name triggers) and what the hook entered.
 func TestRecordCustomManyIsolatesAFailingHook(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := manySetup(t, "a@example.com", "b@example.com", "c@example.com")
+	for _, s := range []struct {
+		tenant, id, trigger string
+		enabled             bool
+	}{{"t1", "seq_x", "x", true}, {"t1", "seq_x2", "x", true}, {"t1", "seq_off", "x", false}, {"t1", "seq_bad", "bad", true},
+		{"t2", "seq_y", "y", true}, {"t2", "seq_x_of_t2", "x", true}} {
+		exec(t, db, `INSERT INTO sequences (tenant_id, id, name, content, trigger_event, enabled) VALUES ($1, $2, $2, '', $3, $4)`,
+			s.tenant, s.id, s.trigger, s.enabled)
+	}
 	rec := &events.Recorder{DB: db,
-		Hooks: []events.Hook{func(_ context.Context, _ *store.Tx, ev *events.Recorded) ([]string, []string, error) {
+		Hooks: []events.Hook{func(_ context.Context, _ *store.Tx, ev *events.Recorded) ([]string, error) {
 			if ev.Name == "bad" {
-				return nil, nil, fmt.Errorf("hook refused %s", ev.EventID)
+				return nil, fmt.Errorf("hook refused %s", ev.EventID)
 			}
-			return []string{"seq_" + ev.Name}, nil, nil
+			return ev.ProcessedSequences[:1], nil
 		}},
 		BatchHooks: []events.BatchHook{func(_ context.Context, _ *store.Tx, evs []*events.Recorded) error {
 			for _, ev := range evs {
 				if ev.Name == "bad" {
 					return fmt.Errorf("hook refused %s", ev.EventID)
 				}
-				ev.ProcessedSequences = append(ev.ProcessedSequences, "seq_"+ev.Name)
+				ev.TriggeredSequences = append(ev.TriggeredSequences, ev.ProcessedSequences[:1]...)
 			}
 			return nil
 		}}}
@@ -201,11 +212,15 @@ func TestRecordCustomManyIsolatesAFailingHook(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil || errs[1] == nil {
 		t.Fatal(errs)
 	}
+	want := map[string]string{"x": "seq_x,seq_x2", "y": "seq_y"}
 	for _, r := range []*events.Recorded{recs[0], recs[2]} {
 		var processed []string
 		if err := db.Pool.QueryRow(ctx, `SELECT processed_sequences FROM events WHERE tenant_id = $1 AND id = $2`,
-			r.Contact.TenantID, r.EventID).Scan(&processed); err != nil || len(processed) != 1 || processed[0] != "seq_"+r.Name {
-			t.Fatalf("%s: processed %v %v", r.Name, processed, err)
+			r.Contact.TenantID, r.EventID).Scan(&processed); err != nil || strings.Join(processed, ",") != want[r.Name] {
+			t.Fatalf("%s: stored processed %v %v, want %s", r.Name, processed, err, want[r.Name])
+		}
+		if strings.Join(r.ProcessedSequences, ",") != want[r.Name] || len(r.TriggeredSequences) != 1 || r.TriggeredSequences[0] != processed[0] {
+			t.Fatalf("%s: processed %v, triggered %v", r.Name, r.ProcessedSequences, r.TriggeredSequences)
 		}
 	}
 	var n int

@@ -21,6 +21,7 @@ func TestHooksShareTheEventTransaction(t *testing.T) {
 	for _, q := range []string{
 		`INSERT INTO tenants (id, name) VALUES ('t', 'T')`,
 		`INSERT INTO contacts (tenant_id, id, email) VALUES ('t', 'cnt_1', 'a@example.com')`,
+		`INSERT INTO sequences (tenant_id, id, name, content, trigger_event) VALUES ('t', 'onboarding', 'O', '', 'signed_up'), ('t', 'other', 'O', '', 'signed_up')`,
 	} {
 		if _, err := db.Pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -29,13 +30,13 @@ func TestHooksShareTheEventTransaction(t *testing.T) {
 	fail := errors.New("hook failed")
 	var shouldFail bool
 	rec := &events.Recorder{DB: db, Hooks: []events.Hook{
-		func(ctx context.Context, q *store.Tx, ev *events.Recorded) ([]string, []string, error) {
+		func(ctx context.Context, q *store.Tx, ev *events.Recorded) ([]string, error) {
 			if shouldFail {
-				return nil, nil, fail
+				return nil, fail
 			}
 			err := q.TimelineEntryInsert(ctx, queries.TimelineEntryInsertParams{TenantID: "t", ID: "tle_" + ev.EventID,
 				ContactID: ev.ContactID, Type: "sequence_entered", OccurredAt: ev.Timestamp, Data: []byte(`{}`)})
-			return []string{"onboarding", "other"}, []string{"onboarding"}, err
+			return []string{"onboarding"}, err
 		},
 	}}
 	in := events.Custom{TenantID: "t", Email: "a@example.com", Name: "signed_up", Properties: []byte(`{}`),

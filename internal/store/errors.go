@@ -131,31 +131,6 @@ func (t translating) CopyFrom(ctx context.Context, table pgx.Identifier, cols []
 	return n, Translate(err)
 }
 
-// SendBatch sends a pipeline of statements (sqlc's :batch queries) in one
-// round trip; what each statement answers is translated as above.
-func (t translating) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return translatingBatch{t.db.SendBatch(ctx, b)}
-}
-
-type translatingBatch struct{ pgx.BatchResults }
-
-func (b translatingBatch) Exec() (pgconn.CommandTag, error) {
-	tag, err := b.BatchResults.Exec()
-	return tag, Translate(err)
-}
-
-func (b translatingBatch) Query() (pgx.Rows, error) {
-	rows, err := b.BatchResults.Query()
-	if err != nil {
-		return rows, Translate(err)
-	}
-	return translatingRows{rows}, nil
-}
-
-func (b translatingBatch) QueryRow() pgx.Row { return translatingRow{b.BatchResults.QueryRow()} }
-
-func (b translatingBatch) Close() error { return Translate(b.BatchResults.Close()) }
-
 type translatingRow struct{ pgx.Row }
 
 func (r translatingRow) Scan(dest ...any) error { return Translate(r.Row.Scan(dest...)) }

@@ -12,56 +12,59 @@ import (
 )
 
 // Hook is the events.Hook of the sequence engine, run in a custom event's
-// transaction. The event enrols the contact in every enabled sequence it
-// triggers (processed: all of them; triggered: those it newly enrolled the
-// contact in), then evaluates the exit conditions of the contact's active
-// enrolments: true exits the enrolment (exit_condition) and cancels its
-// pending sends. System events go through SystemHook. The event that
-// enrolled a contact does not count toward that enrolment's exit (see
-// evaluator). The tasks of the sends it schedules are enqueued once the
-// event's transaction commits (store.Tx.Schedule). It is HookMany for a
-// batch of one: one code path for both.
-func Hook(ctx context.Context, q *store.Tx, ev *events.Recorded) (processed, triggered []string, err error) {
-	p, t, err := hook(ctx, q, []*events.Recorded{ev})
+// transaction. The event was stored with its processed sequences (the
+// enabled sequences its name triggers); it enrols the contact in each of
+// them (triggered: those it newly enrolled the contact in), then
+// evaluates the exit conditions of the contact's active enrolments: true
+// exits the enrolment (exit_condition) and cancels its pending sends.
+// System events go through SystemHook. The event that enrolled a contact
+// does not count toward that enrolment's exit (see evaluator). The tasks
+// of the sends it schedules are enqueued once the event's transaction
+// commits (store.Tx.Schedule). It is HookMany for a batch of one: one
+// code path for both.
+func Hook(ctx context.Context, q *store.Tx, ev *events.Recorded) (triggered []string, err error) {
+	t, err := hook(ctx, q, []*events.Recorded{ev})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return p[0], t[0], nil
+	return t[0], nil
 }
 
 // HookMany is the events.BatchHook of the sequence engine: Hook for a batch
 // of custom events of distinct contacts, in the transaction that records
 // them all, with a fixed number of statements however many events there
-// are (the trigger lookup, the enrolments of enrollMany, the exit check's
-// read), plus the evaluation of the exit conditions that a contact's
-// active enrolments have (most have none). It appends to each event's
-// ProcessedSequences and TriggeredSequences what Hook returns for it.
+// are (the definitions of the sequences they trigger, the enrolments of
+// enrollMany, the exit check's read), plus the evaluation of the exit
+// conditions that a contact's active enrolments have (most have none). It
+// appends to each event's TriggeredSequences what Hook returns for it.
 // Events of distinct contacts touch disjoint rows (enrolments, scheduled
 // sends and exits are per contact), so the batch leaves the database as
 // Hook run on each event in turn would; two events of one contact in one
 // batch are refused (events.Recorder puts them in separate transactions).
 func HookMany(ctx context.Context, q *store.Tx, evs []*events.Recorded) error {
-	processed, triggered, err := hook(ctx, q, evs)
+	triggered, err := hook(ctx, q, evs)
 	if err != nil {
 		return err
 	}
 	for i, ev := range evs {
-		ev.ProcessedSequences = append(ev.ProcessedSequences, processed[i]...)
 		ev.TriggeredSequences = append(ev.TriggeredSequences, triggered[i]...)
 	}
 	return nil
 }
 
 // hook runs the engine for a batch of events of distinct contacts and
-// returns, per event, the sequences it processed and those it newly
-// enrolled the contact in.
-func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (processed, triggered [][]string, err error) {
-	processed = make([][]string, len(evs))
+// returns, per event, the sequences it newly enrolled the contact in.
+// The definitions are read by trigger, one read for the batch; an event
+// enrols only in the sequences it was stored as processing, so what it
+// reports entering is always among them (a sequence enabled between the
+// two statements waits for the next event, as one enabled a moment later
+// would).
+func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (triggered [][]string, err error) {
 	type pair struct{ tenant, name string }
 	var tp queries.SequencesTriggeredByManyParams
 	seen := map[pair]bool{}
 	for _, ev := range evs {
-		if events.IsSystem(ev.Name) {
+		if events.IsSystem(ev.Name) || len(ev.ProcessedSequences) == 0 {
 			continue
 		}
 		k := pair{ev.Contact.TenantID, ev.Name}
@@ -75,12 +78,12 @@ func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (processed, 
 	if len(tp.TenantIds) > 0 {
 		rows, err := triggeredBy(ctx, q, tp)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, row := range rows {
 			seq, err := sequenceOf(row.ID, row.Name, row.Enabled, row.Version, row.Definition)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			k := pair{row.TenantID, row.TriggerEvent}
 			bySeq[k] = append(bySeq[k], seq)
@@ -92,9 +95,11 @@ func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (processed, 
 		if events.IsSystem(ev.Name) {
 			continue
 		}
-		seqs := bySeq[pair{ev.Contact.TenantID, ev.Name}]
-		for _, s := range seqs {
-			processed[i] = append(processed[i], s.ID)
+		var seqs []Sequence
+		for _, s := range bySeq[pair{ev.Contact.TenantID, ev.Name}] {
+			if slices.Contains(ev.ProcessedSequences, s.ID) {
+				seqs = append(seqs, s)
+			}
 		}
 		if len(seqs) > 0 {
 			reqs = append(reqs, enrolRequest{tenantID: ev.Contact.TenantID, contactID: ev.ContactID, seqs: seqs,
@@ -104,13 +109,13 @@ func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (processed, 
 	}
 	entered, err := enrollMany(ctx, q, reqs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	triggered = make([][]string, len(evs))
 	for r, i := range reqOf {
 		triggered[i] = entered[r]
 	}
-	return processed, triggered, exitOnEvents(ctx, q, evs)
+	return triggered, exitOnEvents(ctx, q, evs)
 }
 
 // triggeredBy reads the enabled sequences each (tenant, event name) pair
