@@ -61,6 +61,7 @@ func (c *Counts) add(o Counts) {
 	c.Complained += o.Complained
 	c.Opened += o.Opened
 	c.Clicked += o.Clicked
+	c.Unsubscribed += o.Unsubscribed
 	c.MachineOpened += o.MachineOpened
 	c.MachineClicked += o.MachineClicked
 }
@@ -154,36 +155,66 @@ func Count(ctx context.Context, q Adder, facts ...Fact) error {
 	if off.Load() {
 		return nil
 	}
-	rows := make([]addRow, 0, 3*len(facts))
+	// The facts are summed per counter row first: a batch of 250
+	// enrolments is 750 facts' worth of scopes but a handful of rows, and
+	// the statement's cost follows the rows it parses.
+	type rowKey struct {
+		tenant, scope, scopeID string
+		// period is the UTC day (tenant scope) or month of At, as the
+		// statement computes it; "" for the transaction's now().
+		period string
+	}
+	type sum struct {
+		at *time.Time
+		Counts
+	}
+	sums := make(map[rowKey]*sum, 4)
+	var order []rowKey
+	add := func(f Fact, scope, scopeID string) {
+		k := rowKey{tenant: f.TenantID, scope: scope, scopeID: scopeID}
+		var at *time.Time
+		if !f.At.IsZero() {
+			t := f.At.UTC()
+			at = &t
+			if scope == scopeTenant {
+				k.period = t.Format(DateLayout)
+			} else {
+				k.period = t.Format(MonthLayout)
+			}
+		}
+		if s, ok := sums[k]; ok {
+			s.add(f.Counts)
+			return
+		}
+		sums[k] = &sum{at: at, Counts: f.Counts}
+		order = append(order, k)
+	}
 	for _, f := range facts {
 		if f.zero() {
 			continue
 		}
-		r := addRow{TenantID: f.TenantID, Scope: scopeTenant,
-			Scheduled: f.Scheduled, Sent: f.Sent, Cancelled: f.Cancelled, Delivered: f.Delivered,
-			BouncedHard: f.BouncedHard, BouncedSoft: f.BouncedSoft, Complained: f.Complained,
-			Opened: f.Opened, Clicked: f.Clicked, Unsubscribed: f.Unsubscribed,
-			MachineOpened: f.MachineOpened, MachineClicked: f.MachineClicked}
-		if !f.At.IsZero() {
-			at := f.At
-			r.At = &at
-		}
-		rows = append(rows, r)
+		add(f, scopeTenant, "")
 		if f.TemplateID != "" {
-			r.Scope, r.ScopeID = scopeTemplate, f.TemplateID
-			rows = append(rows, r)
+			add(f, scopeTemplate, f.TemplateID)
 		}
 		if f.SequenceID != "" {
-			r.Scope, r.ScopeID = scopeSequence, f.SequenceID
-			rows = append(rows, r)
+			add(f, scopeSequence, f.SequenceID)
 		}
 		if f.BroadcastID != "" {
-			r.Scope, r.ScopeID = scopeBroadcast, f.BroadcastID
-			rows = append(rows, r)
+			add(f, scopeBroadcast, f.BroadcastID)
 		}
 	}
-	if len(rows) == 0 {
+	if len(order) == 0 {
 		return nil
+	}
+	rows := make([]addRow, len(order))
+	for i, k := range order {
+		s := sums[k]
+		rows[i] = addRow{TenantID: k.tenant, Scope: k.scope, ScopeID: k.scopeID, At: s.at,
+			Scheduled: s.Scheduled, Sent: s.Sent, Cancelled: s.Cancelled, Delivered: s.Delivered,
+			BouncedHard: s.BouncedHard, BouncedSoft: s.BouncedSoft, Complained: s.Complained,
+			Opened: s.Opened, Clicked: s.Clicked, Unsubscribed: s.Unsubscribed,
+			MachineOpened: s.MachineOpened, MachineClicked: s.MachineClicked}
 	}
 	b, err := json.Marshal(rows)
 	if err != nil {

@@ -121,6 +121,47 @@ func TestDayAndMonthBoundaries(t *testing.T) {
 	}
 }
 
+// One Count of many facts sums them per counter row before writing: each
+// lands on its UTC day and month as if counted alone, and the statement
+// writes one row per scope and period (the transaction's shard), not one
+// per fact.
+func TestOneCountSumsItsFactsPerRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	lastOct := time.Date(2026, 10, 31, 23, 59, 59, 0, time.UTC)
+	amsterdam := time.FixedZone("CET", 3600)
+	var facts []metrics.Fact
+	for range 300 {
+		facts = append(facts, sent("ten_a", "seq", "tmpl", lastOct))
+	}
+	for range 200 { // 00:30 on 1 November in Amsterdam: 31 October in UTC
+		facts = append(facts, sent("ten_a", "seq", "tmpl", time.Date(2026, 11, 1, 0, 30, 0, 0, amsterdam)))
+	}
+	for range 100 {
+		facts = append(facts, sent("ten_a", "seq", "tmpl", lastOct.Add(time.Hour)))
+	}
+	for range 50 { // the transaction's now()
+		facts = append(facts, metrics.Fact{TenantID: "ten_b", Counts: metrics.Counts{Scheduled: 1, Unsubscribed: 1}})
+	}
+	b.count(facts...)
+	if d := b.report("ten_a", metrics.Query{Date: "2026-10-31"}); d.Counters.Sent != 500 {
+		t.Fatalf("31 October: %d sent, want 500", d.Counters.Sent)
+	}
+	if d := b.report("ten_a", metrics.Query{Date: "2026-11-01"}); d.Counters.Sent != 100 {
+		t.Fatalf("1 November: %d sent, want 100", d.Counters.Sent)
+	}
+	var rows, sum int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*), sum(sent) FROM metric_counts WHERE tenant_id = 'ten_a'`).Scan(&rows, &sum); err != nil ||
+		rows != 6 || sum != 3*600 {
+		t.Fatalf("ten_a: %d counter rows with %d sent, want 6 rows (tenant, sequence, template × 2 periods) with 1800 (%v)", rows, sum, err)
+	}
+	var scheduled, unsub int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*), sum(scheduled), sum(unsubscribed) FROM metric_counts WHERE tenant_id = 'ten_b'`).
+		Scan(&rows, &scheduled, &unsub); err != nil || rows != 1 || scheduled != 50 || unsub != 50 {
+		t.Fatalf("ten_b: %d rows, %d scheduled, %d unsubscribed; want 1, 50, 50 (%v)", rows, scheduled, unsub, err)
+	}
+}
+
 // A range has every day from start to end, zeros where nothing was
 // counted; the other tenant's counts never show.
 func TestRangeHasEveryDay(t *testing.T) {
