@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"tidings/internal/app"
@@ -260,6 +261,39 @@ func TestEmission(t *testing.T) {
 	f.deliver()
 	if rcv.count() != len(want)+1 {
 		t.Fatalf("receiver got %d, want %d", rcv.count(), len(want)+1)
+	}
+}
+
+// The statement triggers that write facts (new contacts, email.* events,
+// sequence timeline entries) first ask whether any tenant of the
+// statement has an enabled endpoint (schema 0032): a statement whose rows
+// belong to several tenants writes the facts of the tenant that has one,
+// and only those; a tenant whose only endpoint is disabled gets none.
+func TestEmissionInAStatementOfManyTenants(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	rcv := newReceiver(t)
+	if _, err := f.svc.Outbound.Create(f.ctx, tenant, outbound.Input{URL: ptr(rcv.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Outbound.Create(f.ctx, "ten_other", outbound.Input{URL: ptr(rcv.srv.URL), Enabled: ptr(false)}); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`INSERT INTO tenants (id, name) VALUES ('ten_none', 'N')`)
+	tenants := []string{"ten_none", "ten_other", tenant}
+	f.exec(`INSERT INTO contacts (tenant_id, id, email) SELECT t, 'cnt_' || t, 'a@example.com' FROM unnest($1::text[]) t`, tenants)
+	f.exec(`INSERT INTO events (tenant_id, id, contact_id, name, properties, occurred_at)
+		SELECT t, 'evt_' || t, 'cnt_' || t, 'email.sent', '{}', now() FROM unnest($1::text[]) t`, tenants)
+	f.exec(`INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+		SELECT t, 'tle_' || t, 'cnt_' || t, 'sequence_entered', now(), '{}' FROM unnest($1::text[]) t`, tenants)
+	rows, err := f.svc.DB.Pool.Query(f.ctx, `SELECT tenant_id || ' ' || type FROM webhook_outbox ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if want := []string{tenant + " contact.created", tenant + " email.sent", tenant + " sequence.entered"}; err != nil ||
+		strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("outbox %v (%v), want %v", got, err, want)
 	}
 }
 
