@@ -158,6 +158,8 @@ ON CONFLICT DO NOTHING;
 -- name: DispatchSchedule :many
 -- ScheduledSendInsertMany for the next steps of a batch (many contacts),
 -- each with its scheduled timeline entry; batch holds one object per send.
+-- The entries' ids derive from the new scheduled sends' ids: a plain
+-- insert, as in EnrolmentStartForContacts.
 WITH ss AS (
     INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
         template_id, scheduled_for)
@@ -173,7 +175,6 @@ WITH ss AS (
             'templateId', ss.template_id,
             'scheduledFor', to_char(ss.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
     FROM ss
-    ON CONFLICT DO NOTHING
 )
 SELECT * FROM ss;
 

@@ -412,7 +412,6 @@ WITH ss AS (
             'templateId', ss.template_id,
             'scheduledFor', to_char(ss.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
     FROM ss
-    ON CONFLICT DO NOTHING
 )
 SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at FROM ss
 `
@@ -440,6 +439,8 @@ type DispatchScheduleRow struct {
 
 // ScheduledSendInsertMany for the next steps of a batch (many contacts),
 // each with its scheduled timeline entry; batch holds one object per send.
+// The entries' ids derive from the new scheduled sends' ids: a plain
+// insert, as in EnrolmentStartForContacts.
 func (q *Queries) DispatchSchedule(ctx context.Context, batch json.RawMessage) ([]DispatchScheduleRow, error) {
 	rows, err := q.db.Query(ctx, dispatchSchedule, batch)
 	if err != nil {
