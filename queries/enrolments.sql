@@ -2,7 +2,9 @@
 -- Timeline entries of an enrolment's life have ids derived from the
 -- enrolment's id (tle_<enrolment>:entered, :exited, :completed): each
 -- happens once per enrolment, and statements that end many enrolments at
--- once write them in SQL without a round trip per row.
+-- once write them in SQL without a round trip per row. The entered entry
+-- is not written at all since schema 0033: the timeline reads it from the
+-- enrolment.
 
 -- name: SequencesTriggeredBy :many
 -- The enabled sequences of a tenant that the custom event name triggers
@@ -50,9 +52,12 @@ LIMIT 1;
 
 -- name: EnrolmentInsert :one
 -- No row when the contact already has an open enrolment in the sequence
--- (enrolments_open): a concurrent enrolment won.
-INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
-VALUES (@tenant_id, @id, @sequence_id, @contact_id, @current_step, @current_step_index, @trigger_event_id)
+-- (enrolments_open): a concurrent enrolment won. The enrolment is its own
+-- sequence_entered timeline entry (see Timeline in events.sql).
+INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
+    sequence_version, trigger_event_name)
+VALUES (@tenant_id, @id, @sequence_id, @contact_id, @current_step, @current_step_index, @trigger_event_id,
+    @sequence_version, @trigger_event_name)
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
 RETURNING *;
 
@@ -222,28 +227,14 @@ CROSS JOIN LATERAL (
 
 -- name: EnrolmentStartForContacts :many
 -- EnrolmentStartMany for many contacts, each enrolled by its own event: one
--- enrolment per array position, with its sequence_entered timeline entry.
--- A position whose contact already has an open enrolment in the sequence
--- (a concurrent event won) is left out of what comes back. The entries'
--- ids derive from enrolment ids this statement just created, so they
--- cannot conflict: a plain insert, without ON CONFLICT's speculative
--- insertion (a fifth dearer per row: docs/decisions.md "Contact import").
-WITH u AS (
-    SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id,
-        unnest(@sequence_ids::text[]) AS sequence_id, unnest(@contact_ids::text[]) AS contact_id,
-        unnest(@current_steps::text[]) AS current_step, unnest(@current_step_indexes::integer[]) AS current_step_index,
-        unnest(@versions::integer[]) AS version, unnest(@event_ids::text[]) AS event_id,
-        unnest(@event_names::text[]) AS event_name
-), e AS (
-    INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
-    SELECT u.tenant_id, u.id, u.sequence_id, u.contact_id, u.current_step, u.current_step_index, u.event_id FROM u
-    ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-    RETURNING *
-), entry AS (
-    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
-    SELECT e.tenant_id, 'tle_' || e.id || ':entered', e.contact_id, 'sequence_entered', now(),
-        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version,
-            'eventId', u.event_id, 'eventName', u.event_name)
-    FROM e JOIN u ON u.id = e.id
-)
-SELECT * FROM e;
+-- enrolment per array position (each its own sequence_entered timeline
+-- entry, as for EnrolmentInsert). A position whose contact already has an
+-- open enrolment in the sequence (a concurrent event won) is left out of
+-- what comes back.
+INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
+    sequence_version, trigger_event_name)
+SELECT unnest(@tenant_ids::text[]), unnest(@ids::text[]), unnest(@sequence_ids::text[]), unnest(@contact_ids::text[]),
+    unnest(@current_steps::text[]), unnest(@current_step_indexes::integer[]), unnest(@event_ids::text[]),
+    unnest(@versions::integer[]), unnest(@event_names::text[])
+ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
+RETURNING *;

@@ -12,9 +12,9 @@ import (
 )
 
 const enrolmentActiveWithExitForContacts = `-- name: EnrolmentActiveWithExitForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -54,6 +54,8 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 			&i.EndedAt,
 			&i.ExitReason,
 			&i.UpdatedAt,
+			&i.SequenceVersion,
+			&i.TriggerEventName,
 		); err != nil {
 			return nil, err
 		}
@@ -66,8 +68,8 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 }
 
 const enrolmentActiveWithExitOfContact = `-- name: EnrolmentActiveWithExitOfContact :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -103,6 +105,8 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 			&i.EndedAt,
 			&i.ExitReason,
 			&i.UpdatedAt,
+			&i.SequenceVersion,
+			&i.TriggerEventName,
 		); err != nil {
 			return nil, err
 		}
@@ -117,7 +121,7 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 const enrolmentAdvance = `-- name: EnrolmentAdvance :one
 UPDATE enrolments SET current_step = $1, current_step_index = $2, updated_at = now()
 WHERE tenant_id = $3 AND id = $4 AND status = 'active'
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 `
 
 type EnrolmentAdvanceParams struct {
@@ -149,6 +153,8 @@ func (q *Queries) EnrolmentAdvance(ctx context.Context, arg EnrolmentAdvancePara
 		&i.EndedAt,
 		&i.ExitReason,
 		&i.UpdatedAt,
+		&i.SequenceVersion,
+		&i.TriggerEventName,
 	)
 	return i, err
 }
@@ -160,7 +166,7 @@ WITH ended AS (
         current_step_index = coalesce($4::integer, current_step_index),
         ended_at = now(), updated_at = now()
     WHERE enrolments.tenant_id = $5 AND enrolments.id = $6 AND enrolments.status IN ('active', 'paused')
-    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at
+    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
     SELECT e.tenant_id, 'tle_' || e.id || ':' || e.status, e.contact_id,
@@ -168,7 +174,7 @@ WITH ended AS (
         jsonb_strip_nulls(jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'reason', e.exit_reason))
     FROM ended e
 )
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM ended
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM ended
 `
 
 type EnrolmentEndParams struct {
@@ -193,6 +199,8 @@ type EnrolmentEndRow struct {
 	EndedAt          *time.Time
 	ExitReason       *string
 	UpdatedAt        time.Time
+	SequenceVersion  *int32
+	TriggerEventName *string
 }
 
 // Ends one open enrolment (completed, or exited with a reason) and writes
@@ -220,6 +228,8 @@ func (q *Queries) EnrolmentEnd(ctx context.Context, arg EnrolmentEndParams) (Enr
 		&i.EndedAt,
 		&i.ExitReason,
 		&i.UpdatedAt,
+		&i.SequenceVersion,
+		&i.TriggerEventName,
 	)
 	return i, err
 }
@@ -278,7 +288,7 @@ func (q *Queries) EnrolmentExitBySequence(ctx context.Context, arg EnrolmentExit
 }
 
 const enrolmentForAdvance = `-- name: EnrolmentForAdvance :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, sq.version AS seq_version, sq.definition AS seq_definition
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, sq.version AS seq_version, sq.definition AS seq_definition
 FROM enrolments e
 LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.id = $2
@@ -314,6 +324,8 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 		&i.Enrolment.EndedAt,
 		&i.Enrolment.ExitReason,
 		&i.Enrolment.UpdatedAt,
+		&i.Enrolment.SequenceVersion,
+		&i.Enrolment.TriggerEventName,
 		&i.SeqVersion,
 		&i.SeqDefinition,
 	)
@@ -321,7 +333,7 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 }
 
 const enrolmentGetForUpdate = `-- name: EnrolmentGetForUpdate :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type EnrolmentGetForUpdateParams struct {
@@ -345,6 +357,8 @@ func (q *Queries) EnrolmentGetForUpdate(ctx context.Context, arg EnrolmentGetFor
 		&i.EndedAt,
 		&i.ExitReason,
 		&i.UpdatedAt,
+		&i.SequenceVersion,
+		&i.TriggerEventName,
 	)
 	return i, err
 }
@@ -381,10 +395,12 @@ func (q *Queries) EnrolmentHasEvent(ctx context.Context, arg EnrolmentHasEventPa
 }
 
 const enrolmentInsert = `-- name: EnrolmentInsert :one
-INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
+    sequence_version, trigger_event_name)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+    $8, $9)
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 `
 
 type EnrolmentInsertParams struct {
@@ -395,10 +411,13 @@ type EnrolmentInsertParams struct {
 	CurrentStep      string
 	CurrentStepIndex int32
 	TriggerEventID   *string
+	SequenceVersion  *int32
+	TriggerEventName *string
 }
 
 // No row when the contact already has an open enrolment in the sequence
-// (enrolments_open): a concurrent enrolment won.
+// (enrolments_open): a concurrent enrolment won. The enrolment is its own
+// sequence_entered timeline entry (see Timeline in events.sql).
 func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams) (Enrolment, error) {
 	row := q.db.QueryRow(ctx, enrolmentInsert,
 		arg.TenantID,
@@ -408,6 +427,8 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 		arg.CurrentStep,
 		arg.CurrentStepIndex,
 		arg.TriggerEventID,
+		arg.SequenceVersion,
+		arg.TriggerEventName,
 	)
 	var i Enrolment
 	err := row.Scan(
@@ -423,12 +444,14 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 		&i.EndedAt,
 		&i.ExitReason,
 		&i.UpdatedAt,
+		&i.SequenceVersion,
+		&i.TriggerEventName,
 	)
 	return i, err
 }
 
 const enrolmentLatest = `-- name: EnrolmentLatest :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e
 JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.contact_id = $3
   AND e.enrolled_at >= s.created_at
@@ -461,15 +484,17 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 		&i.EndedAt,
 		&i.ExitReason,
 		&i.UpdatedAt,
+		&i.SequenceVersion,
+		&i.TriggerEventName,
 	)
 	return i, err
 }
 
 const enrolmentLatestForContacts = `-- name: EnrolmentLatestForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
         unnest($3::text[]) AS sequence_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
     WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
       AND e.enrolled_at >= s.created_at
     ORDER BY e.enrolled_at DESC, e.id DESC
@@ -508,6 +533,8 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 			&i.EndedAt,
 			&i.ExitReason,
 			&i.UpdatedAt,
+			&i.SequenceVersion,
+			&i.TriggerEventName,
 		); err != nil {
 			return nil, err
 		}
@@ -520,7 +547,7 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 }
 
 const enrolmentListByContact = `-- name: EnrolmentListByContact :many
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments
 WHERE tenant_id = $1 AND contact_id = $2
 ORDER BY enrolled_at DESC, id DESC
 LIMIT $3
@@ -555,6 +582,8 @@ func (q *Queries) EnrolmentListByContact(ctx context.Context, arg EnrolmentListB
 			&i.EndedAt,
 			&i.ExitReason,
 			&i.UpdatedAt,
+			&i.SequenceVersion,
+			&i.TriggerEventName,
 		); err != nil {
 			return nil, err
 		}
@@ -628,9 +657,9 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 }
 
 const enrolmentLockActive = `-- name: EnrolmentLockActive :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
     FOR UPDATE) l
 `
 
@@ -663,6 +692,8 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 			&i.EndedAt,
 			&i.ExitReason,
 			&i.UpdatedAt,
+			&i.SequenceVersion,
+			&i.TriggerEventName,
 		); err != nil {
 			return nil, err
 		}
@@ -675,7 +706,7 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 }
 
 const enrolmentOpen = `-- name: EnrolmentOpen :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments
 WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3
   AND status IN ('active', 'paused')
 `
@@ -703,6 +734,8 @@ func (q *Queries) EnrolmentOpen(ctx context.Context, arg EnrolmentOpenParams) (E
 		&i.EndedAt,
 		&i.ExitReason,
 		&i.UpdatedAt,
+		&i.SequenceVersion,
+		&i.TriggerEventName,
 	)
 	return i, err
 }
@@ -779,25 +812,13 @@ func (q *Queries) EnrolmentSetPaused(ctx context.Context, arg EnrolmentSetPaused
 }
 
 const enrolmentStartForContacts = `-- name: EnrolmentStartForContacts :many
-WITH u AS (
-    SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id,
-        unnest($3::text[]) AS sequence_id, unnest($4::text[]) AS contact_id,
-        unnest($5::text[]) AS current_step, unnest($6::integer[]) AS current_step_index,
-        unnest($7::integer[]) AS version, unnest($8::text[]) AS event_id,
-        unnest($9::text[]) AS event_name
-), e AS (
-    INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id)
-    SELECT u.tenant_id, u.id, u.sequence_id, u.contact_id, u.current_step, u.current_step_index, u.event_id FROM u
-    ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at
-), entry AS (
-    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
-    SELECT e.tenant_id, 'tle_' || e.id || ':entered', e.contact_id, 'sequence_entered', now(),
-        jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'sequenceVersion', u.version,
-            'eventId', u.event_id, 'eventName', u.event_name)
-    FROM e JOIN u ON u.id = e.id
-)
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at FROM e
+INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
+    sequence_version, trigger_event_name)
+SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::text[]),
+    unnest($5::text[]), unnest($6::integer[]), unnest($7::text[]),
+    unnest($8::integer[]), unnest($9::text[])
+ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 `
 
 type EnrolmentStartForContactsParams struct {
@@ -807,34 +828,17 @@ type EnrolmentStartForContactsParams struct {
 	ContactIds         []string
 	CurrentSteps       []string
 	CurrentStepIndexes []int32
-	Versions           []int32
 	EventIds           []string
+	Versions           []int32
 	EventNames         []string
 }
 
-type EnrolmentStartForContactsRow struct {
-	TenantID         string
-	ID               string
-	SequenceID       string
-	ContactID        string
-	Status           string
-	CurrentStep      string
-	CurrentStepIndex int32
-	TriggerEventID   *string
-	EnrolledAt       time.Time
-	EndedAt          *time.Time
-	ExitReason       *string
-	UpdatedAt        time.Time
-}
-
 // EnrolmentStartMany for many contacts, each enrolled by its own event: one
-// enrolment per array position, with its sequence_entered timeline entry.
-// A position whose contact already has an open enrolment in the sequence
-// (a concurrent event won) is left out of what comes back. The entries'
-// ids derive from enrolment ids this statement just created, so they
-// cannot conflict: a plain insert, without ON CONFLICT's speculative
-// insertion (a fifth dearer per row: docs/decisions.md "Contact import").
-func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentStartForContactsParams) ([]EnrolmentStartForContactsRow, error) {
+// enrolment per array position (each its own sequence_entered timeline
+// entry, as for EnrolmentInsert). A position whose contact already has an
+// open enrolment in the sequence (a concurrent event won) is left out of
+// what comes back.
+func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentStartForContactsParams) ([]Enrolment, error) {
 	rows, err := q.db.Query(ctx, enrolmentStartForContacts,
 		arg.TenantIds,
 		arg.Ids,
@@ -842,17 +846,17 @@ func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentSt
 		arg.ContactIds,
 		arg.CurrentSteps,
 		arg.CurrentStepIndexes,
-		arg.Versions,
 		arg.EventIds,
+		arg.Versions,
 		arg.EventNames,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []EnrolmentStartForContactsRow{}
+	items := []Enrolment{}
 	for rows.Next() {
-		var i EnrolmentStartForContactsRow
+		var i Enrolment
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.ID,
@@ -866,6 +870,8 @@ func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentSt
 			&i.EndedAt,
 			&i.ExitReason,
 			&i.UpdatedAt,
+			&i.SequenceVersion,
+			&i.TriggerEventName,
 		); err != nil {
 			return nil, err
 		}
@@ -984,7 +990,9 @@ type SequencesTriggeredByRow struct {
 // Timeline entries of an enrolment's life have ids derived from the
 // enrolment's id (tle_<enrolment>:entered, :exited, :completed): each
 // happens once per enrolment, and statements that end many enrolments at
-// once write them in SQL without a round trip per row.
+// once write them in SQL without a round trip per row. The entered entry
+// is not written at all since schema 0033: the timeline reads it from the
+// enrolment.
 // The enabled sequences of a tenant that the custom event name triggers
 // (index sequences_trigger).
 func (q *Queries) SequencesTriggeredBy(ctx context.Context, arg SequencesTriggeredByParams) ([]SequencesTriggeredByRow, error) {

@@ -81,8 +81,11 @@ INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data
 VALUES (@tenant_id, @id, @contact_id, @type, @occurred_at, @data);
 
 -- name: Timeline :many
--- Events and other entries merged newest first; each side is an index range
--- scan, so a page costs O(limit) however long the history.
+-- Events, other entries and the contact's enrolments (each its
+-- sequence_entered entry, schema 0033) merged newest first; each side is
+-- an index range scan, so a page costs O(limit) however long the history.
+-- Enrolments from before schema 0033 (no sequence_version) have their
+-- entry stored.
 (SELECT e.id, 'event'::text AS kind, e.name, e.occurred_at, e.properties AS data
    FROM events e
   WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id
@@ -97,6 +100,17 @@ UNION ALL
     AND t.occurred_at >= @from_time::timestamptz
     AND (t.occurred_at, t.id) < (@before_time::timestamptz, @before_id::text)
   ORDER BY t.occurred_at DESC, t.id DESC
+  LIMIT @lim)
+UNION ALL
+(SELECT 'tle_' || n.id || ':entered', 'entry'::text, 'sequence_entered'::text, n.enrolled_at,
+        jsonb_build_object('sequenceId', n.sequence_id, 'enrolmentId', n.id, 'sequenceVersion', n.sequence_version)
+        || CASE WHEN n.trigger_event_id IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('eventId', n.trigger_event_id, 'eventName', n.trigger_event_name) END
+   FROM enrolments n
+  WHERE n.tenant_id = @tenant_id AND n.contact_id = @contact_id AND n.sequence_version IS NOT NULL
+    AND n.enrolled_at >= @from_time::timestamptz
+    AND (n.enrolled_at, 'tle_' || n.id || ':entered') < (@before_time::timestamptz, @before_id::text)
+  ORDER BY n.enrolled_at DESC, 'tle_' || n.id || ':entered' DESC
   LIMIT @lim)
 ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;

@@ -571,6 +571,17 @@ UNION ALL
     AND (t.occurred_at, t.id) < ($5::timestamptz, $6::text)
   ORDER BY t.occurred_at DESC, t.id DESC
   LIMIT $1)
+UNION ALL
+(SELECT 'tle_' || n.id || ':entered', 'entry'::text, 'sequence_entered'::text, n.enrolled_at,
+        jsonb_build_object('sequenceId', n.sequence_id, 'enrolmentId', n.id, 'sequenceVersion', n.sequence_version)
+        || CASE WHEN n.trigger_event_id IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('eventId', n.trigger_event_id, 'eventName', n.trigger_event_name) END
+   FROM enrolments n
+  WHERE n.tenant_id = $2 AND n.contact_id = $3 AND n.sequence_version IS NOT NULL
+    AND n.enrolled_at >= $4::timestamptz
+    AND (n.enrolled_at, 'tle_' || n.id || ':entered') < ($5::timestamptz, $6::text)
+  ORDER BY n.enrolled_at DESC, 'tle_' || n.id || ':entered' DESC
+  LIMIT $1)
 ORDER BY occurred_at DESC, id DESC
 LIMIT $1
 `
@@ -592,8 +603,11 @@ type TimelineRow struct {
 	Data       json.RawMessage
 }
 
-// Events and other entries merged newest first; each side is an index range
-// scan, so a page costs O(limit) however long the history.
+// Events, other entries and the contact's enrolments (each its
+// sequence_entered entry, schema 0033) merged newest first; each side is
+// an index range scan, so a page costs O(limit) however long the history.
+// Enrolments from before schema 0033 (no sequence_version) have their
+// entry stored.
 func (q *Queries) Timeline(ctx context.Context, arg TimelineParams) ([]TimelineRow, error) {
 	rows, err := q.db.Query(ctx, timeline,
 		arg.Lim,

@@ -168,6 +168,8 @@ type Enrolment struct {
 	EndedAt          *time.Time
 	ExitReason       *string
 	UpdatedAt        time.Time
+	SequenceVersion  *int32
+	TriggerEventName *string
 }
 
 type Event struct {

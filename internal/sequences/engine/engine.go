@@ -87,7 +87,8 @@ type Event struct {
 // created false; with it, a contact enters again once the previous
 // enrolment ended. A new enrolment starts at the first email step: its
 // scheduled send is due after the delays before it (now for a leading
-// send), with sequence_entered and scheduled timeline entries. A sequence
+// send), with its scheduled timeline entry (the enrolment is its own
+// sequence_entered entry: schema 0033). A sequence
 // without email steps completes at once. ev is the triggering event, nil
 // for a manual enrolment.
 func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, contactID string, ev *Event) (queries.Enrolment, bool, error) {
@@ -105,12 +106,15 @@ func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, con
 	}
 	pl := planFirst(seq)
 	step, delay, found, at, idx := pl.step, pl.delay, pl.found, pl.at, int(pl.index)
-	var evID *string
+	var evID, evName *string
 	if ev != nil {
-		evID = &ev.ID
+		evID, evName = &ev.ID, &ev.Name
 	}
+	// The enrolment is also its sequence_entered timeline entry (schema
+	// 0033): its version and event are what the entry shows.
 	e, err := q.EnrolmentInsert(ctx, queries.EnrolmentInsertParams{TenantID: tenantID, ID: ids.New(ids.Enrolment),
-		SequenceID: seq.ID, ContactID: contactID, CurrentStep: at, CurrentStepIndex: int32(idx), TriggerEventID: evID})
+		SequenceID: seq.ID, ContactID: contactID, CurrentStep: at, CurrentStepIndex: int32(idx), TriggerEventID: evID,
+		SequenceVersion: &seq.Version, TriggerEventName: evName})
 	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
 		// A concurrent enrolment of the same contact won the open slot.
 		e, err = q.EnrolmentOpen(ctx, queries.EnrolmentOpenParams{TenantID: tenantID, SequenceID: seq.ID, ContactID: contactID})
@@ -118,13 +122,6 @@ func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, con
 	}
 	if err != nil {
 		return e, false, apperr.Specific(err, apperr.KindInvalid, apperr.NotFound("CONTACT_NOT_FOUND", "contact"))
-	}
-	data := map[string]any{"sequenceId": seq.ID, "enrolmentId": e.ID, "sequenceVersion": seq.Version}
-	if ev != nil {
-		data["eventId"], data["eventName"] = ev.ID, ev.Name
-	}
-	if err := timeline(ctx, q, tenantID, e.ContactID, "tle_"+e.ID+":entered", "sequence_entered", data); err != nil {
-		return e, false, err
 	}
 	if !found {
 		e2, err := end(ctx, q, tenantID, e.ID, Completed, "", nil)

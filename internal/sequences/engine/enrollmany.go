@@ -23,8 +23,8 @@ type enrolRequest struct {
 // (one request per event, distinct contacts), in the events' transaction,
 // with a fixed number of statements however many events and sequences
 // there are: the newest enrolment of each contact in each sequence (one
-// read), the new enrolments with their sequence_entered entries (one
-// statement), the first scheduled sends with their scheduled entries (one
+// read), the new enrolments (one statement; each is its own
+// sequence_entered entry), the first scheduled sends with their scheduled entries (one
 // statement) and their metrics (one statement). The rules are Enroll's: an
 // open enrolment, or any enrolment without trigger.reenroll, keeps the
 // contact out; a sequence without an email step completes at once. It
