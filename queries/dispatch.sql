@@ -156,27 +156,17 @@ FROM ended e
 ON CONFLICT DO NOTHING;
 
 -- name: DispatchSchedule :many
--- ScheduledSendInsertMany for the next steps of a batch (many contacts),
--- each with its scheduled timeline entry; batch holds one object per send.
--- The entries' ids derive from the new scheduled sends' ids: a plain
--- insert, as in EnrolmentStartForContacts.
-WITH ss AS (
-    INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
-        template_id, scheduled_for)
-    SELECT u.tenant_id, u.id, u.contact_id, u.enrolment_id, u.sequence_id, u.sequence_version, u.step_id, u.template_id,
-        date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds))
-    FROM jsonb_to_recordset(@batch::jsonb) AS u(tenant_id text, id text, contact_id text, enrolment_id text,
-        sequence_id text, sequence_version integer, step_id text, template_id text, delay_seconds float8)
-    RETURNING *
-), entry AS (
-    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
-    SELECT ss.tenant_id, 'tle_' || ss.id || ':scheduled', ss.contact_id, 'scheduled', now(),
-        jsonb_build_object('scheduledSendId', ss.id, 'sequenceId', ss.sequence_id, 'stepId', ss.step_id,
-            'templateId', ss.template_id,
-            'scheduledFor', to_char(ss.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-    FROM ss
-)
-SELECT * FROM ss;
+-- ScheduledSendInsert for the next steps of a batch (many contacts); batch
+-- holds one object per send. Each row is its scheduled timeline entry, as
+-- there.
+INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
+    template_id, scheduled_for, first_scheduled_for)
+SELECT u.tenant_id, u.id, u.contact_id, u.enrolment_id, u.sequence_id, u.sequence_version, u.step_id, u.template_id,
+    f.at, f.at
+FROM jsonb_to_recordset(@batch::jsonb) AS u(tenant_id text, id text, contact_id text, enrolment_id text,
+    sequence_id text, sequence_version integer, step_id text, template_id text, delay_seconds float8)
+CROSS JOIN LATERAL (SELECT date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds)) AS at) f
+RETURNING *;
 
 -- name: DispatchOpenWithExit :many
 -- The active enrolments of these contacts whose sequence has an exit

@@ -39,7 +39,7 @@ WITH due AS (
 UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
 FROM due
 WHERE ss.tenant_id = due.tenant_id AND ss.id = due.id
-RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at,
+RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at, ss.first_scheduled_for,
     coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id
 `
 
@@ -87,6 +87,7 @@ func (q *Queries) DispatchClaim(ctx context.Context, lim int32) ([]DispatchClaim
 			&i.ScheduledSend.FinishedAt,
 			&i.ScheduledSend.CreatedAt,
 			&i.ScheduledSend.UpdatedAt,
+			&i.ScheduledSend.FirstScheduledFor,
 			&i.SentID,
 		); err != nil {
 			return nil, err
@@ -403,59 +404,28 @@ func (q *Queries) DispatchOpenWithExit(ctx context.Context, arg DispatchOpenWith
 }
 
 const dispatchSchedule = `-- name: DispatchSchedule :many
-WITH ss AS (
-    INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
-        template_id, scheduled_for)
-    SELECT u.tenant_id, u.id, u.contact_id, u.enrolment_id, u.sequence_id, u.sequence_version, u.step_id, u.template_id,
-        date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds))
-    FROM jsonb_to_recordset($1::jsonb) AS u(tenant_id text, id text, contact_id text, enrolment_id text,
-        sequence_id text, sequence_version integer, step_id text, template_id text, delay_seconds float8)
-    RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at
-), entry AS (
-    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
-    SELECT ss.tenant_id, 'tle_' || ss.id || ':scheduled', ss.contact_id, 'scheduled', now(),
-        jsonb_build_object('scheduledSendId', ss.id, 'sequenceId', ss.sequence_id, 'stepId', ss.step_id,
-            'templateId', ss.template_id,
-            'scheduledFor', to_char(ss.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-    FROM ss
-)
-SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at FROM ss
+INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
+    template_id, scheduled_for, first_scheduled_for)
+SELECT u.tenant_id, u.id, u.contact_id, u.enrolment_id, u.sequence_id, u.sequence_version, u.step_id, u.template_id,
+    f.at, f.at
+FROM jsonb_to_recordset($1::jsonb) AS u(tenant_id text, id text, contact_id text, enrolment_id text,
+    sequence_id text, sequence_version integer, step_id text, template_id text, delay_seconds float8)
+CROSS JOIN LATERAL (SELECT date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds)) AS at) f
+RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for
 `
 
-type DispatchScheduleRow struct {
-	TenantID        string
-	ID              string
-	ContactID       string
-	EnrolmentID     string
-	SequenceID      string
-	SequenceVersion int32
-	StepID          string
-	TemplateID      string
-	ScheduledFor    time.Time
-	Status          string
-	Attempts        int32
-	LastError       *string
-	CancelReason    *string
-	ClaimedAt       *time.Time
-	SendID          *string
-	FinishedAt      *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-}
-
-// ScheduledSendInsertMany for the next steps of a batch (many contacts),
-// each with its scheduled timeline entry; batch holds one object per send.
-// The entries' ids derive from the new scheduled sends' ids: a plain
-// insert, as in EnrolmentStartForContacts.
-func (q *Queries) DispatchSchedule(ctx context.Context, batch json.RawMessage) ([]DispatchScheduleRow, error) {
+// ScheduledSendInsert for the next steps of a batch (many contacts); batch
+// holds one object per send. Each row is its scheduled timeline entry, as
+// there.
+func (q *Queries) DispatchSchedule(ctx context.Context, batch json.RawMessage) ([]ScheduledSend, error) {
 	rows, err := q.db.Query(ctx, dispatchSchedule, batch)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []DispatchScheduleRow{}
+	items := []ScheduledSend{}
 	for rows.Next() {
-		var i DispatchScheduleRow
+		var i ScheduledSend
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.ID,
@@ -475,6 +445,7 @@ func (q *Queries) DispatchSchedule(ctx context.Context, batch json.RawMessage) (
 			&i.FinishedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.FirstScheduledFor,
 		); err != nil {
 			return nil, err
 		}

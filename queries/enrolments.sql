@@ -170,14 +170,6 @@ SELECT EXISTS (SELECT 1 FROM events
 -- The event that enrolled a contact, for the render context.
 SELECT name, properties, occurred_at FROM events WHERE tenant_id = @tenant_id AND id = @id;
 
--- name: EnrolmentTimelineInsert :exec
--- The timeline entry of an enrolment's start, or of a scheduled send; the
--- id is derived (see the top of this file), so a retried statement cannot
--- write it twice.
-INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
-VALUES (@tenant_id, @id, @contact_id, @type, now(), @data)
-ON CONFLICT DO NOTHING;
-
 -- name: EnrolmentLatestForContacts :many
 -- EnrolmentLatestMany for many contacts: the newest enrolment, open or
 -- ended, of each (tenant, contact, sequence) triple of the arrays, in one

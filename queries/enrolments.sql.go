@@ -883,34 +883,6 @@ func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentSt
 	return items, nil
 }
 
-const enrolmentTimelineInsert = `-- name: EnrolmentTimelineInsert :exec
-INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
-VALUES ($1, $2, $3, $4, now(), $5)
-ON CONFLICT DO NOTHING
-`
-
-type EnrolmentTimelineInsertParams struct {
-	TenantID  string
-	ID        string
-	ContactID string
-	Type      string
-	Data      json.RawMessage
-}
-
-// The timeline entry of an enrolment's start, or of a scheduled send; the
-// id is derived (see the top of this file), so a retried statement cannot
-// write it twice.
-func (q *Queries) EnrolmentTimelineInsert(ctx context.Context, arg EnrolmentTimelineInsertParams) error {
-	_, err := q.db.Exec(ctx, enrolmentTimelineInsert,
-		arg.TenantID,
-		arg.ID,
-		arg.ContactID,
-		arg.Type,
-		arg.Data,
-	)
-	return err
-}
-
 const enrolmentTriggerEvent = `-- name: EnrolmentTriggerEvent :one
 SELECT name, properties, occurred_at FROM events WHERE tenant_id = $1 AND id = $2
 `

@@ -81,11 +81,14 @@ INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data
 VALUES (@tenant_id, @id, @contact_id, @type, @occurred_at, @data);
 
 -- name: Timeline :many
--- Events, other entries and the contact's enrolments (each its
--- sequence_entered entry, schema 0033) merged newest first; each side is
--- an index range scan, so a page costs O(limit) however long the history.
--- Enrolments from before schema 0033 (no sequence_version) have their
--- entry stored.
+-- Events, other entries, the contact's enrolments (each its
+-- sequence_entered entry, schema 0033) and scheduled sends (each its
+-- scheduled entry until it is pruned, schema 0034) merged newest first.
+-- Events, entries and enrolments are index ranges in the order read, so
+-- a page costs O(limit) however long the history; a contact's scheduled
+-- sends are the pending ones and those of the last 7 days, sorted.
+-- Enrolments and scheduled sends from before those schemas have their
+-- entries stored.
 (SELECT e.id, 'event'::text AS kind, e.name, e.occurred_at, e.properties AS data
    FROM events e
   WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id
@@ -111,6 +114,17 @@ UNION ALL
     AND n.enrolled_at >= @from_time::timestamptz
     AND (n.enrolled_at, 'tle_' || n.id || ':entered') < (@before_time::timestamptz, @before_id::text)
   ORDER BY n.enrolled_at DESC, 'tle_' || n.id || ':entered' DESC
+  LIMIT @lim)
+UNION ALL
+(SELECT 'tle_' || s.id || ':scheduled', 'entry'::text, 'scheduled'::text, s.created_at,
+        jsonb_build_object('scheduledSendId', s.id, 'sequenceId', s.sequence_id, 'stepId', s.step_id,
+            'templateId', s.template_id,
+            'scheduledFor', to_char(s.first_scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+   FROM scheduled_sends s
+  WHERE s.tenant_id = @tenant_id AND s.contact_id = @contact_id AND s.first_scheduled_for IS NOT NULL
+    AND s.created_at >= @from_time::timestamptz
+    AND (s.created_at, 'tle_' || s.id || ':scheduled') < (@before_time::timestamptz, @before_id::text)
+  ORDER BY s.created_at DESC, 'tle_' || s.id || ':scheduled' DESC
   LIMIT @lim)
 ORDER BY occurred_at DESC, id DESC
 LIMIT @lim;

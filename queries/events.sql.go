@@ -582,6 +582,17 @@ UNION ALL
     AND (n.enrolled_at, 'tle_' || n.id || ':entered') < ($5::timestamptz, $6::text)
   ORDER BY n.enrolled_at DESC, 'tle_' || n.id || ':entered' DESC
   LIMIT $1)
+UNION ALL
+(SELECT 'tle_' || s.id || ':scheduled', 'entry'::text, 'scheduled'::text, s.created_at,
+        jsonb_build_object('scheduledSendId', s.id, 'sequenceId', s.sequence_id, 'stepId', s.step_id,
+            'templateId', s.template_id,
+            'scheduledFor', to_char(s.first_scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+   FROM scheduled_sends s
+  WHERE s.tenant_id = $2 AND s.contact_id = $3 AND s.first_scheduled_for IS NOT NULL
+    AND s.created_at >= $4::timestamptz
+    AND (s.created_at, 'tle_' || s.id || ':scheduled') < ($5::timestamptz, $6::text)
+  ORDER BY s.created_at DESC, 'tle_' || s.id || ':scheduled' DESC
+  LIMIT $1)
 ORDER BY occurred_at DESC, id DESC
 LIMIT $1
 `
@@ -603,11 +614,14 @@ type TimelineRow struct {
 	Data       json.RawMessage
 }
 
-// Events, other entries and the contact's enrolments (each its
-// sequence_entered entry, schema 0033) merged newest first; each side is
-// an index range scan, so a page costs O(limit) however long the history.
-// Enrolments from before schema 0033 (no sequence_version) have their
-// entry stored.
+// Events, other entries, the contact's enrolments (each its
+// sequence_entered entry, schema 0033) and scheduled sends (each its
+// scheduled entry until it is pruned, schema 0034) merged newest first.
+// Events, entries and enrolments are index ranges in the order read, so
+// a page costs O(limit) however long the history; a contact's scheduled
+// sends are the pending ones and those of the last 7 days, sorted.
+// Enrolments and scheduled sends from before those schemas have their
+// entries stored.
 func (q *Queries) Timeline(ctx context.Context, arg TimelineParams) ([]TimelineRow, error) {
 	rows, err := q.db.Query(ctx, timeline,
 		arg.Lim,

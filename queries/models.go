@@ -261,24 +261,25 @@ type ProviderEventsParked struct {
 }
 
 type ScheduledSend struct {
-	TenantID        string
-	ID              string
-	ContactID       string
-	EnrolmentID     string
-	SequenceID      string
-	SequenceVersion int32
-	StepID          string
-	TemplateID      string
-	ScheduledFor    time.Time
-	Status          string
-	Attempts        int32
-	LastError       *string
-	CancelReason    *string
-	ClaimedAt       *time.Time
-	SendID          *string
-	FinishedAt      *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	TenantID          string
+	ID                string
+	ContactID         string
+	EnrolmentID       string
+	SequenceID        string
+	SequenceVersion   int32
+	StepID            string
+	TemplateID        string
+	ScheduledFor      time.Time
+	Status            string
+	Attempts          int32
+	LastError         *string
+	CancelReason      *string
+	ClaimedAt         *time.Time
+	SendID            *string
+	FinishedAt        *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FirstScheduledFor *time.Time
 }
 
 type Segment struct {

@@ -130,7 +130,7 @@ func (q *Queries) ScheduledSendCancelBySequence(ctx context.Context, arg Schedul
 const scheduledSendClaim = `-- name: ScheduledSendClaim :one
 UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
 WHERE ss.tenant_id = $1 AND ss.id = $2 AND ss.status IN ('pending', 'failed') AND ss.scheduled_for <= now()
-RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at,
+RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at, ss.first_scheduled_for,
     coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id
 `
 
@@ -170,6 +170,7 @@ func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaim
 		&i.ScheduledSend.FinishedAt,
 		&i.ScheduledSend.CreatedAt,
 		&i.ScheduledSend.UpdatedAt,
+		&i.ScheduledSend.FirstScheduledFor,
 		&i.SentID,
 	)
 	return i, err
@@ -368,7 +369,7 @@ func (q *Queries) ScheduledSendFinish(ctx context.Context, arg ScheduledSendFini
 }
 
 const scheduledSendGet = `-- name: ScheduledSendGet :one
-SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at FROM scheduled_sends WHERE tenant_id = $1 AND id = $2 AND scheduled_for = $3
+SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for FROM scheduled_sends WHERE tenant_id = $1 AND id = $2 AND scheduled_for = $3
 `
 
 type ScheduledSendGetParams struct {
@@ -399,6 +400,7 @@ func (q *Queries) ScheduledSendGet(ctx context.Context, arg ScheduledSendGetPara
 		&i.FinishedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.FirstScheduledFor,
 	)
 	return i, err
 }
@@ -406,10 +408,11 @@ func (q *Queries) ScheduledSendGet(ctx context.Context, arg ScheduledSendGetPara
 const scheduledSendInsert = `-- name: ScheduledSendInsert :one
 
 INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
-    template_id, scheduled_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-    $8, date_trunc('milliseconds', now() + make_interval(secs => $9::float8)))
-RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at
+    template_id, scheduled_for, first_scheduled_for)
+SELECT $1, $2, $3, $4, $5, $6, $7,
+    $8, f.at, f.at
+FROM (SELECT date_trunc('milliseconds', now() + make_interval(secs => $9::float8)) AS at) f
+RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for
 `
 
 type ScheduledSendInsertParams struct {
@@ -431,6 +434,8 @@ type ScheduledSendInsertParams struct {
 // claim compares with: a send due now is claimable the moment it commits.
 // Times are kept to the millisecond, the precision responses show, so
 // GET /api/scheduled/{id}?scheduledFor= matches what the list showed.
+// The row is also its scheduled timeline entry (schema 0034; see Timeline
+// in events.sql): first_scheduled_for keeps the time it shows.
 func (q *Queries) ScheduledSendInsert(ctx context.Context, arg ScheduledSendInsertParams) (ScheduledSend, error) {
 	row := q.db.QueryRow(ctx, scheduledSendInsert,
 		arg.TenantID,
@@ -463,12 +468,13 @@ func (q *Queries) ScheduledSendInsert(ctx context.Context, arg ScheduledSendInse
 		&i.FinishedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.FirstScheduledFor,
 	)
 	return i, err
 }
 
 const scheduledSendList = `-- name: ScheduledSendList :many
-SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at FROM scheduled_sends
+SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for FROM scheduled_sends
 WHERE tenant_id = $1
   AND ($2::text IS NULL AND status IN ('pending', 'claimed', 'failed', 'dead')
        OR status = $2::text)
@@ -523,6 +529,7 @@ func (q *Queries) ScheduledSendList(ctx context.Context, arg ScheduledSendListPa
 			&i.FinishedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.FirstScheduledFor,
 		); err != nil {
 			return nil, err
 		}
@@ -582,17 +589,31 @@ func (q *Queries) ScheduledSendMarkSent(ctx context.Context, arg ScheduledSendMa
 	return items, nil
 }
 
-const scheduledSendPrune = `-- name: ScheduledSendPrune :execrows
-DELETE FROM scheduled_sends WHERE status IN ('sent', 'cancelled') AND finished_at < $1::timestamptz
+const scheduledSendPrune = `-- name: ScheduledSendPrune :one
+WITH gone AS (
+    DELETE FROM scheduled_sends WHERE status IN ('sent', 'cancelled') AND finished_at < $1::timestamptz
+    RETURNING tenant_id, id, contact_id, sequence_id, step_id, template_id, first_scheduled_for, created_at
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT g.tenant_id, 'tle_' || g.id || ':scheduled', g.contact_id, 'scheduled', g.created_at,
+        jsonb_build_object('scheduledSendId', g.id, 'sequenceId', g.sequence_id, 'stepId', g.step_id,
+            'templateId', g.template_id,
+            'scheduledFor', to_char(g.first_scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+    FROM gone g
+    WHERE g.first_scheduled_for IS NOT NULL
+      AND EXISTS (SELECT 1 FROM contacts c WHERE c.tenant_id = g.tenant_id AND c.id = g.contact_id)
+)
+SELECT count(*) FROM gone
 `
 
-// Sent and cancelled rows are kept 7 days.
+// Sent and cancelled rows are kept 7 days. A pruned row's scheduled
+// timeline entry, read from the row until now (schema 0034), is written
+// as it showed, unless its contact is gone (and its timeline with it).
 func (q *Queries) ScheduledSendPrune(ctx context.Context, before time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, scheduledSendPrune, before)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, scheduledSendPrune, before)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const scheduledSendReclaim = `-- name: ScheduledSendReclaim :many

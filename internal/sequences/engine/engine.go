@@ -175,19 +175,13 @@ func plan(def *definition.Definition, after string) (definition.Step, time.Durat
 }
 
 // schedule writes the scheduled send of an email step due delay from now
-// (the database's clock), its timeline entry, and its task once the
-// transaction commits.
+// (the database's clock; the row is also its scheduled timeline entry,
+// schema 0034) and its task once the transaction commits.
 func schedule(ctx context.Context, q *store.Tx, e queries.Enrolment, seq Sequence, step definition.Step, delay time.Duration) (queries.ScheduledSend, error) {
 	ss, err := q.ScheduledSendInsert(ctx, queries.ScheduledSendInsertParams{TenantID: e.TenantID, ID: ids.New(ids.ScheduledSend),
 		ContactID: e.ContactID, EnrolmentID: e.ID, SequenceID: seq.ID, SequenceVersion: seq.Version, StepID: step.ID,
 		TemplateID: step.Template, DelaySeconds: delay.Seconds()})
 	if err != nil {
-		return ss, err
-	}
-	if err := timeline(ctx, q, e.TenantID, e.ContactID, "tle_"+ss.ID+":scheduled", "scheduled", map[string]any{
-		"scheduledSendId": ss.ID, "sequenceId": seq.ID, "stepId": step.ID, "templateId": step.Template,
-		// As responses show times (and DispatchSchedule writes them).
-		"scheduledFor": ss.ScheduledFor.UTC().Format("2006-01-02T15:04:05.000Z")}); err != nil {
 		return ss, err
 	}
 	if err := metrics.Count(ctx, q, metrics.Fact{TenantID: ss.TenantID, SequenceID: ss.SequenceID,
@@ -272,15 +266,6 @@ func ignoreNoRows(err error) error {
 		return nil
 	}
 	return err
-}
-
-func timeline(ctx context.Context, q *store.Tx, tenantID, contactID, id, typ string, data map[string]any) error {
-	b, err := json.Marshal(data)
-	if err != nil {
-		return err
-	}
-	return q.EnrolmentTimelineInsert(ctx, queries.EnrolmentTimelineInsertParams{TenantID: tenantID, ID: id,
-		ContactID: contactID, Type: typ, Data: b})
 }
 
 // Exit ends the contact's open enrolment in the sequence (DELETE

@@ -10,6 +10,7 @@ import (
 
 	"tidings/internal/page"
 	"tidings/internal/sequences/engine/enginetest"
+	"tidings/queries"
 )
 
 // The sequence_entered timeline entry is the enrolment itself (schema
@@ -111,5 +112,81 @@ func TestEnteredEntryIsTheEnrolment(t *testing.T) {
 	}
 	if facts != 2 {
 		t.Errorf("%d sequence.entered facts, want 2", facts)
+	}
+}
+
+// The scheduled timeline entry is the scheduled send (schema 0034) until
+// the send is pruned, then a stored entry: the same id, time and data
+// throughout, the time shown the one it was first scheduled for even
+// after the send moved. A scheduled send from before the schema keeps its
+// stored entry and shows once; pruning the send of a deleted contact
+// writes nothing.
+func TestScheduledEntryIsTheScheduledSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := enginetest.New(t, "ten_scheduled")
+	f.PutSequence("onboarding", dripYAML, true)
+	f.Exec(`INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
+		template_id, scheduled_for, created_at) VALUES ($1, 'sch_old', $2, 'enr_old', 'gone', 1, 'step-1', 'welcome',
+		now() - interval '2 days', now() - interval '3 days')`, f.Tenant, f.ContactID)
+	f.Exec(`INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+		VALUES ($1, 'tle_sch_old:scheduled', $2, 'scheduled', now() - interval '3 days', '{"scheduledSendId": "sch_old"}')`,
+		f.Tenant, f.ContactID)
+	f.Event("signed_up", nil)
+	pending := f.Scheduled("pending", "")
+	var ss *queries.ScheduledSend
+	for i := range pending {
+		if pending[i].ID != "sch_old" {
+			ss = &pending[i]
+		}
+	}
+	if ss == nil {
+		t.Fatalf("pending %+v", pending)
+	}
+	id := "tle_" + ss.ID + ":scheduled"
+	want := map[string]any{"scheduledSendId": ss.ID, "sequenceId": "onboarding", "stepId": "step-1", "templateId": "welcome",
+		"scheduledFor": ss.ScheduledFor.UTC().Format("2006-01-02T15:04:05.000Z")}
+	// check finds the entries of type scheduled: the new one as wanted,
+	// the old one once.
+	check := func(when string) {
+		t.Helper()
+		found := map[string]int{}
+		for _, r := range timeline(f, 100) {
+			if r.Name != "scheduled" {
+				continue
+			}
+			found[r.ID]++
+			if r.ID != id {
+				continue
+			}
+			var data map[string]any
+			if err := json.Unmarshal(r.Data, &data); err != nil || !maps.Equal(data, want) || !r.OccurredAt.Equal(ss.CreatedAt) {
+				t.Fatalf("%s: %v at %v, want %v at %v (%v)", when, data, r.OccurredAt, want, ss.CreatedAt, err)
+			}
+		}
+		if len(found) != 2 || found[id] != 1 || found["tle_sch_old:scheduled"] != 1 {
+			t.Fatalf("%s: scheduled entries %v", when, found)
+		}
+	}
+	check("pending")
+	f.Exec(`UPDATE scheduled_sends SET scheduled_for = scheduled_for + interval '1 hour' WHERE tenant_id = $1 AND id = $2`, f.Tenant, ss.ID)
+	check("moved")
+
+	f.Exec(`UPDATE scheduled_sends SET status = 'sent', finished_at = now() - interval '8 days' WHERE tenant_id = $1`, f.Tenant)
+	f.Exec(`INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
+		template_id, scheduled_for, first_scheduled_for, status, cancel_reason, finished_at) VALUES ($1, 'sch_deleted', 'cnt_deleted',
+		'enr_x', 'onboarding', 1, 'step-1', 'welcome', now(), now(), 'cancelled', 'contact_deleted', now() - interval '8 days')`, f.Tenant)
+	n, err := f.Svc.Sweeper.Prune(ctx, time.Now())
+	var left int
+	if err == nil {
+		err = f.Svc.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM scheduled_sends`).Scan(&left)
+	}
+	if err != nil || n != 3 || left != 0 {
+		t.Fatalf("pruned %d, %d left (%v); want 3, 0", n, left, err)
+	}
+	check("pruned")
+	var stray int
+	if err := f.Svc.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM timeline_entries WHERE contact_id = 'cnt_deleted'`).Scan(&stray); err != nil || stray != 0 {
+		t.Fatalf("%d entries of a deleted contact (%v)", stray, err)
 	}
 }
