@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"tidings/internal/config"
+	"tidings/internal/testenv"
 )
 
 // POST /api/events goes through the group commit (events.Ingest): these
@@ -71,23 +72,6 @@ func (b *bundle) lockRow(email string) (release func()) {
 	return release
 }
 
-func (b *bundle) waitForLockWaiter() {
-	b.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var n int
-		if err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			b.t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatal("no batch waits for the lock")
-		}
-	}
-}
-
 func (b *bundle) eventContacts(tok string, n int) []string {
 	b.t.Helper()
 	emails := make([]string, n)
@@ -111,7 +95,7 @@ func TestEventBackPressure(t *testing.T) {
 	release := b.lockRow(emails[0])
 	answers := make(chan posted, len(emails))
 	go func() { answers <- b.postEvent(tok, map[string]any{"email": emails[0], "name": "stuck"}) }()
-	b.waitForLockWaiter()
+	testenv.WaitForLockWait(b.t, b.db, "no batch waits for the lock")
 	for _, e := range emails[1:] {
 		go func() { answers <- b.postEvent(tok, map[string]any{"email": e, "name": "stuck"}) }()
 	}
@@ -171,7 +155,7 @@ func TestEventDrainOnShutdown(t *testing.T) {
 	}
 	answers := make(chan posted, len(emails))
 	go func() { answers <- post(emails[0]) }()
-	b.waitForLockWaiter()
+	testenv.WaitForLockWait(b.t, b.db, "no batch waits for the lock")
 	for _, e := range emails[1:] {
 		go func() { answers <- post(e) }()
 	}

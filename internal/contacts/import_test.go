@@ -342,7 +342,7 @@ func TestImportChunkMeetsAConcurrentCreate(t *testing.T) {
 	}()
 	// The chunk's lookup cannot see the uncommitted contact; its insert
 	// waits on the contact's index entry.
-	waitForLockWait(t, b.db, "the chunk never waited for the other writer")
+	testenv.WaitForLockWait(t, b.db, "the chunk never waited for the other writer")
 	if err := other.Commit(b.ctx); err != nil {
 		t.Fatal(err)
 	}

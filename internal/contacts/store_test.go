@@ -13,7 +13,6 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
 	"tidings/internal/page"
-	"tidings/internal/store"
 	"tidings/internal/testenv"
 	"tidings/queries"
 )
@@ -188,7 +187,7 @@ func TestCreateWaitsForAnImportChunk(t *testing.T) {
 		created <- err
 	}()
 	// Once the create waits on the chunk's index entry, the chunk reserves.
-	waitForLockWait(t, s.DB, "the create never waited for the chunk")
+	testenv.WaitForLockWait(t, s.DB, "the create never waited for the chunk")
 	if _, err := chunk.Exec(ctx, `UPDATE tenants SET contact_count = contact_count + 1 WHERE id = 'ten_a'`); err != nil {
 		t.Fatalf("the chunk's reservation: %v", err)
 	}
@@ -201,26 +200,6 @@ func TestCreateWaitsForAnImportChunk(t *testing.T) {
 	}
 	if st, _ := s.Stats(ctx, "ten_a"); st.Total != 1 {
 		t.Fatalf("contact count %d, want 1", st.Total)
-	}
-}
-
-// waitForLockWait returns once a session of the test's database waits on
-// a lock (a row or index entry another transaction holds), and fails the
-// test with msg after 10 seconds without one.
-func waitForLockWait(t *testing.T, db *store.DB, msg string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var waiting bool
-		if err := db.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
 	}
 }
 

@@ -248,3 +248,25 @@ func RedisDB(t testing.TB) (string, *redis.Client) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// WaitForLockWait returns once a session of the test's database waits on
+// a lock (a row or an index entry another transaction holds), and fails
+// the test with msg after 30 seconds without one: how a test knows the
+// statement it started in a goroutine has reached the lock it means to
+// hold it at.
+func WaitForLockWait(t testing.TB, db *store.DB, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting bool
+		if err := db.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+	}
+}
