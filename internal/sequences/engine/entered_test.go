@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"tidings/internal/events"
 	"tidings/internal/page"
 	"tidings/internal/sequences/engine/enginetest"
+	"tidings/internal/testenv"
 	"tidings/queries"
 )
 
@@ -188,5 +190,56 @@ func TestScheduledEntryIsTheScheduledSend(t *testing.T) {
 	var stray int
 	if err := f.Svc.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM timeline_entries WHERE contact_id = 'cnt_deleted'`).Scan(&stray); err != nil || stray != 0 {
 		t.Fatalf("%d entries of a deleted contact (%v)", stray, err)
+	}
+}
+
+// An event's enrolment meets a concurrent one (begun after the engine read
+// that the contact had none, committed while its insert waited on
+// enrolments_open): the insert leaves that position out, the event enters
+// nothing and is stored, and the contact has one open enrolment, the
+// other, with no scheduled send of the event's.
+func TestEnrolmentMeetsAConcurrentEnrolment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := enginetest.New(t, "ten_race")
+	f.PutSequence("onboarding", dripYAML, true)
+	other, err := f.Svc.DB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, `INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index,
+		sequence_version) VALUES ($1, 'enr_other', 'onboarding', $2, 'step-1', 1, 1)`, f.Tenant, f.ContactID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		triggered []string
+		err       error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rec, err := f.Svc.Events.RecordCustom(ctx, events.Custom{TenantID: f.Tenant, Email: enginetest.Contact,
+			Name: "signed_up", Properties: []byte(`{}`), Timestamp: time.Now(), UpdateContact: true})
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{triggered: rec.TriggeredSequences}
+	}()
+	testenv.WaitForLockWait(t, f.Svc.DB, "the event's enrolment never waited for the other one")
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || len(r.triggered) != 0 {
+		t.Fatalf("event: triggered %v, %v; want none and no error", r.triggered, r.err)
+	}
+	var open, sends int
+	if err := f.Svc.DB.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM enrolments WHERE tenant_id = $1 AND status = 'active'),
+		(SELECT count(*) FROM scheduled_sends WHERE tenant_id = $1)`, f.Tenant).Scan(&open, &sends); err != nil || open != 1 || sends != 0 {
+		t.Fatalf("%d open enrolments, %d scheduled sends (%v); want the other one alone", open, sends, err)
+	}
+	if e := f.Enrolment("onboarding"); e == nil || e.ID != "enr_other" {
+		t.Fatalf("enrolment %+v", e)
 	}
 }
