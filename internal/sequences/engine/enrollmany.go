@@ -23,13 +23,13 @@ type enrolRequest struct {
 // (one request per event, distinct contacts), in the events' transaction,
 // with a fixed number of statements however many events and sequences
 // there are: the newest enrolment of each contact in each sequence (one
-// read), the new enrolments (one statement; each is its own
-// sequence_entered entry), the first scheduled sends with their scheduled entries (one
-// statement) and their metrics (one statement). The rules are Enroll's: an
-// open enrolment, or any enrolment without trigger.reenroll, keeps the
-// contact out; a sequence without an email step completes at once. It
-// returns, per request, the ids of the sequences its contact newly
-// entered, in the order of its seqs.
+// read), the new enrolments (one statement), the first scheduled sends
+// (one statement) and their metrics (one statement); each enrolment and
+// scheduled send is also its timeline entry (schemas 0032 and 0033). The
+// rules are Enroll's: an open enrolment, or any enrolment without
+// trigger.reenroll, keeps the contact out; a sequence without an email
+// step completes at once. It returns, per request, the ids of the
+// sequences its contact newly entered, in the order of its seqs.
 func enrollMany(ctx context.Context, q *store.Tx, reqs []enrolRequest) ([][]string, error) {
 	triggered := make([][]string, len(reqs))
 	var lp queries.EnrolmentLatestForContactsParams
@@ -88,7 +88,7 @@ func enrollMany(ctx context.Context, q *store.Tx, reqs []enrolRequest) ([][]stri
 	}
 	inserted := make(map[string]queries.Enrolment, len(rows))
 	for _, r := range rows {
-		inserted[r.ID] = queries.Enrolment(r)
+		inserted[r.ID] = r
 	}
 	var next []nextRow
 	for _, st := range starts {
