@@ -963,7 +963,7 @@ type SequencesTriggeredByRow struct {
 // enrolment's id (tle_<enrolment>:entered, :exited, :completed): each
 // happens once per enrolment, and statements that end many enrolments at
 // once write them in SQL without a round trip per row. The entered entry
-// is not written at all since schema 0033: the timeline reads it from the
+// is not written at all since schema 0032: the timeline reads it from the
 // enrolment.
 // The enabled sequences of a tenant that the custom event name triggers
 // (index sequences_trigger).

@@ -82,8 +82,8 @@ VALUES (@tenant_id, @id, @contact_id, @type, @occurred_at, @data);
 
 -- name: Timeline :many
 -- Events, other entries, the contact's enrolments (each its
--- sequence_entered entry, schema 0033) and scheduled sends (each its
--- scheduled entry until it is pruned, schema 0034) merged newest first.
+-- sequence_entered entry, schema 0032) and scheduled sends (each its
+-- scheduled entry until it is pruned, schema 0033) merged newest first.
 -- Events, entries and enrolments are index ranges in the order read, so
 -- a page costs O(limit) however long the history; a contact's scheduled
 -- sends are the pending ones and those of the last 7 days, sorted.
@@ -106,9 +106,7 @@ UNION ALL
   LIMIT @lim)
 UNION ALL
 (SELECT 'tle_' || n.id || ':entered', 'entry'::text, 'sequence_entered'::text, n.enrolled_at,
-        jsonb_build_object('sequenceId', n.sequence_id, 'enrolmentId', n.id, 'sequenceVersion', n.sequence_version)
-        || CASE WHEN n.trigger_event_id IS NULL THEN '{}'::jsonb
-                ELSE jsonb_build_object('eventId', n.trigger_event_id, 'eventName', n.trigger_event_name) END
+        timeline_entered_data(n.sequence_id, n.id, n.sequence_version, n.trigger_event_id, n.trigger_event_name)
    FROM enrolments n
   WHERE n.tenant_id = @tenant_id AND n.contact_id = @contact_id AND n.sequence_version IS NOT NULL
     AND n.enrolled_at >= @from_time::timestamptz
@@ -117,9 +115,7 @@ UNION ALL
   LIMIT @lim)
 UNION ALL
 (SELECT 'tle_' || s.id || ':scheduled', 'entry'::text, 'scheduled'::text, s.created_at,
-        jsonb_build_object('scheduledSendId', s.id, 'sequenceId', s.sequence_id, 'stepId', s.step_id,
-            'templateId', s.template_id,
-            'scheduledFor', to_char(s.first_scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+        timeline_scheduled_data(s.id, s.sequence_id, s.step_id, s.template_id, s.first_scheduled_for)
    FROM scheduled_sends s
   WHERE s.tenant_id = @tenant_id AND s.contact_id = @contact_id AND s.first_scheduled_for IS NOT NULL
     AND s.created_at >= @from_time::timestamptz

@@ -7,7 +7,7 @@
 -- claim compares with: a send due now is claimable the moment it commits.
 -- Times are kept to the millisecond, the precision responses show, so
 -- GET /api/scheduled/{id}?scheduledFor= matches what the list showed.
--- The row is also its scheduled timeline entry (schema 0034; see Timeline
+-- The row is also its scheduled timeline entry (schema 0033; see Timeline
 -- in events.sql): first_scheduled_for keeps the time it shows.
 INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id,
     template_id, scheduled_for, first_scheduled_for)
@@ -161,7 +161,7 @@ RETURNING ss.tenant_id, ss.id, ss.enrolment_id, ss.status, ss.scheduled_for;
 
 -- name: ScheduledSendPrune :one
 -- Sent and cancelled rows are kept 7 days. A pruned row's scheduled
--- timeline entry, read from the row until now (schema 0034), is written
+-- timeline entry, read from the row until now (schema 0033), is written
 -- as it showed, unless its contact is gone (and its timeline with it).
 WITH gone AS (
     DELETE FROM scheduled_sends WHERE status IN ('sent', 'cancelled') AND finished_at < @before::timestamptz
@@ -169,9 +169,7 @@ WITH gone AS (
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
     SELECT g.tenant_id, 'tle_' || g.id || ':scheduled', g.contact_id, 'scheduled', g.created_at,
-        jsonb_build_object('scheduledSendId', g.id, 'sequenceId', g.sequence_id, 'stepId', g.step_id,
-            'templateId', g.template_id,
-            'scheduledFor', to_char(g.first_scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+        timeline_scheduled_data(g.id, g.sequence_id, g.step_id, g.template_id, g.first_scheduled_for)
     FROM gone g
     WHERE g.first_scheduled_for IS NOT NULL
       AND EXISTS (SELECT 1 FROM contacts c WHERE c.tenant_id = g.tenant_id AND c.id = g.contact_id)

@@ -265,10 +265,10 @@ func TestEmission(t *testing.T) {
 }
 
 // The statement triggers that write facts (new contacts, email.* events,
-// sequence timeline entries) first ask whether any tenant of the
-// statement has an enabled endpoint (schema 0032): a statement whose rows
-// belong to several tenants writes the facts of the tenant that has one,
-// and only those; a tenant whose only endpoint is disabled gets none.
+// sequence timeline entries) judge each row by its own tenant: a
+// statement whose rows belong to several tenants writes the facts of the
+// tenant that has an endpoint, and only those; a tenant whose only
+// endpoint is disabled gets none.
 func TestEmissionInAStatementOfManyTenants(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, true)

@@ -88,7 +88,7 @@ type Event struct {
 // enrolment ended. A new enrolment starts at the first email step: its
 // scheduled send is due after the delays before it (now for a leading
 // send), with its scheduled timeline entry (the enrolment is its own
-// sequence_entered entry: schema 0033). A sequence
+// sequence_entered entry: schema 0032). A sequence
 // without email steps completes at once. ev is the triggering event, nil
 // for a manual enrolment.
 func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, contactID string, ev *Event) (queries.Enrolment, bool, error) {
@@ -111,7 +111,7 @@ func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, con
 		evID, evName = &ev.ID, &ev.Name
 	}
 	// The enrolment is also its sequence_entered timeline entry (schema
-	// 0033): its version and event are what the entry shows.
+	// 0032): its version and event are what the entry shows.
 	e, err := q.EnrolmentInsert(ctx, queries.EnrolmentInsertParams{TenantID: tenantID, ID: ids.New(ids.Enrolment),
 		SequenceID: seq.ID, ContactID: contactID, CurrentStep: at, CurrentStepIndex: int32(idx), TriggerEventID: evID,
 		SequenceVersion: &seq.Version, TriggerEventName: evName})
@@ -176,7 +176,7 @@ func plan(def *definition.Definition, after string) (definition.Step, time.Durat
 
 // schedule writes the scheduled send of an email step due delay from now
 // (the database's clock; the row is also its scheduled timeline entry,
-// schema 0034) and its task once the transaction commits.
+// schema 0033) and its task once the transaction commits.
 func schedule(ctx context.Context, q *store.Tx, e queries.Enrolment, seq Sequence, step definition.Step, delay time.Duration) (queries.ScheduledSend, error) {
 	ss, err := q.ScheduledSendInsert(ctx, queries.ScheduledSendInsertParams{TenantID: e.TenantID, ID: ids.New(ids.ScheduledSend),
 		ContactID: e.ContactID, EnrolmentID: e.ID, SequenceID: seq.ID, SequenceVersion: seq.Version, StepID: step.ID,

@@ -16,7 +16,7 @@ import (
 )
 
 // The sequence_entered timeline entry is the enrolment itself (schema
-// 0033): the timeline shows it with the id, time and data a stored entry
+// 0032): the timeline shows it with the id, time and data a stored entry
 // had, for an enrolment by event and one by hand; an enrolment from
 // before the schema keeps its stored entry and shows once; pages cut
 // between entries lose none; and the sequence.entered webhook fact carries
@@ -32,7 +32,7 @@ func TestEnteredEntryIsTheEnrolment(t *testing.T) {
 	f.Exec(`INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
 		VALUES ($1, 'tle_enr_old:entered', $2, 'sequence_entered', now() - interval '1 day',
 		'{"sequenceId": "gone", "enrolmentId": "enr_old", "sequenceVersion": 3}')`, f.Tenant, f.ContactID)
-	// The endpoint comes after the enrolment of before schema 0033 (whose
+	// The endpoint comes after the enrolment of before schema 0032 (whose
 	// stored entry's insert wrote its fact then).
 	f.Exec(`INSERT INTO webhook_endpoints (tenant_id, id, url, secret) VALUES ($1, 'whk_1', 'https://hooks.example.com', 'whsec_x')`, f.Tenant)
 	rec := f.Event("signed_up", nil)
@@ -117,7 +117,7 @@ func TestEnteredEntryIsTheEnrolment(t *testing.T) {
 	}
 }
 
-// The scheduled timeline entry is the scheduled send (schema 0034) until
+// The scheduled timeline entry is the scheduled send (schema 0033) until
 // the send is pruned, then a stored entry: the same id, time and data
 // throughout, the time shown the one it was first scheduled for even
 // after the send moved. A scheduled send from before the schema keeps its
