@@ -121,10 +121,25 @@ func TestDayAndMonthBoundaries(t *testing.T) {
 	}
 }
 
-// One Count of many facts sums them per counter row before writing: each
-// lands on its UTC day and month as if counted alone, and the statement
-// writes one row per scope and period (the transaction's shard), not one
-// per fact.
+// sentRows passes MetricsAdd on to the transaction and counts the rows
+// each call sends.
+type sentRows struct {
+	metrics.Adder
+	rows int
+}
+
+func (s *sentRows) MetricsAdd(ctx context.Context, rows json.RawMessage) error {
+	var r []json.RawMessage
+	if err := json.Unmarshal(rows, &r); err != nil {
+		return err
+	}
+	s.rows += len(r)
+	return s.Adder.MetricsAdd(ctx, rows)
+}
+
+// One Count of many facts sums them per counter row before the statement
+// (one JSON row per scope and period, not one per fact and scope), and
+// each still lands on its UTC day and month as if counted alone.
 func TestOneCountSumsItsFactsPerRow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -143,7 +158,19 @@ func TestOneCountSumsItsFactsPerRow(t *testing.T) {
 	for range 50 { // the transaction's now()
 		facts = append(facts, metrics.Fact{TenantID: "ten_b", Counts: metrics.Counts{Scheduled: 1, Unsubscribed: 1}})
 	}
-	b.count(facts...)
+	sent := &sentRows{}
+	if err := b.db.InTx(b.ctx, func(q *store.Tx) error {
+		sent.Adder = q
+		return metrics.Count(b.ctx, sent, facts...)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// ten_a: tenant, sequence and template, each on 31 October and in
+	// November (the tenant's day, the others' month); ten_b: its tenant
+	// row at now().
+	if sent.rows != 7 {
+		t.Fatalf("the statement got %d rows for %d facts, want 7", sent.rows, len(facts))
+	}
 	if d := b.report("ten_a", metrics.Query{Date: "2026-10-31"}); d.Counters.Sent != 500 {
 		t.Fatalf("31 October: %d sent, want 500", d.Counters.Sent)
 	}
