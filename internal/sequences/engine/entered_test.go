@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"tidings/internal/events"
 	"tidings/internal/page"
+	"tidings/internal/sequences/engine"
 	"tidings/internal/sequences/engine/enginetest"
+	"tidings/internal/store"
 	"tidings/internal/testenv"
 	"tidings/queries"
 )
@@ -241,5 +244,32 @@ func TestEnrolmentMeetsAConcurrentEnrolment(t *testing.T) {
 	}
 	if e := f.Enrolment("onboarding"); e == nil || e.ID != "enr_other" {
 		t.Fatalf("enrolment %+v", e)
+	}
+}
+
+// The engine enrols an event's contact only in the sequences the event
+// was stored as processing: a sequence its name triggers that was not
+// among them when it was stored (enabled between the event's insert and
+// the hook) waits for the next event, so triggered is always within
+// processed.
+func TestEnrolsOnlyInTheProcessedSequences(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := enginetest.New(t, "ten_processed")
+	f.PutSequence("a", dripYAML, true)
+	f.PutSequence("b", strings.Replace(dripYAML, "Onboarding", "Other", 1), true)
+	var triggered []string
+	f.Tx(func(q *store.Tx) error {
+		var err error
+		triggered, err = engine.Hook(ctx, q, &events.Recorded{EventID: "evt_1", Name: "signed_up", Properties: []byte(`{}`),
+			Timestamp: time.Now(), ContactID: f.ContactID, ProcessedSequences: []string{"a"},
+			Contact: queries.Contact{TenantID: f.Tenant, ID: f.ContactID, Subscribed: true}})
+		return err
+	})
+	if !slices.Equal(triggered, []string{"a"}) {
+		t.Fatalf("triggered %v, want [a]", triggered)
+	}
+	if f.Enrolment("a") == nil || f.Enrolment("b") != nil {
+		t.Fatalf("enrolments a %+v, b %+v; want a only", f.Enrolment("a"), f.Enrolment("b"))
 	}
 }
