@@ -223,12 +223,8 @@ func recorded(in Custom, row queries.EventRecordByEmailRow) *Recorded {
 	if t, ok := row.LastEventAt.(time.Time); ok {
 		last = &t
 	}
-	processed := row.ProcessedSequences
-	if processed == nil {
-		processed = []string{}
-	}
 	return &Recorded{EventID: row.EventID, Name: in.Name, Properties: in.Properties, Timestamp: row.EventOccurredAt,
-		ContactID: row.ContactID, ProcessedSequences: processed, TriggeredSequences: []string{},
+		ContactID: row.ContactID, ProcessedSequences: row.ProcessedSequences, TriggeredSequences: []string{},
 		Contact: queries.Contact{TenantID: in.TenantID, ID: row.ContactID, Email: row.Email, UserID: row.UserID,
 			Properties: row.ContactProperties, Subscribed: row.Subscribed, Suppressed: row.Suppressed, Topics: row.Topics,
 			TotalSends: row.TotalSends, TotalOpens: row.TotalOpens, TotalClicks: row.TotalClicks,
