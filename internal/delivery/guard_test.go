@@ -85,3 +85,42 @@ func TestGuardPausesOnRates(t *testing.T) {
 		})
 	}
 }
+
+// The guard judges whenever outcomes are applied, in whatever order they
+// arrive (ADDENDUM 19): complaints applied first leave the window below
+// its sample; the delivered batch after them completes it and pauses.
+func TestGuardJudgesOutcomesInAnyOrder(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	b.outcomes.Guard = &tenants.Guard{MinSample: 500}
+	b.exec(`UPDATE tenants SET sending_status = 'enabled'`)
+	var complaints, delivered []Outcome
+	for i := range 600 {
+		c, s := fmt.Sprintf("cnt_%d", i), fmt.Sprintf("snd_%d", i)
+		b.contact("ten_a", c)
+		b.send("ten_a", s, c, "")
+		if i < 3 { // 0.5%
+			complaints = append(complaints, Outcome{TenantID: "ten_a", SendID: s, Kind: sendgridevents.Complained})
+		} else {
+			delivered = append(delivered, Outcome{TenantID: "ten_a", SendID: s, Kind: sendgridevents.Delivered})
+		}
+	}
+	status := func() (string, string) {
+		var st, reason string
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT sending_status, coalesce(paused_reason, '') FROM tenants WHERE id = 'ten_a'`).Scan(&st, &reason); err != nil {
+			t.Fatal(err)
+		}
+		return st, reason
+	}
+	for i, batch := range [][]Outcome{complaints, delivered} {
+		if err := b.db.InTx(b.ctx, func(q *store.Tx) error { _, err := b.outcomes.Apply(b.ctx, q, batch); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := status(); i == 0 && st == "paused" {
+			t.Fatal("paused on 3 outcomes, below the sample")
+		}
+	}
+	if st, reason := status(); st != "paused" || reason != tenants.PausedComplaintRate {
+		t.Fatalf("after the delivered batch: %s %q, want paused for complaint_rate", st, reason)
+	}
+}

@@ -264,6 +264,11 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 	var recs []events.System
 	var facts []metrics.Fact
 	optOuts := map[[2]string]*contacts.OptOut{}
+	// The tenants whose guard window moved: any delivered, bounced or
+	// complained status applied, in whatever order the outcomes arrive
+	// (a delivered after another send's complaint can complete the
+	// sample; ADDENDUM 19).
+	guarded := map[string]bool{}
 	for _, o := range todo {
 		s := sends[[2]string{o.TenantID, o.SendID}]
 		if s == nil || (o.ContactID != "" && o.ContactID != s.ContactID) {
@@ -275,6 +280,10 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 		e := step(s, o)
 		if e.changed {
 			dirty[s] = true
+			switch s.DeliveryStatus {
+			case sendgridevents.StatusDelivered, sendgridevents.StatusBounced, sendgridevents.StatusComplained:
+				guarded[s.TenantID] = true
+			}
 		}
 		// Any outcome of a send is the provider's word that it has the
 		// message: a send in doubt is settled (ADDENDUM section 12).
@@ -341,7 +350,6 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 	if mOpens+mClicks > 0 {
 		q.AfterCommit(func(context.Context) { telemetry.MachineHits(mOpens, mClicks) })
 	}
-	guarded := map[string]bool{}
 	for _, k := range sortedKeys(optOuts) {
 		if _, err := contacts.ApplyOptOut(ctx, q, *optOuts[k]); err != nil {
 			return n, err
@@ -350,8 +358,9 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 			guarded[k[0]] = true
 		}
 	}
-	// A hard bounce or a complaint can take a tenant past the guard's
-	// rates; the tenant row is locked last (docs/decisions.md "Lock
+	// Any outcome in the window can take a tenant past the guard's rates
+	// (a hard bounce or complaint, or the delivered that completes the
+	// sample); the tenant row is locked last (docs/decisions.md "Lock
 	// order").
 	if a.Guard != nil {
 		for _, t := range slices.Sorted(maps.Keys(guarded)) {
