@@ -44,11 +44,19 @@ func HandleDispatch(d Deps) asynq.HandlerFunc {
 		for {
 			// Broadcast recipients share the dispatch: one batch of each
 			// per round, so neither starves the other.
-			moreBroadcast, err := dispatchBroadcasts(ctx, d, broadcasts.DefaultBatch)
+			// Each batch is one attempt: its claim, records and provider
+			// calls end within SEND_ATTEMPT_TIMEOUT (then the writes after
+			// the answers), so no claim outlives SEND_CLAIM_TIMEOUT while
+			// its worker still works on it (config: the floor).
+			actx, cancel := context.WithTimeout(ctx, d.Config.SendAttemptTimeout)
+			moreBroadcast, err := dispatchBroadcasts(actx, d, broadcasts.DefaultBatch)
+			cancel()
 			if err != nil {
 				d.Log.Error("broadcast dispatch failed; the sweep retries", "err", err)
 			}
-			res, err := d.Runner.Dispatch(ctx, engine.DefaultBatch)
+			actx, cancel = context.WithTimeout(ctx, d.Config.SendAttemptTimeout)
+			res, err := d.Runner.Dispatch(actx, engine.DefaultBatch)
+			cancel()
 			if err != nil {
 				// The rows stay due; the sweep queues the fan-out again.
 				d.Log.Error("dispatch failed; the sweep retries", "err", err)
@@ -89,7 +97,9 @@ func HandleScheduledSend(d Deps) asynq.HandlerFunc {
 		if err := json.Unmarshal(t.Payload(), &p); err != nil || p.ID == "" || p.TenantID == "" {
 			return fmt.Errorf("scheduled send payload %q: %w", t.Payload(), asynq.SkipRetry)
 		}
-		res, err := d.Runner.Run(ctx, p.TenantID, p.ID)
+		actx, cancel := context.WithTimeout(ctx, d.Config.SendAttemptTimeout)
+		defer cancel()
+		res, err := d.Runner.Run(actx, p.TenantID, p.ID)
 		if err != nil {
 			telemetry.ScheduledRun(string(engine.OutcomeFailed))
 			// The row is failed (or still pending) and the sweep re-feeds

@@ -59,10 +59,15 @@ type Config struct {
 	APIKeyCacheTTL      time.Duration
 	SegmentComputeEvery time.Duration
 	SendMaxAttempts     int
-	// SendClaimTimeout is how old a scheduled send's claim must be before
-	// the sweep takes it back (its worker died): well above a send's own
-	// one-minute timeout, so a slow attempt is never doubled.
+	// SendClaimTimeout is how old a scheduled send's or broadcast
+	// recipient's claim must be before the sweep takes it back (its worker
+	// died): at least an attempt's longest life, so a slow attempt is never
+	// doubled.
 	SendClaimTimeout time.Duration
+	// SendAttemptTimeout is SEND_ATTEMPT_TIMEOUT: how long one attempt at
+	// a batch of due sends (claim, rate waits, records, provider calls)
+	// may run before its context ends.
+	SendAttemptTimeout time.Duration
 	// ProviderTimeout is PROVIDER_TIMEOUT: the longest wait for the
 	// provider's answer to one message; no answer leaves it in doubt.
 	ProviderTimeout time.Duration
@@ -175,6 +180,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		SegmentComputeEvery:      r.duration("SEGMENT_COMPUTE_INTERVAL", 60*time.Second),
 		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
 		SendClaimTimeout:         r.duration("SEND_CLAIM_TIMEOUT", 5*time.Minute),
+		SendAttemptTimeout:       r.duration("SEND_ATTEMPT_TIMEOUT", 2*time.Minute),
 		ProviderTimeout:          r.duration("PROVIDER_TIMEOUT", 30*time.Second),
 		ProviderRatePerSecond:    r.nonNegativeInt("PROVIDER_RATE_PER_SECOND", 0),
 		WebhookRetrySchedule: r.durations("WEBHOOK_RETRY_SCHEDULE", []time.Duration{5 * time.Second, 5 * time.Minute,
@@ -224,14 +230,21 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 			r.fail("REDIS_URL", "names database "+strings.TrimPrefix(u.Path, "/")+": a Redis Cluster has only database 0")
 		}
 	}
-	// A claim is taken back as its worker's only after the slowest attempt
-	// it could still be running has ended: the provider's whole wait, and as
-	// long again for the writes around it. A shorter timeout would let the
-	// sweep hand a step to a second worker while the first still talks to
-	// the provider.
-	if c.SendClaimTimeout > 0 && c.ProviderTimeout > 0 && c.SendClaimTimeout < 2*c.ProviderTimeout {
-		r.fail("SEND_CLAIM_TIMEOUT", fmt.Sprintf("must be at least twice PROVIDER_TIMEOUT (%v), got %v",
-			c.ProviderTimeout, c.SendClaimTimeout))
+	// A claim is taken back as its worker's only after the longest life of
+	// the attempt that holds it has ended: the attempt itself
+	// (SEND_ATTEMPT_TIMEOUT: its rate waits, records and provider calls)
+	// and the writes after the provider's answers (SettleAllowance). A
+	// shorter timeout would let the sweep hand a step to a second worker
+	// while the first still talks to the provider (ADDENDUM 19). An attempt
+	// shorter than one provider call could never send.
+	if c.SendAttemptTimeout > 0 && c.ProviderTimeout > 0 && c.SendAttemptTimeout < c.ProviderTimeout {
+		r.fail("SEND_ATTEMPT_TIMEOUT", fmt.Sprintf("must be at least PROVIDER_TIMEOUT (%v), got %v",
+			c.ProviderTimeout, c.SendAttemptTimeout))
+	}
+	if life := c.SendAttemptTimeout + SettleAllowance; c.SendClaimTimeout > 0 && c.SendClaimTimeout < life {
+		r.fail("SEND_CLAIM_TIMEOUT", fmt.Sprintf("must be at least the longest life of one send attempt, "+
+			"SEND_ATTEMPT_TIMEOUT (%v) + %v for the writes after the provider's answer = %v; got %v",
+			c.SendAttemptTimeout, SettleAllowance, life, c.SendClaimTimeout))
 	}
 	if c.SMTPURL != "" {
 		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Host == "" {
@@ -253,6 +266,12 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	}
 	return c, nil
 }
+
+// SettleAllowance is what a send attempt may still take after its deadline:
+// the writes that settle the provider's answers (delivery bounds them to
+// 15 s, a test ties the two) and some clock skew between processes and
+// PostgreSQL, whose clock stamps claims.
+const SettleAllowance = 20 * time.Second
 
 // DevTrackingSecret is the TRACKING_SECRET of development with the outbox
 // provider when none is set: fixed, so the api and the worker agree and

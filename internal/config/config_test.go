@@ -55,21 +55,43 @@ func TestTrackingSecretRequiredWithARealProvider(t *testing.T) {
 	}
 }
 
-// SEND_CLAIM_TIMEOUT has a floor (issue 20): a claim must outlive the
-// slowest attempt, twice PROVIDER_TIMEOUT, or a slow attempt still running
-// would be handed to a second worker.
+// SEND_CLAIM_TIMEOUT has a floor (issues 20 and 35): a claim must outlive
+// the longest life of the attempt holding it (SEND_ATTEMPT_TIMEOUT and the
+// writes after it), or a slow attempt still running would be handed to a
+// second worker; an attempt must outlive one provider call.
 func TestClaimTimeoutFloor(t *testing.T) {
 	t.Parallel()
 	c, err := FromLookup(env(nil))
-	if err != nil || c.ProviderTimeout != 30*time.Second || c.SendClaimTimeout != 5*time.Minute {
-		t.Fatalf("defaults: %v %v %v", c.ProviderTimeout, c.SendClaimTimeout, err)
+	if err != nil || c.ProviderTimeout != 30*time.Second || c.SendClaimTimeout != 5*time.Minute || c.SendAttemptTimeout != 2*time.Minute {
+		t.Fatalf("defaults: %v %v %v %v", c.ProviderTimeout, c.SendClaimTimeout, c.SendAttemptTimeout, err)
 	}
-	_, err = FromLookup(env(map[string]string{"PROVIDER_TIMEOUT": "30s", "SEND_CLAIM_TIMEOUT": "59s"}))
-	if err == nil || !strings.Contains(err.Error(), "SEND_CLAIM_TIMEOUT") {
-		t.Fatalf("claim timeout under twice the provider's: %v", err)
-	}
-	if _, err := FromLookup(env(map[string]string{"PROVIDER_TIMEOUT": "5s", "SEND_CLAIM_TIMEOUT": "10s"})); err != nil {
-		t.Fatalf("exactly twice: %v", err)
+	for _, tc := range []struct {
+		desc              string
+		provider, attempt string
+		claim             string
+		ok                bool
+	}{
+		{desc: "the review's fault run: 15 s claims under a 2-minute attempt", provider: "3s", claim: "15s"},
+		{desc: "twice the provider's timeout, under the attempt", provider: "30s", claim: "60s"},
+		{desc: "exactly the attempt and its allowance", provider: "5s", attempt: "10s", claim: "30s", ok: true},
+		{desc: "a second short", provider: "5s", attempt: "10s", claim: "29s"},
+		{desc: "an attempt shorter than a provider call", provider: "30s", attempt: "20s", claim: "5m"},
+		{desc: "the defaults' claim with a longer attempt", attempt: "5m", claim: "5m"},
+	} {
+		vars := map[string]string{"SEND_CLAIM_TIMEOUT": tc.claim}
+		if tc.provider != "" {
+			vars["PROVIDER_TIMEOUT"] = tc.provider
+		}
+		if tc.attempt != "" {
+			vars["SEND_ATTEMPT_TIMEOUT"] = tc.attempt
+		}
+		_, err := FromLookup(env(vars))
+		if tc.ok != (err == nil) {
+			t.Errorf("%s: %v", tc.desc, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "SEND_") {
+			t.Errorf("%s: the error names no variable: %v", tc.desc, err)
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"tidings/internal/apperr"
+	"tidings/internal/config"
 )
 
 // A transactional send's from is at most 320 bytes, judged before anything
@@ -37,5 +39,16 @@ func TestRequestFromLength(t *testing.T) {
 		if _, err := (&Sender{}).Send(context.Background(), "ten_a", Request{From: tt.from}); !apperr.IsCode(err, "VALIDATION_ERROR") {
 			t.Errorf("%s: Send: got %v, want VALIDATION_ERROR before any lookup", tt.desc, err)
 		}
+	}
+}
+
+// The writes after the provider's answers fit in the allowance that
+// SEND_CLAIM_TIMEOUT's floor gives them (config.SettleAllowance), with
+// room for clock skew: a longer settle would let a claim be taken over
+// while its attempt still writes.
+func TestSettleFitsTheClaimFloor(t *testing.T) {
+	t.Parallel()
+	if settleTimeout+5*time.Second > config.SettleAllowance {
+		t.Fatalf("settleTimeout %v leaves less than 5 s of config.SettleAllowance %v", settleTimeout, config.SettleAllowance)
 	}
 }
