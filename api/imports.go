@@ -242,7 +242,7 @@ func (g *streamGate) begin(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return err
-	case stored != nil && stored.SendID != "":
+	case stored != nil && (stored.SendID != "" || stored.BatchSends != nil):
 		// Only POST /api/send links sends to its keys.
 		return apperr.Conflict("IDEMPOTENCY_KEY_IN_USE", "this Idempotency-Key belongs to another request")
 	case stored != nil:
@@ -261,7 +261,7 @@ func (s *Server) idempotentStream(c *fiber.Ctx, scope, key string) error {
 	c.Locals(streamGateKey, gate)
 	err := c.Next()
 	if gate.replay != nil {
-		c.Set("Idempotent-Replayed", "true")
+		setReplayed(c)
 		if len(gate.replay.Body) > 0 {
 			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		}

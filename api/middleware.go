@@ -31,6 +31,15 @@ func principal(c *fiber.Ctx) *Principal {
 
 func tenantID(c *fiber.Ctx) string { return principal(c).TenantID }
 
+// credential names the credential of the request: the API key's id, or
+// the session's subject (Idempotency-Keys are kept per credential).
+func (p *Principal) credential() string {
+	if p.Session {
+		return "session:" + p.UserID
+	}
+	return "key:" + p.KeyID
+}
+
 // logRequests writes one structured line per request: method, path, route
 // template, status, duration, request id, and the tenant and error code
 // when there are some. The attributes are built as slog.Attr values in an

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"tidings/internal/delivery"
 	"tidings/internal/idempotency"
 	"tidings/internal/ids"
+	"tidings/internal/store"
 )
 
 type sendReq struct {
@@ -118,6 +120,10 @@ func (s *Server) idempotentBy(scope string, request func(c *fiber.Ctx) []byte) f
 		if !idempotency.ValidKey(key) {
 			return apperr.Invalid("Idempotency-Key", "must be 1-255 printable ASCII characters")
 		}
+		// Keys are the credential's own (ADDENDUM 19): another key of the
+		// tenant reusing one is a first request, and never replays a
+		// response (a secret shown once) made for another credential.
+		scope := scope + " " + principal(c).credential()
 		if streamed(c) {
 			return s.idempotentStream(c, scope, key)
 		}
@@ -130,8 +136,11 @@ func (s *Server) idempotentBy(scope string, request func(c *fiber.Ctx) []byte) f
 		if stored != nil && stored.SendID != "" {
 			return s.answerRecordedSend(c, scope, key, stored.SendID)
 		}
+		if stored != nil && stored.BatchSends != nil {
+			return s.answerRecordedBatch(c, stored.BatchSends)
+		}
 		if stored != nil {
-			c.Set("Idempotent-Replayed", "true")
+			setReplayed(c)
 			if len(stored.Body) > 0 {
 				c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 			}
@@ -185,7 +194,7 @@ func (s *Server) settle(c *fiber.Ctx, claim *idempotency.Claim, err error) error
 // provider (nothing left): the key is freed and the client's next repeat
 // runs afresh.
 func (s *Server) answerRecordedSend(c *fiber.Ctx, scope, key, sendID string) error {
-	c.Set("Idempotent-Replayed", "true")
+	setReplayed(c)
 	res, err := s.sender.Answer(c.UserContext(), tenantID(c), sendID)
 	if apperr.IsKind(err, apperr.KindNotFound) {
 		if err := s.idempotency.Abandon(c.UserContext(), tenantID(c), scope, key, c.Body()); err != nil {
@@ -243,7 +252,20 @@ func (s *Server) sendBatch(c *fiber.Ctx) error {
 		}
 		reqs, at = append(reqs, in), append(at, i)
 	}
-	for k, r := range s.sender.SendBatch(c.UserContext(), tenantID(c), reqs, 0) {
+	// The Idempotency-Key (if any) names the records, by the message's
+	// position in the batch, in each transaction that writes some: a
+	// repeat after a crash answers from them (answerRecordedBatch).
+	var onRecord func(ctx context.Context, q *store.Tx, sendIDs map[int]string) error
+	if claim, ok := c.Locals(idempotencyClaim).(*idempotency.Claim); ok {
+		onRecord = func(ctx context.Context, q *store.Tx, sendIDs map[int]string) error {
+			byPosition := make(map[int]string, len(sendIDs))
+			for k, id := range sendIDs {
+				byPosition[at[k]] = id
+			}
+			return claim.LinkBatchSends(ctx, q, byPosition)
+		}
+	}
+	for k, r := range s.sender.SendBatch(c.UserContext(), tenantID(c), reqs, 0, onRecord) {
 		i := at[k]
 		if r.Err != nil {
 			items[i] = s.batchError(c, r.Err)
@@ -261,4 +283,50 @@ func (s *Server) batchError(c *fiber.Ctx, err error) batchItem {
 		f.details = map[string]any{}
 	}
 	return batchItem{Status: "error", Error: &errorPayload{Code: f.code, Message: f.msg, Details: f.details}}
+}
+
+// setReplayed marks a response answered from an earlier request with the
+// same Idempotency-Key: Idempotency-Replayed (ADDENDUM 19), and the
+// Idempotent-Replayed of earlier releases for clients that read it.
+func setReplayed(c *fiber.Ctx) {
+	c.Set("Idempotency-Replayed", "true")
+	c.Set("Idempotent-Replayed", "true")
+}
+
+// answerRecordedBatch answers the repeat of a batch whose first request
+// wrote records (sendIDs, by position) and then died or failed to store its
+// answer (ADDENDUM 19): from those records, sending nothing. A message with
+// a record answers as its record stands (sent, in doubt, or refused: the
+// record is gone); one without a record never reached the provider and is
+// answered NOT_SENT, for the client to send again under a new key.
+func (s *Server) answerRecordedBatch(c *fiber.Ctx, sendIDs map[int]string) error {
+	var req sendBatchReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	msgs, _ := req.Messages.Value()
+	items := make([]batchItem, len(msgs))
+	for i := range msgs {
+		id, ok := sendIDs[i]
+		if !ok {
+			items[i] = batchItem{Status: "error", Error: &errorPayload{Code: "NOT_SENT", Details: map[string]any{},
+				Message: "the first request with this Idempotency-Key stopped before sending this message, " +
+					"and a repeat sends nothing: send it again with a new Idempotency-Key"}}
+			continue
+		}
+		res, err := s.sender.Answer(c.UserContext(), tenantID(c), id)
+		switch {
+		case apperr.IsKind(err, apperr.KindNotFound):
+			items[i] = batchItem{Status: "error", Error: &errorPayload{Code: "PROVIDER_ERROR", Details: map[string]any{},
+				Message: "the email provider did not accept the message: nothing was sent"}}
+		case err != nil && !delivery.IsInDoubt(err):
+			return err
+		case err != nil:
+			items[i] = s.batchError(c, err)
+		default:
+			items[i] = batchItem{Status: "sent", SendID: res.SendID, MessageID: res.MessageID}
+		}
+	}
+	setReplayed(c)
+	return c.JSON(whole(items))
 }

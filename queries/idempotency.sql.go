@@ -7,6 +7,7 @@ package queries
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -15,9 +16,10 @@ INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, expires_at)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (tenant_id, scope, key) DO UPDATE
 SET request_hash = EXCLUDED.request_hash, response_status = NULL, response_body = NULL,
-    created_at = now(), expires_at = EXCLUDED.expires_at, send_id = NULL
+    created_at = now(), expires_at = EXCLUDED.expires_at, send_id = NULL, batch_sends = NULL
 WHERE idempotency_keys.expires_at <= now()
    OR (idempotency_keys.response_status IS NULL AND idempotency_keys.send_id IS NULL
+       AND idempotency_keys.batch_sends IS NULL
        AND idempotency_keys.created_at <= $6::timestamptz)
 RETURNING tenant_id
 `
@@ -94,7 +96,7 @@ func (q *Queries) IdempotencyDeleteExpired(ctx context.Context) (int64, error) {
 }
 
 const idempotencyGet = `-- name: IdempotencyGet :one
-SELECT tenant_id, scope, key, request_hash, response_status, response_body, created_at, expires_at, send_id FROM idempotency_keys
+SELECT tenant_id, scope, key, request_hash, response_status, response_body, created_at, expires_at, send_id, batch_sends FROM idempotency_keys
 WHERE tenant_id = $1 AND scope = $2 AND key = $3
 `
 
@@ -117,8 +119,39 @@ func (q *Queries) IdempotencyGet(ctx context.Context, arg IdempotencyGetParams) 
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.SendID,
+		&i.BatchSends,
 	)
 	return i, err
+}
+
+const idempotencyLinkBatchSends = `-- name: IdempotencyLinkBatchSends :execrows
+UPDATE idempotency_keys SET batch_sends = coalesce(batch_sends, '{}'::jsonb) || $1::jsonb
+WHERE tenant_id = $2 AND scope = $3 AND key = $4
+  AND request_hash = $5 AND response_status IS NULL
+`
+
+type IdempotencyLinkBatchSendsParams struct {
+	Links       json.RawMessage
+	TenantID    string
+	Scope       string
+	Key         string
+	RequestHash []byte
+}
+
+// Names the records a batch is about to hand to the provider, by position,
+// in the transaction that writes them.
+func (q *Queries) IdempotencyLinkBatchSends(ctx context.Context, arg IdempotencyLinkBatchSendsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, idempotencyLinkBatchSends,
+		arg.Links,
+		arg.TenantID,
+		arg.Scope,
+		arg.Key,
+		arg.RequestHash,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const idempotencyLinkSend = `-- name: IdempotencyLinkSend :execrows
@@ -154,7 +187,7 @@ func (q *Queries) IdempotencyLinkSend(ctx context.Context, arg IdempotencyLinkSe
 const idempotencyRelease = `-- name: IdempotencyRelease :execrows
 DELETE FROM idempotency_keys
 WHERE tenant_id = $1 AND scope = $2 AND key = $3
-  AND request_hash = $4 AND response_status IS NULL
+  AND request_hash = $4 AND response_status IS NULL AND batch_sends IS NULL
 `
 
 type IdempotencyReleaseParams struct {
@@ -164,7 +197,9 @@ type IdempotencyReleaseParams struct {
 	RequestHash []byte
 }
 
-// Forgets a key whose first request failed, so the client may retry it.
+// Forgets a key whose first request failed, so the client may retry it. A
+// batch that wrote records is never forgotten: some of its messages may
+// have left.
 func (q *Queries) IdempotencyRelease(ctx context.Context, arg IdempotencyReleaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, idempotencyRelease,
 		arg.TenantID,

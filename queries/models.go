@@ -217,6 +217,7 @@ type IdempotencyKey struct {
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	SendID         *string
+	BatchSends     []byte
 }
 
 type MetricCount struct {

@@ -167,6 +167,12 @@ func New(in Infra) (*Services, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TRACKING_SECRET: %w", err)
 	}
+	// Stored Idempotency-Key responses keep their secrets sealed under a
+	// key derived from TRACKING_SECRET, which every api instance shares.
+	sealer, err := idempotency.NewSealer(cfg.TrackingSecret)
+	if err != nil {
+		return nil, fmt.Errorf("TRACKING_SECRET: %w", err)
+	}
 	keys := in.Keys
 	if keys == nil {
 		keys = keycache.New(apikeys.Loader(db), in.Redis, in.RedisPrefix+KeyEvictChannel, cfg.APIKeyCacheTTL, in.Log)
@@ -197,7 +203,7 @@ func New(in Infra) (*Services, error) {
 			OnEnabled: engine.SetEnabled, OnDelete: engine.CancelSequence, OnNewVersion: engine.StepsRemoved},
 		Domains: &domains.Store{DB: db, DNS: dns, DKIMSuffix: cfg.DKIMCNAMESuffix,
 			CheckInterval: cfg.DomainCheckInterval},
-		Idempotency: &idempotency.Store{DB: db},
+		Idempotency: &idempotency.Store{DB: db, Sealer: sealer},
 		Metrics:     &metrics.Store{DB: db},
 		Tracking:    signer,
 		Sends:       &delivery.Sends{DB: db},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -54,15 +53,18 @@ func (s *Sender) SendSteps(ctx context.Context, steps []Step, parallel int,
 	then func(ctx context.Context, q *store.Tx, settled []Settled) error) []StepResult {
 	res := make([]StepResult, len(steps))
 	preps := s.prepareSteps(ctx, steps, res)
-	return s.sendPrepared(ctx, preps, res, parallel, then)
+	return s.sendPrepared(ctx, preps, res, parallel, nil, then)
 }
 
 // SendBatch sends transactional messages (POST /api/send/batch), each
-// checked as Send checks it, through the ledger in a fixed number of
-// statements (sendPrepared): one failing its checks or refused by the
-// provider does not stop the others. Request.OnRecord is not used. The
+// checked as Send checks it, through the ledger in a few statements
+// (sendPrepared): one failing its checks or refused by the provider does
+// not stop the others. Request.OnRecord is not used; onRecord, when set,
+// runs in each transaction that writes some of the batch's records, with
+// their ids by position in reqs (the Idempotency-Key names them there). The
 // results are in the order of reqs; an error is Send's for that message.
-func (s *Sender) SendBatch(ctx context.Context, tenantID string, reqs []Request, parallel int) []StepResult {
+func (s *Sender) SendBatch(ctx context.Context, tenantID string, reqs []Request, parallel int,
+	onRecord func(ctx context.Context, q *store.Tx, sendIDs map[int]string) error) []StepResult {
 	res := make([]StepResult, len(reqs))
 	preps := make([]*prepared, len(reqs))
 	for i, req := range reqs {
@@ -75,7 +77,7 @@ func (s *Sender) SendBatch(ctx context.Context, tenantID string, reqs []Request,
 		}
 		res[i].Err = err
 	}
-	out := s.sendPrepared(ctx, preps, res, parallel, nil)
+	out := s.sendPrepared(ctx, preps, res, parallel, onRecord, nil)
 	for i := range out {
 		// As Send answers: a refused message has no record; one in doubt
 		// is the 502 that names its record.
@@ -91,43 +93,80 @@ func (s *Sender) SendBatch(ctx context.Context, tenantID string, reqs []Request,
 }
 
 // sendPrepared sends the prepared messages (nil: failed before, with its
-// error in res): every record in one statement before the provider is
-// called, the provider calls concurrently, the refused records deleted in
-// one statement, the others settled in one transaction that also runs
-// then.
+// error in res). The messages go in groups as the shared provider rate
+// lets them (all at once without a rate): a group's records are written in
+// one statement (with onRecord in its transaction) only once its messages
+// may leave, and its provider calls start at once, concurrently, while the
+// next group waits for the rate; no record ever waits for the rate
+// (ADDENDUM 19). Once every call has answered, the refused records are
+// deleted in one statement and the others settled in one transaction that
+// also runs then.
 func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []StepResult, parallel int,
+	onRecord func(ctx context.Context, q *store.Tx, sendIDs map[int]string) error,
 	then func(ctx context.Context, q *store.Tx, settled []Settled) error) []StepResult {
-	var idx []int
+	var pending []int
 	for i, p := range preps {
 		if p != nil {
-			idx = append(idx, i)
+			pending = append(pending, i)
 		}
 	}
+	if len(pending) == 0 {
+		return res
+	}
+	// Sequence steps and broadcasts take what transactional sends leave of
+	// the provider's rate.
+	prio := sendrate.Low
+	if r := preps[pending[0]].rec; r.SequenceID == nil && r.BroadcastID == nil {
+		prio = sendrate.High // a batch of transactional sends
+	}
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	answers := make([]answer, len(preps))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	var idx []int // the messages handed to the provider, in order
+	for len(pending) > 0 {
+		n, err := s.Rate.Take(ctx, prio, len(pending))
+		if err != nil {
+			// A wait cut short sends nothing and writes no record: the
+			// step is tried again, the transactional message is a 502.
+			perr := providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err})
+			for _, i := range pending {
+				res[i].Err = perr
+			}
+			break
+		}
+		group := pending[:n]
+		pending = pending[n:]
+		over, err := s.insertMany(ctx, preps, group, onRecord)
+		if err != nil {
+			for _, i := range group {
+				res[i].Err = err
+			}
+			continue
+		}
+		for _, i := range group {
+			if until, ok := over[i]; ok {
+				// Over the frequency cap: no record, no message.
+				res[i].Err = &CappedError{Until: until}
+				continue
+			}
+			idx = append(idx, i)
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				id, err := s.Provider.Send(ctx, preps[i].msg)
+				s.backoff(err)
+				telemetry.Send(s.Provider.Name(), true, err, provider.IsTemporary(err))
+				answers[i] = answer{id: id, err: err}
+			})
+		}
+	}
+	wg.Wait()
 	if len(idx) == 0 {
 		return res
 	}
-	over, err := s.insertMany(ctx, preps, idx)
-	if err != nil {
-		for _, i := range idx {
-			res[i].Err = err
-		}
-		return res
-	}
-	if len(over) > 0 {
-		// Over the frequency cap: no record, no message.
-		idx = slices.DeleteFunc(idx, func(i int) bool {
-			until, ok := over[i]
-			if ok {
-				res[i].Err = &CappedError{Until: until}
-			}
-			return ok
-		})
-		if len(idx) == 0 {
-			return res
-		}
-	}
-
-	answers := s.callMany(ctx, preps, idx, parallel)
 	// From here the answers are decided: they are written even if the task
 	// has been abandoned meanwhile.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -226,8 +265,10 @@ type insertRow struct {
 // insertMany commits the records of the prepared steps, before any of
 // their messages leaves. Steps of tenants with a frequency cap are judged
 // in the same transaction (applyCap); it returns those over the cap, with
-// the end of their contact's period, which get no record.
-func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) (map[int]time.Time, error) {
+// the end of their contact's period, which get no record. onRecord, when
+// set, runs in the same transaction with the ids of the records written.
+func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
+	onRecord func(ctx context.Context, q *store.Tx, sendIDs map[int]string) error) (map[int]time.Time, error) {
 	var caps []capped
 	for _, i := range idx {
 		if preps[i].capOn {
@@ -250,7 +291,7 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) (
 		}
 		return json.Marshal(rows)
 	}
-	if len(caps) == 0 {
+	if len(caps) == 0 && onRecord == nil {
 		b, err := rowsOf(nil)
 		if err != nil {
 			return nil, err
@@ -259,15 +300,30 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) (
 	}
 	var over map[int]time.Time
 	err := s.DB.InTx(ctx, func(q *store.Tx) error {
-		var err error
-		if over, err = applyCap(ctx, q, s.now(), caps); err != nil {
-			return err
+		over = nil
+		if len(caps) > 0 {
+			var err error
+			if over, err = applyCap(ctx, q, s.now(), caps); err != nil {
+				return err
+			}
 		}
 		b, err := rowsOf(over)
 		if err != nil {
 			return err
 		}
-		return q.SendInsertMany(ctx, b)
+		if err := q.SendInsertMany(ctx, b); err != nil {
+			return err
+		}
+		if onRecord == nil {
+			return nil
+		}
+		ids := make(map[int]string, len(idx))
+		for _, i := range idx {
+			if _, ok := over[i]; !ok {
+				ids[i] = preps[i].rec.ID
+			}
+		}
+		return onRecord(ctx, q, ids)
 	})
 	return over, err
 }
@@ -275,40 +331,6 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int) (
 type answer struct {
 	id  string
 	err error
-}
-
-// callMany hands the prepared messages to the provider, at most parallel at
-// once; each call is bounded by the provider's own timeout.
-func (s *Sender) callMany(ctx context.Context, preps []*prepared, idx []int, parallel int) []answer {
-	if parallel <= 0 {
-		parallel = DefaultParallel
-	}
-	answers := make([]answer, len(preps))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for _, i := range idx {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			// Sequence steps and broadcasts take what transactional sends
-			// leave of the provider's rate. A wait cut short sent nothing:
-			// the record is deleted and the step tried again.
-			prio := sendrate.Low
-			if preps[i].rec.SequenceID == nil && preps[i].rec.BroadcastID == nil {
-				prio = sendrate.High // a batch of transactional sends
-			}
-			if err := s.Rate.Wait(ctx, prio); err != nil {
-				answers[i] = answer{err: &provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err}}
-				return
-			}
-			id, err := s.Provider.Send(ctx, preps[i].msg)
-			s.backoff(err)
-			telemetry.Send(s.Provider.Name(), true, err, provider.IsTemporary(err))
-			answers[i] = answer{id: id, err: err}
-		})
-	}
-	wg.Wait()
-	return answers
 }
 
 // settleRow is one row of SendSettleMany's JSON.

@@ -10,6 +10,10 @@ package idempotency
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"tidings/internal/apperr"
@@ -50,6 +54,10 @@ type Response struct {
 	// SendID, with no Status, is the send a first request recorded before
 	// it died without storing its answer: the answer is that send's record.
 	SendID string
+	// BatchSends, with no Status, are the records a first batch request
+	// wrote (by the message's position) before it died or failed to store
+	// its answer: the answer is built from those records.
+	BatchSends map[int]string
 }
 
 // Claim is an owned key: the request holding it runs, then calls exactly one
@@ -63,6 +71,9 @@ type Claim struct {
 // Store keeps the keys.
 type Store struct {
 	DB *store.DB
+	// Sealer seals the secret fields of stored responses (seal.go); nil
+	// stores them as they are (tests of other rules only).
+	Sealer *Sealer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -114,13 +125,43 @@ func (s *Store) BeginHash(ctx context.Context, tenantID, scope, key string, hash
 		// A first request that recorded its send and then went silent (its
 		// process died before storing the answer): the answer is the send's
 		// record, and nothing is sent again.
-		if row.SendID != nil && !row.CreatedAt.After(now.Add(-StaleAfter)) {
-			return nil, &Response{SendID: *row.SendID}, nil
+		if !row.CreatedAt.After(now.Add(-StaleAfter)) {
+			if row.SendID != nil {
+				return nil, &Response{SendID: *row.SendID}, nil
+			}
+			if row.BatchSends != nil {
+				links, err := batchLinks(row.BatchSends)
+				if err != nil {
+					return nil, nil, err
+				}
+				return nil, &Response{BatchSends: links}, nil
+			}
 		}
 		return nil, nil, apperr.Conflict("IDEMPOTENCY_KEY_IN_USE",
 			"a request with this Idempotency-Key is still being processed; retry later")
 	}
-	return nil, &Response{Status: int(*row.ResponseStatus), Body: row.ResponseBody}, nil
+	body, err := s.Sealer.open(row.ResponseBody)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, &Response{Status: int(*row.ResponseStatus), Body: body}, nil
+}
+
+// batchLinks reads the batch_sends column: positions as object keys.
+func batchLinks(raw []byte) (map[int]string, error) {
+	var byKey map[string]string
+	if err := json.Unmarshal(raw, &byKey); err != nil {
+		return nil, fmt.Errorf("idempotency batch_sends: %w", err)
+	}
+	links := make(map[int]string, len(byKey))
+	for k, v := range byKey {
+		i, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("idempotency batch_sends position %q: %w", k, err)
+		}
+		links[i] = v
+	}
+	return links, nil
 }
 
 // Complete stores the response of a successful request for replay. It uses
@@ -130,7 +171,11 @@ func (c *Claim) Complete(ctx context.Context, status int, body []byte) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	st := int32(status)
-	_, err := c.s.DB.IdempotencyComplete(ctx, queries.IdempotencyCompleteParams{
+	body, err := c.s.Sealer.seal(body)
+	if err != nil {
+		return err
+	}
+	_, err = c.s.DB.IdempotencyComplete(ctx, queries.IdempotencyCompleteParams{
 		TenantID: c.tenant, Scope: c.scope, Key: c.key, RequestHash: c.hash,
 		ResponseStatus: &st, ResponseBody: body})
 	return err
@@ -142,6 +187,29 @@ func (c *Claim) Complete(ctx context.Context, status int, body []byte) error {
 func (c *Claim) LinkSend(ctx context.Context, q *store.Tx, sendID string) error {
 	_, err := q.IdempotencyLinkSend(ctx, queries.IdempotencyLinkSendParams{
 		TenantID: c.tenant, Scope: c.scope, Key: c.key, RequestHash: c.hash, SendID: &sendID})
+	return err
+}
+
+// LinkBatchSends names records a batch is about to hand to the provider
+// (sendIDs by the message's position in the batch), in the transaction
+// that writes them: a repeat after this request died, or failed to store
+// its answer, answers from those records and sends nothing.
+func (c *Claim) LinkBatchSends(ctx context.Context, q *store.Tx, sendIDs map[int]string) error {
+	byKey := make(map[string]string, len(sendIDs))
+	for i, id := range sendIDs {
+		byKey[strconv.Itoa(i)] = id
+	}
+	links, err := json.Marshal(byKey)
+	if err != nil {
+		return err
+	}
+	n, err := q.IdempotencyLinkBatchSends(ctx, queries.IdempotencyLinkBatchSendsParams{
+		TenantID: c.tenant, Scope: c.scope, Key: c.key, RequestHash: c.hash, Links: links})
+	if err == nil && n == 0 {
+		// The key is no longer this request's: writing the records would
+		// leave a repeat unable to find them.
+		err = errors.New("idempotency: the key was taken over before its batch was recorded")
+	}
 	return err
 }
 

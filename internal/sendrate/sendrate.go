@@ -81,46 +81,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // Wait returns once a message may go to the provider, or with ctx's error.
 func (b *Bucket) Wait(ctx context.Context, p Priority) error {
-	if b == nil {
-		return nil
-	}
-	lim := b.low
-	if p == High {
-		lim = b.high
-	}
-	turn := b.turn[min(max(int(p), 0), 1)]
-	select {
-	case turn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-turn }()
-	for {
-		held, err := b.rdb.PTTL(ctx, b.hold).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return err
-		}
-		if held > 0 {
-			if err := b.sleep(ctx, held); err != nil {
-				return err
-			}
-			continue
-		}
-		res, err := b.lim.Allow(ctx, b.key, lim)
-		if err != nil {
-			return err
-		}
-		if res.Allowed > 0 {
-			return nil
-		}
-		// Wait what the bucket says, plus a little jitter so the other
-		// processes' takers refused at the same moment do not all come
-		// back together.
-		wait := res.RetryAfter + time.Duration(rand.Int64N(int64(100*time.Microsecond)+int64(res.RetryAfter)/10))
-		if err := b.sleep(ctx, wait); err != nil {
-			return err
-		}
-	}
+	_, err := b.Take(ctx, p, 1)
+	return err
 }
 
 // DefaultBackoff is how long a 429 without a Retry-After holds the bucket.
@@ -145,4 +107,49 @@ func (b *Bucket) Backoff(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 	return b.rdb.Set(ctx, b.hold, 1, d).Err()
+}
+
+// Take returns once at least one message may go to the provider, and
+// takes as many as the bucket allows at that moment, at most n: a batch
+// writes the records of exactly the messages it may send now, so none of
+// them waits for the rate after its record exists (ADDENDUM 19). A nil
+// bucket takes all n at once.
+func (b *Bucket) Take(ctx context.Context, p Priority, n int) (int, error) {
+	if b == nil || n <= 0 {
+		return n, nil
+	}
+	lim := b.low
+	if p == High {
+		lim = b.high
+	}
+	turn := b.turn[min(max(int(p), 0), 1)]
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-turn }()
+	for {
+		held, err := b.rdb.PTTL(ctx, b.hold).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, err
+		}
+		if held > 0 {
+			if err := b.sleep(ctx, held); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		res, err := b.lim.AllowAtMost(ctx, b.key, lim, n)
+		if err != nil {
+			return 0, err
+		}
+		if res.Allowed > 0 {
+			return res.Allowed, nil
+		}
+		wait := res.RetryAfter + time.Duration(rand.Int64N(int64(100*time.Microsecond)+int64(res.RetryAfter)/10))
+		if err := b.sleep(ctx, wait); err != nil {
+			return 0, err
+		}
+	}
 }

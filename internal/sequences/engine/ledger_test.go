@@ -9,6 +9,7 @@ import (
 
 	"tidings/internal/app"
 	"tidings/internal/app/apptest"
+	"tidings/internal/config"
 	"tidings/internal/events"
 	"tidings/internal/provider"
 	"tidings/internal/provider/providertest"
@@ -26,8 +27,9 @@ type ledgerFixture struct {
 	t   *testing.T
 	svc *app.Services
 	sg  *providertest.SendGrid
-	// onSend runs after each message the provider accepted.
-	onSend atomic.Pointer[func()]
+	// onSend runs after each message the provider accepted; beforeSend
+	// before the provider has it.
+	onSend, beforeSend atomic.Pointer[func(provider.Message)]
 }
 
 const ledgerTenant = "ten_ledger"
@@ -40,19 +42,27 @@ type hookedProvider struct {
 }
 
 func (p hookedProvider) Send(ctx context.Context, m provider.Message) (string, error) {
+	if fn := p.f.beforeSend.Load(); fn != nil {
+		(*fn)(m)
+	}
 	id, err := p.Provider.Send(ctx, m)
 	if fn := p.f.onSend.Load(); fn != nil {
-		(*fn)()
+		(*fn)(m)
 	}
 	return id, err
 }
 
-func newLedgerFixture(t *testing.T) *ledgerFixture {
+// newLedgerFixture builds the fixture; opts change the configuration
+// before the services are built.
+func newLedgerFixture(t *testing.T, opts ...func(*config.Config)) *ledgerFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &ledgerFixture{t: t, sg: providertest.NewSendGrid(t)}
 	cfg := apptest.Config(t)
 	f.sg.Configure(cfg)
+	for _, o := range opts {
+		o(cfg)
+	}
 	prov, err := provider.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +124,7 @@ func TestLedgerStepNotSentTwiceAfterADatabaseFailure(t *testing.T) {
 	f.exec(`CREATE FUNCTION fault_sends() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`)
 	f.exec(`CREATE TRIGGER fault_sends BEFORE INSERT OR UPDATE ON sends FOR EACH ROW EXECUTE FUNCTION fault_sends()`)
-	arm := func() { f.exec(`INSERT INTO fault VALUES (true)`) }
+	arm := func(provider.Message) { f.exec(`INSERT INTO fault VALUES (true)`) }
 	f.onSend.Store(&arm)
 
 	if res, err := f.svc.Runner.Run(ctx, ledgerTenant, id); err == nil && res.Outcome == "sent" {
