@@ -3,6 +3,7 @@ package delivery
 import (
 	"testing"
 
+	"tidings/internal/contacts"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 )
@@ -58,5 +59,38 @@ func TestOutcomesWriteTheSuppressionList(t *testing.T) {
 	_ = b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM suppressions WHERE tenant_id = 'ten_b'`).Scan(&n)
 	if n != 0 {
 		t.Fatalf("ten_b has %d suppressions", n)
+	}
+}
+
+// A hard bounce suppresses its contact even when it does not change its
+// send's status: here the send complained (suppressed), the suppression
+// was lifted by hand, and the hard bounce that follows (complained stays:
+// it outranks bounced) suppresses the contact again. Suppressing only on a
+// status change would let mail go on to an address known to bounce.
+func TestHardBounceSuppressesWithoutAStatusChange(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	b.contact("ten_a", "cnt_1")
+	b.send("ten_a", "snd_1", "cnt_1", "")
+	b.apply(Outcome{TenantID: "ten_a", SendID: "snd_1", Kind: sendgridevents.Complained})
+	if !b.getContact("ten_a", "cnt_1").Suppressed {
+		t.Fatal("the complaint did not suppress")
+	}
+	if err := (&contacts.Suppressions{DB: b.db}).Remove(b.ctx, "ten_a", "cnt_1@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if b.getContact("ten_a", "cnt_1").Suppressed {
+		t.Fatal("the suppression was not lifted")
+	}
+	b.apply(Outcome{TenantID: "ten_a", SendID: "snd_1", Kind: sendgridevents.BouncedHard})
+	if s := b.getSend("ten_a", "snd_1"); s.DeliveryStatus != sendgridevents.StatusComplained {
+		t.Fatalf("status %s: the case needs the bounce to leave it complained", s.DeliveryStatus)
+	}
+	if !b.getContact("ten_a", "cnt_1").Suppressed {
+		t.Fatal("the hard bounce did not suppress the contact")
+	}
+	var reason string
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT reason FROM suppressions WHERE tenant_id = 'ten_a' AND email = 'cnt_1@example.com'`).Scan(&reason); err != nil || reason != "hard_bounce" {
+		t.Fatalf("suppression %q, %v", reason, err)
 	}
 }
