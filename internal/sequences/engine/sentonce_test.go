@@ -12,6 +12,7 @@ import (
 	"tidings/internal/delivery"
 	"tidings/internal/events"
 	"tidings/internal/provider"
+	"tidings/internal/sequences"
 )
 
 // The promise itself (ADDENDUM 12): while the provider holds a message,
@@ -103,5 +104,46 @@ func TestNoRecordWaitsForTheProviderRate(t *testing.T) {
 	}
 	if !errors.Is(actx.Err(), context.DeadlineExceeded) {
 		t.Fatal("the dispatch returned before its wait was cut")
+	}
+}
+
+// An exit condition never counts the very event that enrolled the contact,
+// even when that event is stamped ahead of the server's clock (the API
+// takes timestamps up to 5 minutes ahead, so the event is "after" the
+// enrolment): the contact who just entered gets the step. A later event of
+// the same name does end it.
+func TestExitConditionIgnoresTheEnrollingEvent(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	if _, err := f.svc.Sequences.Put(ctx, ledgerTenant, "again", sequences.Put{Content: []byte(`name: Again
+trigger: {event: signed_up}
+exit: {operator: and, conditions: [{type: event, name: signed_up, operator: occurred}]}
+steps: [{send: welcome}, {delay: 1d}, {send: welcome}]
+`)}); err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().Add(2 * time.Minute)
+	if _, err := f.svc.Events.RecordCustom(ctx, events.Custom{TenantID: ledgerTenant, Email: "ann@example.com",
+		Name: "signed_up", Properties: []byte(`{}`), Timestamp: ahead}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.svc.Runner.Dispatch(ctx, 10)
+	if err != nil || len(res) != 1 || res[0].Outcome != "sent" {
+		t.Fatalf("the first step: %+v %v; want sent", res, err)
+	}
+	status := func() any {
+		return f.scalar(`SELECT status FROM enrolments WHERE tenant_id = $1 AND sequence_id = 'again'`, ledgerTenant)
+	}
+	if st := status(); st != "active" {
+		t.Fatalf("enrolment %v after its first step", st)
+	}
+	// A second signed_up is not the enrolling one: it ends the enrolment.
+	if _, err := f.svc.Events.RecordCustom(ctx, events.Custom{TenantID: ledgerTenant, Email: "ann@example.com",
+		Name: "signed_up", Properties: []byte(`{}`), Timestamp: ahead.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(); st != "exited" {
+		t.Fatalf("enrolment %v after a second signed_up", st)
 	}
 }
