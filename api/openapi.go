@@ -203,10 +203,13 @@ func addShared(doc *openapi3.T, g *schemaGen) {
 	}
 	c.Parameters = openapi3.ParametersMap{
 		"IdempotencyKey": {Value: &openapi3.Parameter{Name: "Idempotency-Key", In: "header",
-			Description: "1-255 printable ASCII characters. A repeat with the same key and body within 24 hours " +
-				"answers the first response without doing the work again; the same key with another body is 422 " +
+			Description: "1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat " +
+				"with the same key and body within 24 hours answers the first response without doing the work again, " +
+				"with the header Idempotency-Replayed: true; the same key with another body is 422 " +
 				"IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first " +
-				"attempts are not kept.",
+				"attempts are not kept. A batch send names its records under the key as it writes them: a repeat " +
+				"after its first request died answers each message from its record and sends nothing (NOT_SENT for " +
+				"a message that never got one).",
 			Schema: &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{"string"}, MinLength: 1,
 				MaxLength: openapi3.Ptr(uint64(255))}}}},
 	}

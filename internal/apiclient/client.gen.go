@@ -950,7 +950,7 @@ type RateLimited = ErrorBody
 
 // CreateApiKeyParams defines parameters for CreateApiKey.
 type CreateApiKeyParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -968,25 +968,25 @@ type ListBroadcastsParams struct {
 
 // CreateBroadcastParams defines parameters for CreateBroadcast.
 type CreateBroadcastParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateBroadcastParams defines parameters for UpdateBroadcast.
 type UpdateBroadcastParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // CancelBroadcastParams defines parameters for CancelBroadcast.
 type CancelBroadcastParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // PauseBroadcastParams defines parameters for PauseBroadcast.
 type PauseBroadcastParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1004,13 +1004,13 @@ type ListBroadcastRecipientsParams struct {
 
 // ResumeBroadcastParams defines parameters for ResumeBroadcast.
 type ResumeBroadcastParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // SendBroadcastParams defines parameters for SendBroadcast.
 type SendBroadcastParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1028,25 +1028,25 @@ type ListCampaignsParams struct {
 
 // CreateCampaignParams defines parameters for CreateCampaign.
 type CreateCampaignParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateCampaignParams defines parameters for UpdateCampaign.
 type UpdateCampaignParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // AddCampaignSequenceParams defines parameters for AddCampaignSequence.
 type AddCampaignSequenceParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // AddCampaignTemplateParams defines parameters for AddCampaignTemplate.
 type AddCampaignTemplateParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1069,25 +1069,25 @@ type ListContacts200JSONResponseBody struct {
 
 // CreateContactParams defines parameters for CreateContact.
 type CreateContactParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpsertContactParams defines parameters for UpsertContact.
 type UpsertContactParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ImportContactsParams defines parameters for ImportContacts.
 type ImportContactsParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateContactParams defines parameters for UpdateContact.
 type UpdateContactParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1153,19 +1153,19 @@ type ListDomainsParams struct {
 
 // CreateDomainParams defines parameters for CreateDomain.
 type CreateDomainParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateDomainParams defines parameters for UpdateDomain.
 type UpdateDomainParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // VerifyDomainParams defines parameters for VerifyDomain.
 type VerifyDomainParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1183,7 +1183,7 @@ type ListEventsParams struct {
 
 // CreateEventParams defines parameters for CreateEvent.
 type CreateEventParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1285,19 +1285,19 @@ type ListSegmentsParams struct {
 
 // CreateSegmentParams defines parameters for CreateSegment.
 type CreateSegmentParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateSegmentParams defines parameters for UpdateSegment.
 type UpdateSegmentParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ComputeSegmentParams defines parameters for ComputeSegment.
 type ComputeSegmentParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1312,13 +1312,13 @@ type ListSegmentMembersParams struct {
 
 // SendParams defines parameters for Send.
 type SendParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // SendBatchParams defines parameters for SendBatch.
 type SendBatchParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1366,13 +1366,13 @@ type ListSequencesParams struct {
 
 // UpdateSequenceParams defines parameters for UpdateSequence.
 type UpdateSequenceParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // PutSequenceParams defines parameters for PutSequence.
 type PutSequenceParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1387,13 +1387,13 @@ type ListEnrolledParams struct {
 
 // EnrolParams defines parameters for Enrol.
 type EnrolParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // DryRunSequenceParams defines parameters for DryRunSequence.
 type DryRunSequenceParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1420,7 +1420,7 @@ type ListSuppressionsParams struct {
 
 // AddSuppressionParams defines parameters for AddSuppression.
 type AddSuppressionParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1435,31 +1435,31 @@ type ListTemplatesParams struct {
 
 // PutTemplateParams defines parameters for PutTemplate.
 type PutTemplateParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // PreviewTemplateParams defines parameters for PreviewTemplate.
 type PreviewTemplateParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateTenantParams defines parameters for UpdateTenant.
 type UpdateTenantParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // CreateTenantParams defines parameters for CreateTenant.
 type CreateTenantParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // AddSandboxWhitelistParams defines parameters for AddSandboxWhitelist.
 type AddSandboxWhitelistParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1474,13 +1474,13 @@ type ListTopicsParams struct {
 
 // CreateTopicParams defines parameters for CreateTopic.
 type CreateTopicParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateTopicParams defines parameters for UpdateTopic.
 type UpdateTopicParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1495,13 +1495,13 @@ type ListWebhooksParams struct {
 
 // CreateWebhookParams defines parameters for CreateWebhook.
 type CreateWebhookParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateWebhookParams defines parameters for UpdateWebhook.
 type UpdateWebhookParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1519,19 +1519,19 @@ type ListWebhookDeliveriesParams struct {
 
 // RetryWebhookDeliveryParams defines parameters for RetryWebhookDelivery.
 type RetryWebhookDeliveryParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
 type RotateWebhookSecretParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // TestWebhookParams defines parameters for TestWebhook.
 type TestWebhookParams struct {
-	// IdempotencyKey 1-255 printable ASCII characters. A repeat with the same key and body within 24 hours answers the first response without doing the work again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept.
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
