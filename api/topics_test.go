@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -64,4 +65,20 @@ func TestTopicRoutes(t *testing.T) {
 	b.putYAML("/api/sequences/s1", tok, "text/yaml", "name: S\ntopic: gone\ntrigger: {event: e}\nsteps: [{send: weekly}]\n", 404)
 	b.putYAML("/api/sequences/s1", tok, "text/yaml", "name: S\ntopic: news\ntrigger: {event: e}\nsteps: [{send: weekly}]\n", 201)
 	b.expectError("DELETE", "/api/topics/news", tok, nil, 400, "VALIDATION_ERROR")
+}
+
+// A sequence, template or broadcast naming a topic that does not exist is
+// refused with a message naming that topic (the examples' onboarding
+// sequence names `news`, which a new tenant must create first).
+func TestMissingTopicIsNamed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.apiKey(b.tenant("org_topic_named"))
+	b.expect("PUT", "/api/templates/welcome", tok, map[string]any{"name": "W", "subject": "Hi",
+		"content": "<mjml><mj-body><mj-section><mj-column><mj-text>Hi</mj-text></mj-column></mj-section></mj-body></mjml>"}, 201)
+	r := b.expectError("PUT", "/api/sequences/onboarding", tok, map[string]any{
+		"content": "name: O\ntrigger: {event: go}\ntopic: news\nsteps: [{send: welcome}]\n"}, 404, "NOT_FOUND")
+	if msg := r.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `"news"`) {
+		t.Fatalf("the message does not name the topic: %s", r.raw)
+	}
 }

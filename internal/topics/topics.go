@@ -191,7 +191,13 @@ func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
 // (a template, sequence or broadcast naming an unknown topic).
 func Exists(ctx context.Context, q *queries.Queries, tenantID, id string) error {
 	_, err := q.TopicGet(ctx, queries.TopicGetParams{TenantID: tenantID, ID: id})
-	return notFound(err)
+	// A reference names the topic it misses: the sequence, template or
+	// broadcast that names it is refused, and its author must know which
+	// topic to create first.
+	missing := apperr.NotFound("NOT_FOUND", "topic")
+	missing.Message = fmt.Sprintf("topic %q not found: create it first (POST /api/topics)", id)
+	missing.Details = map[string]any{"topic": id}
+	return apperr.Specific(err, apperr.KindNotFound, missing)
 }
 
 // CheckChoices validates a contact's topics object: each key a topic of
