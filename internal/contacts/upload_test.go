@@ -158,3 +158,31 @@ func fmtErr(err error) string {
 	}
 	return err.Error()
 }
+
+// Staging and processing take their connections from the imports' own
+// pool (Work), the places and the progress from the requests' (DB): with
+// Work closed, an upload still takes its place and is received, and its
+// staging fails without touching DB's connections.
+func TestUploadStagesOnTheImportsPool(t *testing.T) {
+	t.Parallel()
+	b := setupImports(t, 100, 0)
+	work, err := b.db.Share(b.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work.Close()
+	b.imp.Work = work
+	u := b.begin("ten_a")
+	if err := u.Receive(contacts.CSV, strings.NewReader("email\na@example.com\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Stage(b.ctx, nil); err == nil {
+		t.Fatal("staged on a closed imports' pool: it used the requests' pool")
+	}
+	if err := b.imp.Run(b.ctx, "ten_a", u.ID); err == nil {
+		t.Fatal("ran on a closed imports' pool: it used the requests' pool")
+	}
+	if _, err := b.imp.BeginUpload(b.ctx, "ten_b"); err != nil {
+		t.Fatalf("a place on the requests' pool: %v", err)
+	}
+}
