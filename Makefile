@@ -125,6 +125,10 @@ bench-import: services build ## Contact import of 1,000,000 CSV rows end to end 
 chaos: services build ## Fault run: 2 api + 2 worker under load while workers, api and Redis are killed or flushed and PostgreSQL restarts; reconciles (CHAOS_FLAGS='-d 2m -cluster -pg-restart=false')
 	go run ./bench/chaos $(CHAOS_FLAGS)
 
+.PHONY: bench-abuse
+bench-abuse: services mjml-deps ## Slow-import abuse: another tenant's GET p99 idle, then with 50 slow imports of one tenant open; fails above 2x or if /readyz is not ready (ABUSE_FLAGS; docs/benchmarks.md)
+	go run ./bench/abusebench $(ABUSE_FLAGS)
+
 .PHONY: bench-load
 bench-load: services mjml-deps ## Load: 50 tenants at 4x the rate limit for 5 minutes; only 2xx and 429, p99, RSS start to end (docs/benchmarks.md)
 	@bench/run-load.sh

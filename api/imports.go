@@ -21,21 +21,19 @@ import (
 	"tidings/queries"
 )
 
-// Contact imports (docs/decisions.md "Contact import"). POST
-// /api/contacts/import is the one route whose body is streamed rather than
-// read whole (routes.streamed): up to contacts.MaxImportBytes, read as it
-// arrives into the import's staging rows, and answered 202 once they are
-// committed. GET /api/contacts/import/{id} is its progress.
+// Contact imports (docs/decisions.md "Contact import", "Import limits").
+// POST /api/contacts/import is the one route whose body is streamed rather
+// than read whole (routes.streamed): it takes one of the tenant's import
+// places (contacts.Imports.BeginUpload: 429 past IMPORT_MAX_RUNNING, 503
+// past this instance's IMPORT_MAX_UPLOADS), receives up to
+// contacts.MaxImportBytes into a temporary file at the client's pace with
+// no database connection held, then stages the file and answers 202 once
+// it is committed. GET /api/contacts/import/{id} is its progress.
 
-const (
-	// importUploadTimeout bounds one import request (reading the body and
-	// staging it) in place of the 30 s of other requests: 512 MiB at
-	// about 1 MB/s.
-	importUploadTimeout = 10 * time.Minute
-	// importIdleTimeout is how long the body may stall: each read moves
-	// the connection's read deadline this far ahead.
-	importIdleTimeout = 30 * time.Second
-)
+// importIdleTimeout is how long the body may stall: each read moves the
+// connection's read deadline this far ahead (but never past the upload's
+// deadline, IMPORT_UPLOAD_TIMEOUT).
+const importIdleTimeout = 30 * time.Second
 
 type importJSON struct {
 	ImportID    string          `json:"importId"`
@@ -96,19 +94,35 @@ func (s *Server) contactImport(c *fiber.Ctx) error {
 	if n := c.Request().Header.ContentLength(); n > contacts.MaxImportBytes {
 		return apperr.TooLarge(fmt.Sprintf("an import body holds at most %d bytes (512 MiB)", contacts.MaxImportBytes))
 	}
+	up, err := s.imports.BeginUpload(c.UserContext(), tenantID(c))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := up.Close(c.UserContext()); err != nil {
+			s.log.Warn("contact import: freeing an upload", "tenant_id", up.TenantID, "import_id", up.ID, "err", err)
+		}
+	}()
 	gate, _ := c.Locals(streamGateKey).(*streamGate)
-	body := &uploadBody{r: c.Context().RequestBodyStream(), conn: c.Context().Conn(), done: func() { c.Locals(bodyReadKey, true) }}
+	body := &uploadBody{r: c.Context().RequestBodyStream(), conn: c.Context().Conn(),
+		declared: int64(c.Request().Header.ContentLength()), limit: s.cfg.ImportUploadTimeout,
+		deadline: time.Now().Add(s.cfg.ImportUploadTimeout), done: func() { c.Locals(bodyReadKey, true) }}
 	if body.r == nil {
 		body.r = strings.NewReader("")
 	}
-	in := contacts.CreateImport{Format: format, Body: body}
 	if gate != nil {
 		body.hash = gate.hash
-		in.BeforeCommit = gate.begin
 	}
-	ctx, cancel := context.WithTimeout(s.base, importUploadTimeout)
+	if err := up.Receive(format, body); err != nil {
+		return err
+	}
+	var beforeCommit func(context.Context) error
+	if gate != nil {
+		beforeCommit = gate.begin
+	}
+	ctx, cancel := context.WithTimeout(s.base, contacts.StageTimeout)
 	defer cancel()
-	imp, err := s.imports.Create(ctx, tenantID(c), in)
+	imp, err := up.Stage(ctx, beforeCommit)
 	if err != nil {
 		return err
 	}
@@ -129,30 +143,59 @@ func (s *Server) contactImportGet(c *fiber.Ctx) error {
 }
 
 // uploadBody is a streamed request body as the import reads it: each read
-// moves the connection's read deadline importIdleTimeout ahead (a slow but
-// moving upload may take longer than the server's ReadTimeout, a stalled
-// one may not), the bytes go through hash when an Idempotency-Key needs
-// them, and done runs once the body has been read to its end.
+// moves the connection's read deadline importIdleTimeout ahead, never past
+// the upload's deadline (a slow but moving upload may take longer than the
+// server's ReadTimeout, a stalled one may not, and a trickling one may not
+// take longer than IMPORT_UPLOAD_TIMEOUT); the bytes go through hash when
+// an Idempotency-Key needs them; a body that ends before its declared
+// length (the client went away) is an error, not the end of the file; and
+// done runs once the body has been read to its end.
 type uploadBody struct {
-	r    io.Reader
-	conn interface{ SetReadDeadline(time.Time) error }
-	hash hash.Hash
-	done func()
+	r        io.Reader
+	conn     interface{ SetReadDeadline(time.Time) error }
+	hash     hash.Hash
+	declared int64 // Content-Length; -1: chunked
+	read     int64
+	deadline time.Time
+	limit    time.Duration // what deadline came from, for the message
+	done     func()
 }
 
 func (u *uploadBody) Read(p []byte) (int, error) {
+	now := time.Now()
+	if !u.deadline.IsZero() && !now.Before(u.deadline) {
+		return 0, u.late()
+	}
 	if u.conn != nil {
-		_ = u.conn.SetReadDeadline(time.Now().Add(importIdleTimeout))
+		next := now.Add(importIdleTimeout)
+		if !u.deadline.IsZero() && u.deadline.Before(next) {
+			next = u.deadline
+		}
+		_ = u.conn.SetReadDeadline(next)
 	}
 	n, err := u.r.Read(p)
+	u.read += int64(n)
 	if u.hash != nil {
 		u.hash.Write(p[:n])
 	}
-	if errors.Is(err, io.EOF) && u.done != nil {
-		u.done()
-		u.done = nil
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF) && u.declared >= 0 && u.read < u.declared:
+		return n, io.ErrUnexpectedEOF
+	case errors.Is(err, io.EOF):
+		if u.done != nil {
+			u.done()
+			u.done = nil
+		}
+	case !u.deadline.IsZero() && !time.Now().Before(u.deadline):
+		return n, u.late()
 	}
 	return n, err
+}
+
+// late is the error of an upload past its deadline.
+func (u *uploadBody) late() error {
+	return apperr.Invalid("body", fmt.Sprintf("was not received within %s (IMPORT_UPLOAD_TIMEOUT)", u.limit))
 }
 
 // Locals of a streamed body.

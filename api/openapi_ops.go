@@ -51,7 +51,10 @@ var operations = map[string]op{
 	"POST /api/contacts/import": {id: "importContacts", summary: "Import contacts from CSV or NDJSON (up to 1,000,000 rows)",
 		desc: "CSV with a header row naming an email column (every other column a string property), or NDJSON of " +
 			"PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; " +
-			"a bad row is reported by line and skipped.",
+			"a bad row is reported by line and skipped. At most IMPORT_MAX_RUNNING (2) imports of a tenant upload or run at " +
+			"once: another is 429 RATE_LIMITED with Retry-After; an instance receiving as many bodies as it takes " +
+			"(IMPORT_MAX_UPLOADS) answers 503 with Retry-After. The body must arrive within IMPORT_UPLOAD_TIMEOUT (10 " +
+			"minutes), never 30 s without a byte.",
 		reqAlt: []string{"text/csv", "application/x-ndjson"}, res: importStartedJSON{}, status: http.StatusAccepted},
 	"GET /api/contacts/import/:id":    {id: "getContactImport", summary: "An import's progress and first errors", res: importJSON{}},
 	"GET /api/contacts/stats":         {id: "contactStats", summary: "Counts of the tenant's contacts", res: contactStatsJSON{}},

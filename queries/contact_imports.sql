@@ -196,3 +196,32 @@ SELECT r.line::int AS line FROM (SELECT unnest(@lines::int[]) AS line, unnest(@e
                                         unnest(@patches::jsonb[]) AS patch) r
 LEFT JOIN contacts c ON c.tenant_id = @tenant_id AND c.email = r.email
 WHERE octet_length(jsonb_strip_nulls(coalesce(c.properties, '{}') || r.patch)::text) > @max_bytes::int;
+
+-- name: ContactImportSlotsLock :exec
+-- Serialises the count and the taking of a tenant's import places
+-- (IMPORT_MAX_RUNNING) across api instances, to the transaction's end.
+SELECT pg_advisory_xact_lock(hashtextextended('import-slots:' || @tenant_id::text, 0));
+
+-- name: ContactImportSlotsTaken :one
+-- The tenant's imports uploading (places not expired) or running, once
+-- its expired places are gone.
+WITH purged AS (
+    DELETE FROM contact_import_uploads WHERE tenant_id = @tenant_id AND expires_at <= now()
+)
+SELECT ((SELECT count(*) FROM contact_import_uploads u WHERE u.tenant_id = @tenant_id AND u.expires_at > now())
+     + (SELECT count(*) FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.status = 'running'))::bigint AS taken;
+
+-- name: ContactImportUploadInsert :exec
+-- The place of a new upload, expiring @ttl_seconds from now by the
+-- database's clock (every instance's).
+INSERT INTO contact_import_uploads (tenant_id, id, expires_at)
+VALUES (@tenant_id, @id, now() + make_interval(secs => @ttl_seconds::float8));
+
+-- name: ContactImportUploadDelete :execrows
+-- An upload's place: freed when it fails, or taken over by its import in
+-- the staging transaction.
+DELETE FROM contact_import_uploads WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ContactImportUploadsPurge :execrows
+-- The sweep: places of uploads whose instance died (every tenant).
+DELETE FROM contact_import_uploads WHERE expires_at <= now();

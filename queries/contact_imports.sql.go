@@ -586,6 +586,34 @@ func (q *Queries) ContactImportSetTotal(ctx context.Context, arg ContactImportSe
 	return result.RowsAffected(), nil
 }
 
+const contactImportSlotsLock = `-- name: ContactImportSlotsLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended('import-slots:' || $1::text, 0))
+`
+
+// Serialises the count and the taking of a tenant's import places
+// (IMPORT_MAX_RUNNING) across api instances, to the transaction's end.
+func (q *Queries) ContactImportSlotsLock(ctx context.Context, tenantID string) error {
+	_, err := q.db.Exec(ctx, contactImportSlotsLock, tenantID)
+	return err
+}
+
+const contactImportSlotsTaken = `-- name: ContactImportSlotsTaken :one
+WITH purged AS (
+    DELETE FROM contact_import_uploads WHERE tenant_id = $1 AND expires_at <= now()
+)
+SELECT ((SELECT count(*) FROM contact_import_uploads u WHERE u.tenant_id = $1 AND u.expires_at > now())
+     + (SELECT count(*) FROM contact_imports i WHERE i.tenant_id = $1 AND i.status = 'running'))::bigint AS taken
+`
+
+// The tenant's imports uploading (places not expired) or running, once
+// its expired places are gone.
+func (q *Queries) ContactImportSlotsTaken(ctx context.Context, tenantID string) (int64, error) {
+	row := q.db.QueryRow(ctx, contactImportSlotsTaken, tenantID)
+	var taken int64
+	err := row.Scan(&taken)
+	return taken, err
+}
+
 const contactImportStagedLeft = `-- name: ContactImportStagedLeft :many
 SELECT tenant_id, id FROM contact_imports
 WHERE staged AND status <> 'running' AND updated_at < $1
@@ -706,6 +734,56 @@ func (q *Queries) ContactImportTooLarge(ctx context.Context, arg ContactImportTo
 		return nil, err
 	}
 	return items, nil
+}
+
+const contactImportUploadDelete = `-- name: ContactImportUploadDelete :execrows
+DELETE FROM contact_import_uploads WHERE tenant_id = $1 AND id = $2
+`
+
+type ContactImportUploadDeleteParams struct {
+	TenantID string
+	ID       string
+}
+
+// An upload's place: freed when it fails, or taken over by its import in
+// the staging transaction.
+func (q *Queries) ContactImportUploadDelete(ctx context.Context, arg ContactImportUploadDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, contactImportUploadDelete, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const contactImportUploadInsert = `-- name: ContactImportUploadInsert :exec
+INSERT INTO contact_import_uploads (tenant_id, id, expires_at)
+VALUES ($1, $2, now() + make_interval(secs => $3::float8))
+`
+
+type ContactImportUploadInsertParams struct {
+	TenantID   string
+	ID         string
+	TtlSeconds float64
+}
+
+// The place of a new upload, expiring @ttl_seconds from now by the
+// database's clock (every instance's).
+func (q *Queries) ContactImportUploadInsert(ctx context.Context, arg ContactImportUploadInsertParams) error {
+	_, err := q.db.Exec(ctx, contactImportUploadInsert, arg.TenantID, arg.ID, arg.TtlSeconds)
+	return err
+}
+
+const contactImportUploadsPurge = `-- name: ContactImportUploadsPurge :execrows
+DELETE FROM contact_import_uploads WHERE expires_at <= now()
+`
+
+// The sweep: places of uploads whose instance died (every tenant).
+func (q *Queries) ContactImportUploadsPurge(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, contactImportUploadsPurge)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const tenantContactRoom = `-- name: TenantContactRoom :one

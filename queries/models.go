@@ -139,6 +139,12 @@ type ContactImportRow struct {
 	Part      int16
 }
 
+type ContactImportUpload struct {
+	TenantID  string
+	ID        string
+	ExpiresAt time.Time
+}
+
 type Domain struct {
 	TenantID          string
 	Domain            string

@@ -16,9 +16,10 @@ import (
 // TypeContactImport (task id tasks.ImportTaskID); the task processes the
 // rows a chunk at a time (contacts.Imports.Run). The sweep queues the task
 // again for a running import that has not moved for importStaleAfter: its
-// enqueue failed, Redis lost it, or its worker died; and it deletes the
+// enqueue failed, Redis lost it, or its worker died; it deletes the
 // staging rows a finished import still has (its task died just after the
-// last chunk).
+// last chunk), and the expired places of uploads whose api instance died
+// (they no longer count, contacts.Imports.BeginUpload).
 const (
 	importSweepEvery   = 30 * time.Second
 	importStaleAfter   = time.Minute
@@ -84,6 +85,7 @@ func handleContactImportSweep(d Deps) asynq.HandlerFunc {
 				return err
 			}
 		}
-		return nil
+		_, err = d.Imports.PurgeUploads(ctx)
+		return err
 	}
 }

@@ -1977,7 +1977,7 @@ type ClientInterface interface {
 
 	// ImportContactsWithBody Import contacts from CSV or NDJSON (up to 1,000,000 rows)
 	//
-	// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+	// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped. At most IMPORT_MAX_RUNNING (2) imports of a tenant upload or run at once: another is 429 RATE_LIMITED with Retry-After; an instance receiving as many bodies as it takes (IMPORT_MAX_UPLOADS) answers 503 with Retry-After. The body must arrive within IMPORT_UPLOAD_TIMEOUT (10 minutes), never 30 s without a byte.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3206,7 +3206,7 @@ func (c *Client) UpsertContact(ctx context.Context, params *UpsertContactParams,
 
 // ImportContactsWithBody Import contacts from CSV or NDJSON (up to 1,000,000 rows)
 //
-// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped. At most IMPORT_MAX_RUNNING (2) imports of a tenant upload or run at once: another is 429 RATE_LIMITED with Retry-After; an instance receiving as many bodies as it takes (IMPORT_MAX_UPLOADS) answers 503 with Retry-After. The body must arrive within IMPORT_UPLOAD_TIMEOUT (10 minutes), never 30 s without a byte.
 //
 // Takes any type of body and a specified content type.
 //
@@ -11471,7 +11471,7 @@ type ClientWithResponsesInterface interface {
 
 	// ImportContactsWithBodyWithResponse Import contacts from CSV or NDJSON (up to 1,000,000 rows)
 	//
-	// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+	// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped. At most IMPORT_MAX_RUNNING (2) imports of a tenant upload or run at once: another is 429 RATE_LIMITED with Retry-After; an instance receiving as many bodies as it takes (IMPORT_MAX_UPLOADS) answers 503 with Retry-After. The body must arrive within IMPORT_UPLOAD_TIMEOUT (10 minutes), never 30 s without a byte.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -20562,7 +20562,7 @@ func (c *ClientWithResponses) UpsertContactWithResponse(ctx context.Context, par
 
 // ImportContactsWithBodyWithResponse Import contacts from CSV or NDJSON (up to 1,000,000 rows)
 //
-// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped.
+// CSV with a header row naming an email column (every other column a string property), or NDJSON of PUT /api/contacts bodies. Streamed, up to 512 MiB; answered 202 once staged. Rows upsert as PUT /api/contacts; a bad row is reported by line and skipped. At most IMPORT_MAX_RUNNING (2) imports of a tenant upload or run at once: another is 429 RATE_LIMITED with Retry-After; an instance receiving as many bodies as it takes (IMPORT_MAX_UPLOADS) answers 503 with Retry-After. The body must arrive within IMPORT_UPLOAD_TIMEOUT (10 minutes), never 30 s without a byte.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

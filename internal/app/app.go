@@ -47,7 +47,10 @@ import (
 type Infra struct {
 	Config *config.Config
 	DB     *store.DB
-	Redis  redis.UniversalClient
+	// ImportDB is the pool kept for contact imports' staging and
+	// processing (IMPORT_DB_CONNS, DB.Share); nil: they use DB.
+	ImportDB *store.DB
+	Redis    redis.UniversalClient
 	// RedisPrefix namespaces the services' own Redis keys (tests give each
 	// test its own).
 	RedisPrefix string
@@ -159,6 +162,10 @@ func New(in Infra) (*Services, error) {
 	// What transactions schedule is enqueued once they commit, through this
 	// process's task client: the services get their own handle on the pool.
 	db := &store.DB{Pool: in.DB.Pool, Queries: in.DB.Queries, Tasks: in.Tasks}
+	importDB := db
+	if in.ImportDB != nil {
+		importDB = &store.DB{Pool: in.ImportDB.Pool, Queries: in.ImportDB.Queries, Tasks: in.Tasks}
+	}
 	pages, err := page.NewCodec(cfg.CursorKey())
 	if err != nil {
 		return nil, fmt.Errorf("cursor key: %w", err)
@@ -185,7 +192,9 @@ func New(in Infra) (*Services, error) {
 		Tenants:  &tenants.Store{DB: db, ProviderConnected: cfg.ProviderConnected()},
 		APIKeys:  &apikeys.Store{DB: db, Cache: keys, Log: in.Log},
 		Contacts: &contacts.Store{DB: db, FreeLimit: cfg.PlanFreeContacts},
-		Imports:  &contacts.Imports{DB: db, FreeLimit: cfg.PlanFreeContacts},
+		Imports: &contacts.Imports{DB: db, Work: importDB, FreeLimit: cfg.PlanFreeContacts,
+			MaxRunning: cfg.ImportMaxRunning, MaxUploads: cfg.ImportMaxUploads, UploadTimeout: cfg.ImportUploadTimeout,
+			SpoolDir: cfg.ImportSpoolDir},
 		// Every event, in either process, runs the sequence engine's hook:
 		// enrolments and exit conditions.
 		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/hibiken/asynq"
 
@@ -68,6 +69,18 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, role Role) 
 		return o, err
 	}
 	o.closers = append(o.closers, func() error { o.DB.Close(); return nil })
+	// Imports stage and process on a pool of their own, so that however
+	// many run, requests find a connection (docs/decisions.md "Import
+	// limits").
+	if o.ImportDB, err = o.DB.Share(ctx, cfg.ImportDBConns); err != nil {
+		return o, err
+	}
+	o.closers = append(o.closers, func() error { o.ImportDB.Close(); return nil })
+	if role == RoleAPI {
+		if err := checkSpoolDir(cfg.ImportSpoolDir); err != nil {
+			return o, err
+		}
+	}
 	if role == RoleAPI && cfg.Migrate {
 		if err := o.DB.Migrate(ctx, log); err != nil {
 			return o, err
@@ -114,4 +127,16 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, role Role) 
 		o.closers = append(o.closers, pool.Close)
 	}
 	return o, nil
+}
+
+// checkSpoolDir checks that import bodies can be written to dir
+// (IMPORT_SPOOL_DIR; "": the system's temporary directory) at start,
+// rather than at the first import.
+func checkSpoolDir(dir string) error {
+	f, err := os.CreateTemp(dir, "tidings-import-check-*")
+	if err != nil {
+		return fmt.Errorf("IMPORT_SPOOL_DIR: %w", err)
+	}
+	_ = f.Close()
+	return os.Remove(f.Name())
 }

@@ -112,6 +112,20 @@ type Config struct {
 	IngestBatchWait time.Duration
 	IngestQueue     int
 	IngestWriters   int
+
+	// Contact import limits (docs/decisions.md "Import limits"): a
+	// tenant's imports uploading or running at once (IMPORT_MAX_RUNNING;
+	// past it 429), uploads one api instance receives at once
+	// (IMPORT_MAX_UPLOADS; past it 503), the longest an upload may take
+	// (IMPORT_UPLOAD_TIMEOUT), where bodies wait while they arrive
+	// (IMPORT_SPOOL_DIR; empty: the system's temporary directory), and the
+	// connections of the pool kept for imports' staging and processing
+	// (IMPORT_DB_CONNS), apart from the pool of requests.
+	ImportMaxRunning    int
+	ImportMaxUploads    int
+	ImportUploadTimeout time.Duration
+	ImportSpoolDir      string
+	ImportDBConns       int
 }
 
 // ProviderConnected reports whether a real delivery provider is configured;
@@ -201,6 +215,16 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		IngestBatchWait:            r.durationUpTo("INGEST_BATCH_WAIT", 2*time.Millisecond, 100*time.Millisecond),
 		IngestQueue:                r.intUpTo("INGEST_QUEUE", 1000, 100_000),
 		IngestWriters:              r.intUpTo("INGEST_WRITERS", 2, 64),
+		ImportMaxRunning:           r.intUpTo("IMPORT_MAX_RUNNING", 2, 1000),
+		ImportMaxUploads:           r.intUpTo("IMPORT_MAX_UPLOADS", 8, 1000),
+		ImportUploadTimeout:        r.duration("IMPORT_UPLOAD_TIMEOUT", 10*time.Minute),
+		ImportSpoolDir:             r.str("IMPORT_SPOOL_DIR", ""),
+		ImportDBConns:              r.intUpTo("IMPORT_DB_CONNS", 4, 64),
+	}
+	// An upload holds its tenant's place while it lasts: an hour bounds
+	// how long one client may keep it.
+	if c.ImportUploadTimeout > time.Hour {
+		r.fail("IMPORT_UPLOAD_TIMEOUT", fmt.Sprintf("must be at most 1h, got %v", c.ImportUploadTimeout))
 	}
 	// Tracking links are signed by whichever process rendered the message
 	// and checked by the api: both must share the key, so a real provider

@@ -180,3 +180,28 @@ func TestIngestSettings(t *testing.T) {
 		}
 	}
 }
+
+// The import limits (IMPORT_*): defaults, overrides and the bounds.
+func TestImportSettings(t *testing.T) {
+	t.Parallel()
+	c, err := FromLookup(env(nil))
+	if err != nil || c.ImportMaxRunning != 2 || c.ImportMaxUploads != 8 || c.ImportUploadTimeout != 10*time.Minute ||
+		c.ImportSpoolDir != "" || c.ImportDBConns != 4 {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	c, err = FromLookup(env(map[string]string{"IMPORT_MAX_RUNNING": "5", "IMPORT_MAX_UPLOADS": "20",
+		"IMPORT_UPLOAD_TIMEOUT": "2m", "IMPORT_SPOOL_DIR": "/srv/spool", "IMPORT_DB_CONNS": "8"}))
+	if err != nil || c.ImportMaxRunning != 5 || c.ImportMaxUploads != 20 || c.ImportUploadTimeout != 2*time.Minute ||
+		c.ImportSpoolDir != "/srv/spool" || c.ImportDBConns != 8 {
+		t.Fatalf("overrides: %+v %v", c, err)
+	}
+	for name, val := range map[string]string{"IMPORT_MAX_RUNNING": "0", "IMPORT_MAX_UPLOADS": "1001",
+		"IMPORT_UPLOAD_TIMEOUT": "2h", "IMPORT_DB_CONNS": "65"} {
+		if _, err := FromLookup(env(map[string]string{name: val})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v", name, val, err)
+		}
+	}
+	if _, err := FromLookup(env(map[string]string{"IMPORT_UPLOAD_TIMEOUT": "0s"})); err == nil {
+		t.Error("IMPORT_UPLOAD_TIMEOUT=0s accepted")
+	}
+}

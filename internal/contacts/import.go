@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"tidings/internal/apperr"
@@ -70,7 +71,13 @@ const (
 
 // Imports runs contact imports.
 type Imports struct {
+	// DB is the pool of requests: the progress route and the places of
+	// uploads (upload.go).
 	DB *store.DB
+	// Work is the pool of imports' long work, staging and chunks, kept
+	// apart from DB (IMPORT_DB_CONNS, store.DB.Share) so that imports
+	// never take the connections requests need; nil: DB.
+	Work *store.DB
 	// FreeLimit is PLAN_FREE_CONTACTS.
 	FreeLimit int
 	// Chunk is how many rows one transaction takes (0:
@@ -79,6 +86,31 @@ type Imports struct {
 	// Parts is how many parts a new import's rows are split into (0:
 	// DefaultImportParts); an import keeps the number it was created with.
 	Parts int
+	// MaxRunning is IMPORT_MAX_RUNNING: a tenant's imports uploading or
+	// running at once (0: DefaultMaxRunning).
+	MaxRunning int
+	// MaxUploads is IMPORT_MAX_UPLOADS: uploads this process receives at
+	// once (0: DefaultMaxUploads).
+	MaxUploads int
+	// UploadTimeout is IMPORT_UPLOAD_TIMEOUT: the longest an upload may
+	// take to arrive (0: DefaultUploadTimeout). The caller cuts the body
+	// off; here it bounds how long the place of an upload whose process
+	// died keeps counting.
+	UploadTimeout time.Duration
+	// SpoolDir is IMPORT_SPOOL_DIR, where bodies wait while they arrive
+	// ("": the system's temporary directory).
+	SpoolDir string
+
+	// uploading counts the uploads this process is receiving.
+	uploading atomic.Int64
+}
+
+// work is the pool of imports' long work.
+func (s *Imports) work() *store.DB {
+	if s.Work != nil {
+		return s.Work
+	}
+	return s.DB
 }
 
 // partsFor is how many parts a new import of the tenant is split into:
@@ -106,6 +138,9 @@ func ImportNotFound() *apperr.Error { return apperr.NotFound("NOT_FOUND", "impor
 type CreateImport struct {
 	Format ImportFormat
 	Body   io.Reader
+	// upload is the received upload the import is staged from: the
+	// import takes its id and, in the staging transaction, its place.
+	upload *Upload
 	// BeforeCommit runs once the whole body is staged, in place of the
 	// commit's last step: an error rolls everything back and is returned
 	// (the api claims the request's Idempotency-Key here, with the body's
@@ -125,7 +160,18 @@ func (s *Imports) Create(ctx context.Context, tenantID string, c CreateImport) (
 		return imp, err
 	}
 	id := ids.New(ImportID)
-	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+	if c.upload != nil {
+		id = c.upload.ID
+	}
+	err = s.work().InTx(ctx, func(q *store.Tx) error {
+		if c.upload != nil {
+			// The upload's place becomes the import's (running): at no
+			// moment does the tenant's count miss it or see it twice.
+			if _, err := q.ContactImportUploadDelete(ctx, queries.ContactImportUploadDeleteParams{
+				TenantID: tenantID, ID: id}); err != nil {
+				return err
+			}
+		}
 		cols := rd.columns
 		if cols == nil {
 			cols = []string{}
@@ -269,7 +315,8 @@ var errRaced = errors.New("contact import: the plan's contact count moved under 
 // whose task runs MaxImportAttempts times in a row without committing a
 // chunk is failed.
 func (s *Imports) Run(ctx context.Context, tenantID, id string) error {
-	attempts, err := s.DB.ContactImportAttempt(ctx, queries.ContactImportAttemptParams{TenantID: tenantID, ID: id})
+	db := s.work()
+	attempts, err := db.ContactImportAttempt(ctx, queries.ContactImportAttemptParams{TenantID: tenantID, ID: id})
 	if store.IsNoRows(err) {
 		return nil // completed, failed or unknown: nothing to do
 	}
@@ -278,12 +325,12 @@ func (s *Imports) Run(ctx context.Context, tenantID, id string) error {
 	}
 	if attempts > MaxImportAttempts {
 		reason := fmt.Sprintf("could not be processed: %d task runs in a row ended without progress", attempts-1)
-		_, err := s.DB.ContactImportFail(ctx, queries.ContactImportFailParams{TenantID: tenantID, ID: id, Reason: &reason})
+		_, err := db.ContactImportFail(ctx, queries.ContactImportFailParams{TenantID: tenantID, ID: id, Reason: &reason})
 		return err
 	}
-	imp, err := s.Get(ctx, tenantID, id)
+	imp, err := db.ContactImportGet(ctx, queries.ContactImportGetParams{TenantID: tenantID, ID: id})
 	if err != nil {
-		return err
+		return apperr.Specific(err, apperr.KindNotFound, ImportNotFound())
 	}
 	var g errgroup.Group
 	for part := range int(imp.Parts) {
@@ -318,7 +365,7 @@ func (s *Imports) runPart(ctx context.Context, tenantID, id string, part int) er
 // the last chunk has committed; the sweep for an import whose task died
 // in between). A running import keeps its rows.
 func (s *Imports) DropRows(ctx context.Context, tenantID, id string) error {
-	_, err := s.DB.ContactImportDropRows(ctx, queries.ContactImportDropRowsParams{TenantID: tenantID, ID: id})
+	_, err := s.work().ContactImportDropRows(ctx, queries.ContactImportDropRowsParams{TenantID: tenantID, ID: id})
 	return err
 }
 
@@ -360,7 +407,7 @@ func (s *Imports) StepPart(ctx context.Context, tenantID, id string, part int) (
 	if chunk <= 0 {
 		chunk = DefaultImportChunk
 	}
-	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+	err = s.work().InTx(ctx, func(q *store.Tx) error {
 		prog, err := q.ContactImportPartLock(ctx, queries.ContactImportPartLockParams{TenantID: tenantID, ID: id,
 			Part: int16(part)})
 		if store.IsNoRows(err) || (err == nil && prog.Done) {

@@ -54,6 +54,24 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	return New(pool), nil
 }
 
+// Share opens another pool of at most maxConns connections on db's
+// database, with db's settings: a share of the database kept apart for
+// long work (contact imports), so that such work never takes the
+// connections requests need from db's pool, and requests never take its
+// own. Its Tasks are db's.
+func (db *DB) Share(ctx context.Context, maxConns int) (*DB, error) {
+	cfg := db.Pool.Config()
+	cfg.MaxConns = int32(maxConns)
+	cfg.MinConns = 0
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	shared := New(pool)
+	shared.Tasks = db.Tasks
+	return shared, nil
+}
+
 // New wraps an existing pool.
 func New(pool *pgxpool.Pool) *DB { return &DB{Pool: pool, Queries: translated(pool)} }
 

@@ -5,6 +5,7 @@
 package apptest
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -42,6 +43,15 @@ func Services(t testing.TB, in app.Infra) *app.Services {
 	}
 	if in.DB == nil {
 		in.DB = testenv.DB(t)
+	}
+	if in.ImportDB == nil {
+		// Imports on a pool of their own, as app.Open gives them.
+		share, err := in.DB.Share(context.Background(), in.Config.ImportDBConns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(share.Close)
+		in.ImportDB = share
 	}
 	if in.Redis == nil {
 		in.Redis, in.RedisPrefix = testenv.Redis(t)
