@@ -5,6 +5,9 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -o /out/api ./cmd/api && \
     CGO_ENABLED=0 go build -o /out/worker ./cmd/worker && \
+    for role in sends segments domains webhooks; do \
+      CGO_ENABLED=0 go build -o /out/worker-$role ./cmd/worker-$role || exit 1; \
+    done && \
     CGO_ENABLED=0 go build -o /out/devtoken ./cmd/devtoken
 
 FROM node:20-bookworm-slim

@@ -17,9 +17,11 @@ help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: mjml-deps ## Build bin/api, bin/worker, bin/devtoken and bin/tidings (and install the MJML compiler)
+build: mjml-deps ## Build bin/api, bin/worker and its one-role binaries (bin/worker-sends, -segments, -domains, -webhooks), bin/devtoken and bin/tidings (and install the MJML compiler)
 	go build -o bin/api ./cmd/api
 	go build -o bin/worker ./cmd/worker
+	@for role in sends segments domains webhooks; do echo "go build -o bin/worker-$$role ./cmd/worker-$$role"; \
+		go build -o bin/worker-$$role ./cmd/worker-$$role || exit 1; done
 	go build -o bin/devtoken ./cmd/devtoken
 	go build -o bin/tidings ./cmd/tidings
 
@@ -120,6 +122,10 @@ bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenant
 .PHONY: bench-import
 bench-import: services build ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile; the worker in its own process (IMPORT_FLAGS='-rows 100000', or '-worker-bin= -parts 1 -cpuprofile f' in one process; docs/benchmarks.md)
 	go run ./bench/importbench -worker-bin bin/worker $(IMPORT_FLAGS)
+
+.PHONY: bench-roles
+bench-roles: services build ## Worker roles: due sends' p99 lateness while a 1,000,000-contact segment computes, alone / separate processes / one process (ROLES_FLAGS='-contacts 100000'; docs/benchmarks.md)
+	go run ./bench/roles -bin bin $(ROLES_FLAGS)
 
 .PHONY: chaos
 chaos: services build ## Fault run: 2 api + 2 worker under load while workers, api and Redis are killed or flushed and PostgreSQL restarts; reconciles (CHAOS_FLAGS='-d 2m -cluster -pg-restart=false')

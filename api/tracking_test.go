@@ -323,7 +323,7 @@ func TestSendgridWebhook(t *testing.T) {
 	id := b.scalar(`SELECT id FROM webhook_batches WHERE applied_at IS NULL`)
 	insp := asynq.NewInspector(b.queueOpt)
 	defer insp.Close()
-	info, err := insp.GetTaskInfo(tasks.QueueDefault, "webhook:"+id)
+	info, err := insp.GetTaskInfo(tasks.QueueWebhooks, "webhook:"+id)
 	if err != nil || info.Type != tasks.TypeWebhookBatch {
 		t.Fatalf("task webhook:%s: %v %+v", id, err, info)
 	}

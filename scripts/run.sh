@@ -32,6 +32,7 @@ if ! psql "$admin" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep
   psql "$admin" -qc "CREATE DATABASE \"$db\""
 fi
 
+# bin/worker runs every role (WORKER_ROLES, default all; docs/operations.md).
 bin/worker &
 worker=$!
 bin/api &

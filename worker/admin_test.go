@@ -28,14 +28,14 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	}
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { _ = client.Close() })
-	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(tasks.QueueCritical)); err != nil {
+	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(tasks.QueueSendsSweep)); err != nil {
 		t.Fatal(err)
 	}
 	ins := asynq.NewInspector(opt)
 	t.Cleanup(func() { _ = ins.Close() })
 	// As cmd/worker wires it, with the gauges read from the database.
 	svc := apptest.Services(t, app.Infra{})
-	h, closeAdmin := AdminHandler(opt, ins, true, AdminCollectors(svc)...)
+	h, closeAdmin := AdminHandler(opt, ins, AdminOptions{ReadOnly: true}, AdminCollectors(svc)...)
 	t.Cleanup(closeAdmin)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -52,7 +52,7 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	if missing := telemetrytest.Missing(body, telemetrytest.Documented(t, "worker")); len(missing) > 0 {
 		t.Fatalf("documented but not served: %v", missing)
 	}
-	for _, want := range []string{`tidings_asynq_up 1`, `tidings_asynq_queue_tasks{queue="critical",state="pending"} 1`} {
+	for _, want := range []string{`tidings_asynq_up 1`, `tidings_asynq_queue_tasks{queue="sends.sweep",role="sends",state="pending"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in\n%s", want, body)
 		}
@@ -70,15 +70,15 @@ func TestAdminDashboardIsReadOnly(t *testing.T) {
 	}
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { _ = client.Close() })
-	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(tasks.QueueLow), asynq.TaskID("t1")); err != nil {
+	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(tasks.QueueMaintenance), asynq.TaskID("t1")); err != nil {
 		t.Fatal(err)
 	}
 	ins := asynq.NewInspector(opt)
 	t.Cleanup(func() { _ = ins.Close() })
 	for _, readOnly := range []bool{true, false} {
-		h, closeAdmin := AdminHandler(opt, ins, readOnly)
+		h, closeAdmin := AdminHandler(opt, ins, AdminOptions{ReadOnly: readOnly})
 		srv := httptest.NewServer(h)
-		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/monitoring/api/queues/low/pending_tasks/t1", nil)
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/monitoring/api/queues/maintenance/pending_tasks/t1", nil)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -86,9 +86,71 @@ func TestAdminDashboardIsReadOnly(t *testing.T) {
 		_ = res.Body.Close()
 		srv.Close()
 		closeAdmin()
-		_, err = ins.GetTaskInfo(tasks.QueueLow, "t1")
+		_, err = ins.GetTaskInfo(tasks.QueueMaintenance, "t1")
 		if gone := err != nil; gone == readOnly {
 			t.Fatalf("readOnly=%v: DELETE answered %d, task gone=%v", readOnly, res.StatusCode, gone)
 		}
+	}
+}
+
+// ADDENDUM 25: the dashboard answers loopback names only, so a page that
+// rebinds its own name to 127.0.0.1 cannot drive it from a browser.
+func TestAdminDashboardChecksHost(t *testing.T) {
+	t.Parallel()
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = ins.Close() })
+	h, closeAdmin := AdminHandler(opt, ins, AdminOptions{ReadOnly: true, Hosts: []string{"Admin.Example:8081", "worker-sends"}})
+	t.Cleanup(closeAdmin)
+	for _, tc := range []struct {
+		desc, host string
+		want       int
+	}{
+		{"rebound name", "evil.example:8081", http.StatusForbidden},
+		{"rebound name without port", "evil.example", http.StatusForbidden},
+		{"loopback address in another form", "127.1:8081", http.StatusForbidden},
+		{"localhost", "localhost:8081", http.StatusOK},
+		{"localhost without port", "localhost", http.StatusOK},
+		{"IPv4 loopback", "127.0.0.1:8081", http.StatusOK},
+		{"IPv6 loopback", "[::1]:8081", http.StatusOK},
+		{"IPv6 loopback without port", "[::1]", http.StatusOK},
+		{"upper case", "LOCALHOST:9", http.StatusOK},
+		{"listed in ADMIN_HOSTS", "admin.example:9999", http.StatusOK},
+		{"listed in ADMIN_HOSTS without port", "worker-sends", http.StatusOK},
+		{"a name that ends like a listed one", "evil-worker-sends", http.StatusForbidden},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/monitoring/api/queues", nil)
+		req.Host = tc.host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s: Host %q answered %d, want %d", tc.desc, tc.host, rec.Code, tc.want)
+		}
+	}
+}
+
+// ADDENDUM 26: /healthz names the process's roles, and answers probes by
+// address (the Host check guards the dashboard only).
+func TestAdminHealthNamesRoles(t *testing.T) {
+	t.Parallel()
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = ins.Close() })
+	h, closeAdmin := AdminHandler(opt, ins, AdminOptions{Roles: []Role{RoleSends, RoleWebhooks}})
+	t.Cleanup(closeAdmin)
+	req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+	req.Host = "10.1.2.3:8081"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if want := `{"status":"ok","roles":["sends","webhooks"]}`; rec.Code != http.StatusOK || rec.Body.String() != want {
+		t.Fatalf("GET /healthz: %d %s, want 200 %s", rec.Code, rec.Body.String(), want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"tidings/internal/testenv"
 )
 
@@ -29,13 +31,18 @@ func BenchmarkBroadcastDrain(b *testing.B) {
 	s.exec(`UPDATE contacts SET created_at = now() - interval '1 hour' WHERE tenant_id = $1`, benchTenant)
 	s.exec(`INSERT INTO segments (tenant_id, id, name, rules) VALUES ($1, 'seg_all', 'All', '{"operator":"and","conditions":[]}')`, benchTenant)
 	s.exec(`ANALYZE contacts`)
-	srv := NewServer(s.opt, s.log, conc)
+	srv := NewServer(s.opt, s.log, conc, AllRoles)
 	if err := srv.Start(NewMux(s.svc)); err != nil {
 		b.Fatal(err)
 	}
 	sctx, stopSched := context.WithCancel(ctx)
 	schedDone := make(chan struct{})
-	go func() { defer close(schedDone); NewScheduler(s.client, PeriodicTasks(), s.log).Run(sctx) }()
+	go func() {
+		defer close(schedDone)
+		ins := asynq.NewInspector(s.opt)
+		defer ins.Close()
+		NewScheduler(s.client, ins, PeriodicTasks(), s.log).Run(sctx)
+	}()
 
 	t0 := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
 	s.exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status, starts_at)

@@ -23,7 +23,7 @@ const (
 )
 
 func domainSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeDomainSweep, Every: domainSweepEvery, Queue: tasks.QueueLow, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeDomainSweep, Every: domainSweepEvery, Queue: tasks.QueueDomains, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeDomainSweep, nil, asynq.MaxRetry(0), asynq.Timeout(domainSweepTimeout))
 	}}
 }

@@ -30,7 +30,7 @@ func TestDomainSweepTask(t *testing.T) {
 			sweep = &p
 		}
 	}
-	if sweep == nil || sweep.Queue != tasks.QueueLow || sweep.Every != time.Minute || sweep.Task().Type() != tasks.TypeDomainSweep {
+	if sweep == nil || sweep.Queue != tasks.QueueDomains || sweep.Every != time.Minute || sweep.Task().Type() != tasks.TypeDomainSweep {
 		t.Fatalf("periodic domain sweep: %+v", sweep)
 	}
 

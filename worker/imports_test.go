@@ -48,7 +48,7 @@ func TestImportTaskLostIsRefedAndCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	tid := tasks.ImportTaskID("ten_a", imp.ID)
-	if _, err := inspector.GetTaskInfo(tasks.QueueDefault, tid); err != nil {
+	if _, err := inspector.GetTaskInfo(tasks.QueueImports, tid); err != nil {
 		t.Fatalf("the import's task was not queued after the commit: %v", err)
 	}
 
@@ -128,4 +128,4 @@ func TestImportTaskLostIsRefedAndCompletes(t *testing.T) {
 }
 
 // taskKey is asynq's key of a task of the default queue.
-func taskKey(id string) string { return "asynq:{" + tasks.QueueDefault + "}:t:" + id }
+func taskKey(id string) string { return "asynq:{" + tasks.QueueImports + "}:t:" + id }

@@ -14,7 +14,7 @@ import (
 // is also taken over when it has expired, so the sweep only keeps the
 // table small.
 func idempotencySweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeIdempotencySweep, Every: time.Hour, Queue: tasks.QueueLow, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeIdempotencySweep, Every: time.Hour, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeIdempotencySweep, nil, asynq.MaxRetry(0), asynq.Timeout(5*time.Minute))
 	}}
 }
@@ -36,7 +36,7 @@ func handleIdempotencySweep(d Deps) asynq.HandlerFunc {
 // short (a restart) leaves nothing half done, and the next period's run
 // takes what is left.
 func ArchivePeriodic(every time.Duration) Periodic {
-	return Periodic{Name: tasks.TypeEventsArchive, Every: every, Queue: tasks.QueueLow, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeEventsArchive, Every: every, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeEventsArchive, nil, asynq.MaxRetry(3), asynq.Timeout(2*time.Hour))
 	}}
 }

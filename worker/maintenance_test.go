@@ -20,7 +20,7 @@ func TestIdempotencySweepTask(t *testing.T) {
 	d := apptest.Services(t, app.Infra{DB: db})
 	found := false
 	for _, p := range PeriodicTasks() {
-		found = found || (p.Name == tasks.TypeIdempotencySweep && p.Queue == tasks.QueueLow && p.Task().Type() == tasks.TypeIdempotencySweep)
+		found = found || (p.Name == tasks.TypeIdempotencySweep && p.Queue == tasks.QueueMaintenance && p.Task().Type() == tasks.TypeIdempotencySweep)
 	}
 	if !found {
 		t.Fatal("no periodic idempotency-key sweep")

@@ -9,12 +9,49 @@ import (
 	"github.com/hibiken/asynq"
 
 	"tidings/internal/config"
-	"tidings/internal/tasks"
 	"tidings/internal/testenv"
 )
 
-// Several worker processes each run a scheduler; every period is enqueued
-// once.
+// allPeriodic is every periodic task as a maintenance process schedules it.
+func allPeriodic() []Periodic { return append(PeriodicTasks(), ArchivePeriodic(24*time.Hour)) }
+
+// maintenanceSchedulers are the schedulers of n maintenance processes,
+// each with its own connections, on one Redis.
+func maintenanceSchedulers(t *testing.T, opt asynq.RedisConnOpt, n int) []*Scheduler {
+	var out []*Scheduler
+	for range n {
+		c, ins := asynq.NewClient(opt), asynq.NewInspector(opt)
+		t.Cleanup(func() { _ = c.Close(); _ = ins.Close() })
+		out = append(out, NewScheduler(c, ins, allPeriodic(), slog.New(slog.DiscardHandler)))
+	}
+	return out
+}
+
+// periodicTasks counts, per periodic task, the tasks of it in Redis (its
+// queue, every state).
+func periodicTasks(t *testing.T, ins *asynq.Inspector) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, p := range allPeriodic() {
+		for _, list := range []func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error){ins.ListPendingTasks,
+			ins.ListActiveTasks, ins.ListScheduledTasks, ins.ListRetryTasks, ins.ListArchivedTasks, ins.ListCompletedTasks} {
+			infos, err := list(p.Queue, asynq.PageSize(1000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, info := range infos {
+				if info.Type == p.Task().Type() {
+					counts[p.Name]++
+				}
+			}
+		}
+	}
+	return counts
+}
+
+// ADDENDUM 26: two maintenance processes each run the scheduler; every
+// periodic task is enqueued once per period, before and after the
+// period's task has run.
 func TestPeriodicEnqueuedOncePerPeriodAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	url, _ := testenv.RedisDB(t)
@@ -22,39 +59,90 @@ func TestPeriodicEnqueuedOncePerPeriodAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	periodic := []Periodic{{Name: "probe", Every: time.Minute, Queue: tasks.QueueLow,
-		Task: func() *asynq.Task { return asynq.NewTask("test:probe", nil) }}}
-	var scheds []*Scheduler
-	for i := 0; i < 3; i++ {
-		c := asynq.NewClient(opt)
-		t.Cleanup(func() { _ = c.Close() })
-		scheds = append(scheds, NewScheduler(c, periodic, slog.New(slog.DiscardHandler)))
-	}
+	ins := asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = ins.Close() })
 	ctx := context.Background()
-	now := time.Date(2026, 11, 21, 10, 0, 5, 0, time.UTC)
+	want := len(allPeriodic())
+	now := time.Now()
+	scheds := maintenanceSchedulers(t, opt, 2)
 	total := 0
-	for _, tick := range []time.Duration{0, time.Second, 30 * time.Second} {
+	for _, tick := range []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond} {
 		for _, s := range scheds {
 			total += s.EnqueueDue(ctx, now.Add(tick))
 		}
 	}
-	if total != 1 {
-		t.Fatalf("first period enqueued %d times, want 1", total)
+	if total != want {
+		t.Fatalf("first period: %d tasks enqueued, want %d (one per periodic task)", total, want)
 	}
+
+	// The period's tasks run (a worker of every role) and complete.
+	mux := asynq.NewServeMux()
+	for _, p := range allPeriodic() {
+		mux.HandleFunc(p.Task().Type(), func(context.Context, *asynq.Task) error { return nil })
+	}
+	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 4, Queues: Queues(AllRoles), Logger: slogAdapter{slog.New(slog.DiscardHandler)},
+		TaskCheckInterval: 50 * time.Millisecond})
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		for _, p := range allPeriodic() {
+			info, err := ins.GetTaskInfo(p.Queue, PeriodicTaskID(p.Name))
+			if err != nil || info.State != asynq.TaskStateCompleted {
+				return false
+			}
+		}
+		return true
+	})
+	srv.Shutdown()
+
+	// Processes that start later in the same period add nothing.
+	again := 0
+	for _, s := range maintenanceSchedulers(t, opt, 2) {
+		again += s.EnqueueDue(ctx, now.Add(30*time.Millisecond))
+	}
+	if again != 0 {
+		t.Fatalf("the same period again: %d tasks enqueued, want 0", again)
+	}
+	// The next period (of every task, the daily archive's too): once each.
 	next := 0
 	for _, s := range scheds {
-		next += s.EnqueueDue(ctx, now.Add(time.Minute))
+		next += s.EnqueueDue(ctx, now.Add(48*time.Hour))
 	}
-	if next != 1 {
-		t.Fatalf("second period enqueued %d times, want 1", next)
+	if next != want {
+		t.Fatalf("next period: %d tasks enqueued, want %d", next, want)
 	}
-	insp := asynq.NewInspector(opt)
-	defer insp.Close()
-	pending, err := insp.ListPendingTasks(tasks.QueueLow)
+	for name, n := range periodicTasks(t, ins) {
+		if n != 1 {
+			t.Errorf("%s: %d tasks in Redis, want 1", name, n)
+		}
+	}
+}
+
+// A role with no process (here: none at all) finds one waiting task of each
+// of its periodic tasks when it starts, not one per period it missed.
+func TestPeriodicWaitingTaskCoversLaterPeriods(t *testing.T) {
+	t.Parallel()
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pending) != 2 {
-		t.Fatalf("%d pending tasks, want 2", len(pending))
+	ins := asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = ins.Close() })
+	s := maintenanceSchedulers(t, opt, 1)[0]
+	now := time.Now()
+	queued := 0
+	for day := range 3 {
+		queued += s.EnqueueDue(context.Background(), now.Add(time.Duration(day)*48*time.Hour))
+	}
+	if want := len(allPeriodic()); queued != want {
+		t.Errorf("%d tasks enqueued over three periods, want %d", queued, want)
+	}
+	counts := periodicTasks(t, ins)
+	for _, p := range allPeriodic() {
+		if counts[p.Name] != 1 {
+			t.Errorf("%s: %d tasks waiting, want 1", p.Name, counts[p.Name])
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/app"
@@ -37,7 +38,7 @@ func BenchmarkProviderRate(b *testing.B) {
 		b.Cleanup(func() { _ = c.Close() })
 		svc := apptest.Services(b, app.Infra{Config: s.cfg, DB: s.db, Provider: s.prov, Tasks: s.tasks, Log: s.log,
 			Redis: c, RedisPrefix: prefix})
-		srv := NewServer(s.opt, s.log, benchConcurrency)
+		srv := NewServer(s.opt, s.log, benchConcurrency, AllRoles)
 		if err := srv.Start(NewMux(svc)); err != nil {
 			b.Fatal(err)
 		}
@@ -45,7 +46,12 @@ func BenchmarkProviderRate(b *testing.B) {
 	}
 	sctx, stopSched := context.WithCancel(ctx)
 	schedDone := make(chan struct{})
-	go func() { defer close(schedDone); NewScheduler(s.client, PeriodicTasks(), s.log).Run(sctx) }()
+	go func() {
+		defer close(schedDone)
+		ins := asynq.NewInspector(s.opt)
+		defer ins.Close()
+		NewScheduler(s.client, ins, PeriodicTasks(), s.log).Run(sctx)
+	}()
 	s.exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status, starts_at)
 		VALUES ($1, 'brd_rate', 'Rate', 'reset', 'seg_all', 'scheduled', now())`, benchTenant)
 	s.tasks.BroadcastStart(ctx, benchTenant, "brd_rate", time.Now())

@@ -124,13 +124,13 @@ func HandleScheduledSend(d Deps) asynq.HandlerFunc {
 }
 
 func scheduledSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeScheduledSweep, Every: engine.SweepEvery, Queue: tasks.QueueCritical, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeScheduledSweep, Every: engine.SweepEvery, Queue: tasks.QueueSendsSweep, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeScheduledSweep, nil, asynq.MaxRetry(0), asynq.Timeout(sweepTimeout))
 	}}
 }
 
 func scheduledPrunePeriodic() Periodic {
-	return Periodic{Name: tasks.TypeScheduledPrune, Every: scheduledPruneDue, Queue: tasks.QueueLow, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeScheduledPrune, Every: scheduledPruneDue, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeScheduledPrune, nil, asynq.MaxRetry(0), asynq.Timeout(sweepTimeout))
 	}}
 }

@@ -150,7 +150,7 @@ func enqueueNoops(c *asynq.Client, n int, t time.Time) {
 		wg.Go(func() {
 			for i := w * per; i < min(n, (w+1)*per); i++ {
 				_, _ = c.Enqueue(asynq.NewTask(noopType, nil), asynq.TaskID(fmt.Sprintf("noop_%d", i+1)),
-					asynq.ProcessAt(t), asynq.Queue(tasks.QueueCritical), asynq.MaxRetry(0))
+					asynq.ProcessAt(t), asynq.Queue(tasks.QueueSends), asynq.MaxRetry(0))
 			}
 		})
 	}
@@ -205,13 +205,18 @@ func BenchmarkScheduledDrain(b *testing.B) {
 	s.exec(`ANALYZE enrolments`)
 
 	deps := s.svc
-	srv := NewServer(s.opt, s.log, conc)
+	srv := NewServer(s.opt, s.log, conc, AllRoles)
 	if err := srv.Start(NewMux(deps)); err != nil {
 		b.Fatal(err)
 	}
 	sctx, stopSched := context.WithCancel(ctx)
 	schedDone := make(chan struct{})
-	go func() { defer close(schedDone); NewScheduler(s.client, PeriodicTasks(), s.log).Run(sctx) }()
+	go func() {
+		defer close(schedDone)
+		ins := asynq.NewInspector(s.opt)
+		defer ins.Close()
+		NewScheduler(s.client, ins, PeriodicTasks(), s.log).Run(sctx)
+	}()
 
 	t0 := dueAt(n)
 	s.exec(`UPDATE scheduled_sends SET scheduled_for = $2 WHERE tenant_id = $1`, benchTenant, t0)
@@ -338,7 +343,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 		}
 		return nil
 	})
-	noop := NewServer(s.opt, s.log, conc)
+	noop := NewServer(s.opt, s.log, conc, AllRoles)
 	if err := noop.Start(mux); err != nil {
 		b.Fatal(err)
 	}

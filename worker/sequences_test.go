@@ -77,7 +77,7 @@ func TestSequenceEndToEndThroughAsynq(t *testing.T) {
 	in.Tasks = tasks.NewClient(q.client, q.inspector, log)
 	qf := *f
 	qf.Svc = apptest.Services(t, in)
-	srv := NewServer(q.opt, log, 4)
+	srv := NewServer(q.opt, log, 4, AllRoles)
 	if err := srv.Start(NewMux(qf.Svc)); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestSequenceEndToEndThroughAsynq(t *testing.T) {
 	}
 	// Redis loses every task: the second step's timer is gone.
 	q.rdb.FlushDB(context.Background())
-	sched := NewScheduler(q.client, PeriodicTasks(), log)
+	sched := NewScheduler(q.client, q.inspector, PeriodicTasks(), log)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); sched.Run(sctx) }()
@@ -122,7 +122,7 @@ func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
 	if n, err := tc.FanOut(ctx, 1); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
-	if err := q.inspector.ArchiveTask(tasks.QueueCritical, "dispatch:fan:0"); err != nil {
+	if err := q.inspector.ArchiveTask(tasks.QueueSends, "dispatch:fan:0"); err != nil {
 		t.Fatal(err)
 	}
 	f.Exec(`UPDATE scheduled_sends SET status = 'claimed', claimed_at = now() - interval '10 minutes', attempts = 1
@@ -132,7 +132,7 @@ func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
 	if res, err := sweeper.Sweep(ctx, time.Now()); err != nil || res.Reclaimed != 1 || !res.Due || res.Queued != 1 {
 		t.Fatal(res, err)
 	}
-	info, err := q.inspector.GetTaskInfo(tasks.QueueCritical, "dispatch:fan:0")
+	info, err := q.inspector.GetTaskInfo(tasks.QueueSends, "dispatch:fan:0")
 	if err != nil || info.State == asynq.TaskStateArchived {
 		t.Fatalf("task %v, %v: want queued again", info, err)
 	}
@@ -140,7 +140,7 @@ func TestScheduledSweepFreesArchivedTaskID(t *testing.T) {
 	if res, err := sweeper.Sweep(ctx, time.Now()); err != nil || res.Queued != 0 {
 		t.Fatal(res, err)
 	}
-	if info2, err := q.inspector.GetTaskInfo(tasks.QueueCritical, "dispatch:fan:0"); err != nil || info2.State != info.State {
+	if info2, err := q.inspector.GetTaskInfo(tasks.QueueSends, "dispatch:fan:0"); err != nil || info2.State != info.State {
 		t.Fatalf("task %v, %v", info2, err)
 	}
 	enginetest.WantOutcomes(t, f.RunDue(), engine.OutcomeSent)
@@ -176,7 +176,7 @@ func TestScheduledSweepFeedsALostBacklogInOneSweep(t *testing.T) {
 	if got, err := sweeper.Sweep(ctx, time.Now()); err != nil || !got.Due || got.Queued != 4 {
 		t.Fatalf("first sweep: %+v, %v; want the fan-out of 4 queued", got, err)
 	}
-	if qi, err := q.inspector.GetQueueInfo(tasks.QueueCritical); err != nil || qi.Pending+qi.Scheduled != 4 {
+	if qi, err := q.inspector.GetQueueInfo(tasks.QueueSends); err != nil || qi.Pending+qi.Scheduled != 4 {
 		t.Fatalf("queue %+v, %v", qi, err)
 	}
 	if got, err := sweeper.Sweep(ctx, time.Now()); err != nil || got.Queued != 0 {

@@ -57,7 +57,7 @@ func HandleWebhookBatch(d Deps) asynq.HandlerFunc {
 }
 
 func webhookSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeWebhookSweep, Every: webhookSweepEvery, Queue: tasks.QueueLow, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeWebhookSweep, Every: webhookSweepEvery, Queue: tasks.QueueWebhooksSweep, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeWebhookSweep, nil, asynq.MaxRetry(0), asynq.Timeout(webhookSweepTimeout))
 	}}
 }

@@ -53,10 +53,10 @@ func TestWebhookSweepRefeedsAndPrunes(t *testing.T) {
 	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeWebhookSweep, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inspector.GetTaskInfo(tasks.QueueDefault, tasks.WebhookTaskID(stale)); err != nil {
+	if _, err := inspector.GetTaskInfo(tasks.QueueWebhooks, tasks.WebhookTaskID(stale)); err != nil {
 		t.Fatalf("stale batch %d not re-enqueued: %v", stale, err)
 	}
-	if _, err := inspector.GetTaskInfo(tasks.QueueDefault, tasks.WebhookTaskID(fresh)); err == nil {
+	if _, err := inspector.GetTaskInfo(tasks.QueueWebhooks, tasks.WebhookTaskID(fresh)); err == nil {
 		t.Fatalf("fresh batch %d enqueued by the sweep", fresh)
 	}
 	var batches, ids int
@@ -95,16 +95,16 @@ func TestWebhookSweepFreesAnArchivedTask(t *testing.T) {
 	}
 	tid := tasks.WebhookTaskID(id)
 	if _, err := client.Enqueue(asynq.NewTask(tasks.TypeWebhookBatch, nil), asynq.TaskID(tid),
-		asynq.Queue(tasks.QueueDefault)); err != nil {
+		asynq.Queue(tasks.QueueWebhooks)); err != nil {
 		t.Fatal(err)
 	}
-	if err := inspector.ArchiveTask(tasks.QueueDefault, tid); err != nil {
+	if err := inspector.ArchiveTask(tasks.QueueWebhooks, tid); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeWebhookSweep, nil)); err != nil {
 		t.Fatal(err)
 	}
-	info, err := inspector.GetTaskInfo(tasks.QueueDefault, tid)
+	info, err := inspector.GetTaskInfo(tasks.QueueWebhooks, tid)
 	if err != nil || info.State != asynq.TaskStatePending {
 		t.Fatalf("after the sweep the batch's task is %+v, %v; want pending", info, err)
 	}

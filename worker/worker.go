@@ -1,8 +1,10 @@
 // Package worker is the background side of Tidings: the asynq server and
-// its mux, the periodic scheduler, and the admin listener with asynqmon.
-// Task families register themselves in NewMux, one file per family; task
-// names, payloads and enqueueing live in internal/tasks, shared with the
-// api and the domain packages.
+// its mux, the roles that split the work into queues (roles.go), the
+// periodic scheduler, the admin listener with asynqmon, and the process
+// every worker binary runs (Main). Task families register themselves in
+// NewMux, one file per family; task names, payloads, queues and
+// enqueueing live in internal/tasks, shared with the api and the domain
+// packages.
 package worker
 
 import (
@@ -18,12 +20,13 @@ import (
 // Deps are what task handlers need: the services every process shares.
 type Deps = *app.Services
 
-// NewServer builds the asynq server with the service's queues, running up
-// to concurrency tasks at once (WORKER_CONCURRENCY).
-func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq.Server {
+// NewServer builds the asynq server of a process of roles: it takes tasks
+// from those roles' queues only, up to concurrency at once
+// (WORKER_CONCURRENCY).
+func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int, roles []Role) *asynq.Server {
 	return asynq.NewServer(opt, asynq.Config{
 		Concurrency:     concurrency,
-		Queues:          map[string]int{tasks.QueueCritical: 6, tasks.QueueDefault: 3, tasks.QueueLow: 1},
+		Queues:          Queues(roles),
 		ShutdownTimeout: 30 * time.Second,
 		Logger:          slogAdapter{log},
 		// A due send should leave within about a second: scheduled tasks
@@ -37,7 +40,10 @@ func NewServer(opt asynq.RedisConnOpt, log *slog.Logger, concurrency int) *asynq
 	})
 }
 
-// NewMux registers every task family's handlers.
+// NewMux registers every task family's handlers. A process runs only the
+// tasks of its roles' queues (NewServer); it knows every type all the
+// same, so the maintenance role can drain the legacy queues, which held
+// every type.
 func NewMux(d Deps) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	mux.Use(logTasks(d.Log))
@@ -56,11 +62,13 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeEventsArchive, HandleEventsArchive(d))
 	mux.Handle(tasks.TypeContactImport, HandleContactImport(d))
 	mux.Handle(tasks.TypeContactImportSweep, handleContactImportSweep(d))
+	mux.Handle(tasks.TypeSegmentCompute, HandleSegmentCompute(d))
 	return mux
 }
 
-// PeriodicTasks lists the tasks the scheduler enqueues; task families add
-// theirs here.
+// PeriodicTasks lists the tasks the scheduler enqueues, for every role (the
+// scheduler runs in the maintenance role; each task goes to the queue of
+// the role that runs it); task families add theirs here.
 func PeriodicTasks() []Periodic {
 	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic(),
 		scheduledSweepPeriodic(), scheduledPrunePeriodic(), sendingSweepPeriodic(), outboundSweepPeriodic(),

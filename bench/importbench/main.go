@@ -152,7 +152,7 @@ func run() error {
 	go func() { _ = web.Listener(ln) }()
 	defer web.Shutdown() //nolint:errcheck
 	if *workerBin == "" {
-		srv := worker.NewServer(infra.AsynqOpt, log, cfg.WorkerConcurrency)
+		srv := worker.NewServer(infra.AsynqOpt, log, cfg.WorkerConcurrency, worker.AllRoles)
 		if err := srv.Start(worker.NewMux(svc)); err != nil {
 			return err
 		}

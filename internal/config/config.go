@@ -126,6 +126,12 @@ type Config struct {
 	ImportUploadTimeout time.Duration
 	ImportSpoolDir      string
 	ImportDBConns       int
+	// WorkerRoles is WORKER_ROLES: the roles cmd/worker runs, "all" or a
+	// comma-separated list (checked by worker.ParseRoles).
+	WorkerRoles string
+	// AdminHosts are the Host names, besides the loopback ones, that the
+	// worker's dashboard answers to (ADMIN_HOSTS, comma-separated).
+	AdminHosts []string
 }
 
 // ProviderConnected reports whether a real delivery provider is configured;
@@ -172,6 +178,8 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		WorkerAdminAddr:          r.addr("WORKER_ADMIN_ADDR", "127.0.0.1:8081"),
 		AsynqmonReadOnly:         r.boolean("ASYNQMON_READONLY", true),
 		WorkerConcurrency:        r.positiveInt("WORKER_CONCURRENCY", 10),
+		WorkerRoles:              r.str("WORKER_ROLES", "all"),
+		AdminHosts:               splitList(r.str("ADMIN_HOSTS", "")),
 		DatabaseURL:              r.url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable", "postgres", "postgresql"),
 		RedisURL:                 r.url("REDIS_URL", "redis://127.0.0.1:6379/0", "redis", "rediss"),
 		RedisCluster:             r.boolean("REDIS_CLUSTER", false),
@@ -460,4 +468,15 @@ func (r *reader) durationUpTo(name string, def, max time.Duration) time.Duration
 		return def
 	}
 	return d
+}
+
+// splitList splits a comma-separated value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

@@ -205,3 +205,17 @@ func TestImportSettings(t *testing.T) {
 		t.Error("IMPORT_UPLOAD_TIMEOUT=0s accepted")
 	}
 }
+
+// ADDENDUM 26 and 25: WORKER_ROLES is passed on as written (worker.ParseRoles
+// judges it); ADMIN_HOSTS is a comma-separated list.
+func TestWorkerRolesAndAdminHosts(t *testing.T) {
+	t.Parallel()
+	c, err := FromLookup(env(nil))
+	if err != nil || c.WorkerRoles != "all" || c.AdminHosts != nil {
+		t.Fatalf("defaults: %q %v %v", c.WorkerRoles, c.AdminHosts, err)
+	}
+	c, err = FromLookup(env(map[string]string{"WORKER_ROLES": "sends,segments", "ADMIN_HOSTS": " admin.example, ,worker:8081,"}))
+	if err != nil || c.WorkerRoles != "sends,segments" || strings.Join(c.AdminHosts, "|") != "admin.example|worker:8081" {
+		t.Fatalf("set: %q %q %v", c.WorkerRoles, c.AdminHosts, err)
+	}
+}

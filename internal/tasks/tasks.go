@@ -12,17 +12,55 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
 )
 
-// Queue names, highest priority first.
+// Queues, by the worker role that serves them (ADDENDUM 26): a queue's
+// role is its name up to the first dot, so asynqmon and the queue gauges
+// show both what waits and which role's processes it waits for. A role's
+// ".sweep" queue holds its safety-net sweeps, apart from the work they
+// re-feed.
 const (
-	QueueCritical = "critical" // scheduled sends that are due, their sweep
-	QueueDefault  = "default"  // webhook ingestion
-	QueueLow      = "low"      // periodic maintenance, domain checks, pruning
+	QueueSends            = "sends"             // dispatch of due sends, broadcast starts
+	QueueSendsSweep       = "sends.sweep"       // the scheduled sweep, the send ledger's in-doubt sweep
+	QueueSegments         = "segments"          // segment computes
+	QueueDomains          = "domains"           // domain checks
+	QueueWebhooks         = "webhooks"          // provider webhook ingestion
+	QueueWebhooksOutbound = "webhooks.outbound" // outbound webhook delivery
+	QueueWebhooksSweep    = "webhooks.sweep"    // both webhook sweeps
+	QueueImports          = "imports"           // contact imports
+	QueueImportsSweep     = "imports.sweep"     // the import sweep
+	QueueMaintenance      = "maintenance"       // retention, pruning, idempotency keys
 )
+
+// The queues of the versions before roles: nothing enqueues to them any
+// more, and the maintenance role drains what an upgrade left in them (or
+// an api of the old version still writes during a rolling upgrade).
+const (
+	QueueCritical = "critical"
+	QueueDefault  = "default"
+	QueueLow      = "low"
+)
+
+// LegacyQueues are the queues of the versions before roles.
+var LegacyQueues = []string{QueueCritical, QueueDefault, QueueLow}
+
+// RoleMaintenance is the role that drains the legacy queues.
+const RoleMaintenance = "maintenance"
+
+// QueueRole names the worker role whose processes serve queue: the name up
+// to its first dot; the legacy queues are the maintenance role's.
+func QueueRole(queue string) string {
+	if slices.Contains(LegacyQueues, queue) {
+		return RoleMaintenance
+	}
+	role, _, _ := strings.Cut(queue, ".")
+	return role
+}
 
 // Task types.
 const (
@@ -60,7 +98,21 @@ const (
 	// running import that stopped moving (the task was lost or died).
 	TypeContactImport      = "contacts:import"
 	TypeContactImportSweep = "contacts:import-sweep"
+	// TypeSegmentCompute computes one segment (segments.Store.Compute, at
+	// most once per SEGMENT_COMPUTE_INTERVAL) on the segments role, away
+	// from the sends.
+	TypeSegmentCompute = "segments:compute"
 )
+
+// SegmentComputeTimeout bounds one segment compute: a tenant of millions
+// of contacts is one statement of minutes.
+const SegmentComputeTimeout = 15 * time.Minute
+
+// SegmentPayload is the payload of TypeSegmentCompute.
+type SegmentPayload struct {
+	TenantID string `json:"tenantId"`
+	ID       string `json:"segmentId"`
+}
 
 // ImportTimeout bounds one contact import task; one that runs out goes on
 // where it stopped (the next run, or the sweep's).
@@ -198,7 +250,7 @@ func (c *Client) BroadcastStart(ctx context.Context, tenantID, id string, at tim
 	}
 	payload, _ := json.Marshal(BroadcastPayload{TenantID: tenantID, ID: id})
 	t := task{t: asynq.NewTask(TypeBroadcastStart, payload, asynq.ProcessAt(at), asynq.MaxRetry(3),
-		asynq.Timeout(DispatchTimeout)), id: fmt.Sprintf("broadcast:%s:%s:%d", tenantID, id, at.Unix()), queue: QueueCritical}
+		asynq.Timeout(DispatchTimeout)), id: fmt.Sprintf("broadcast:%s:%s:%d", tenantID, id, at.Unix()), queue: QueueSends}
 	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
 		c.log.Warn("broadcast start timer not set; the sweep will", "tenant_id", tenantID, "broadcast_id", id, "err", err)
 	}
@@ -213,7 +265,7 @@ func (c *Client) OutboundDeliver(ctx context.Context) {
 	}
 	sec := time.Now().Unix()
 	t := task{t: asynq.NewTask(TypeOutboundDeliver, nil, asynq.MaxRetry(0), asynq.Timeout(DispatchTimeout),
-		asynq.Retention(time.Minute)), id: fmt.Sprintf("whout:%d", sec), queue: QueueDefault}
+		asynq.Retention(time.Minute)), id: fmt.Sprintf("whout:%d", sec), queue: QueueWebhooksOutbound}
 	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
 		c.log.Warn("outbound webhook delivery not queued; the sweep will", "err", err)
 	}
@@ -230,6 +282,15 @@ func (c *Client) ContactImport(ctx context.Context, tenantID, id string) {
 	}
 }
 
+// SegmentCompute queues a compute of one segment, at most one waiting per
+// segment (task id segment:<tenant>:<segment>): a compute asked for while
+// one waits is the waiting one. It reports whether it queued a task.
+func (c *Client) SegmentCompute(ctx context.Context, tenantID, id string) (bool, error) {
+	payload, _ := json.Marshal(SegmentPayload{TenantID: tenantID, ID: id})
+	return c.requeue(ctx, task{t: asynq.NewTask(TypeSegmentCompute, payload, asynq.MaxRetry(3),
+		asynq.Timeout(SegmentComputeTimeout)), id: "segment:" + tenantID + ":" + id, queue: QueueSegments})
+}
+
 // RequeueContactImport is the sweep's enqueue of a running import; it
 // reports whether it queued a task.
 func (c *Client) RequeueContactImport(ctx context.Context, tenantID, id string) (bool, error) {
@@ -239,7 +300,7 @@ func (c *Client) RequeueContactImport(ctx context.Context, tenantID, id string) 
 func importTask(tenantID, id string) task {
 	payload, _ := json.Marshal(ImportPayload{TenantID: tenantID, ID: id})
 	return task{t: asynq.NewTask(TypeContactImport, payload, asynq.MaxRetry(3), asynq.Timeout(ImportTimeout)),
-		id: ImportTaskID(tenantID, id), queue: QueueDefault}
+		id: ImportTaskID(tenantID, id), queue: QueueImports}
 }
 
 // WebhookBatch enqueues the task that applies a stored webhook batch; a
@@ -277,13 +338,13 @@ type task struct {
 
 func dispatchTask(at time.Time, id string) task {
 	return task{t: asynq.NewTask(TypeDispatch, nil, asynq.ProcessAt(at), asynq.MaxRetry(0),
-		asynq.Timeout(DispatchTimeout)), id: id, queue: QueueCritical}
+		asynq.Timeout(DispatchTimeout)), id: id, queue: QueueSends}
 }
 
 func webhookTask(batchID int64) task {
 	payload, _ := json.Marshal(WebhookPayload{BatchID: batchID})
 	return task{t: asynq.NewTask(TypeWebhookBatch, payload, asynq.MaxRetry(WebhookMaxRetry),
-		asynq.Timeout(WebhookTimeout)), id: WebhookTaskID(batchID), queue: QueueDefault}
+		asynq.Timeout(WebhookTimeout)), id: WebhookTaskID(batchID), queue: QueueWebhooks}
 }
 
 func (c *Client) enqueue(ctx context.Context, t task) error {
