@@ -67,16 +67,16 @@ type Config struct {
 	SendgridWebhookPublicKey string
 	SMTPURL                  string
 
-	DNSResolver         string
-	DKIMCNAMESuffix     string
-	SandboxFromAddress  string
-	RateLimitPerMinute  int
+	DNSResolver        string
+	DKIMCNAMESuffix    string
+	SandboxFromAddress string
+	RateLimitPerMinute int
 	// UnauthRateLimitPerMinute is UNAUTH_RATE_LIMIT_PER_MINUTE: requests
 	// under /api without a valid credential, per client address.
 	UnauthRateLimitPerMinute int
 	APIKeyCacheTTL           time.Duration
-	SegmentComputeEvery time.Duration
-	SendMaxAttempts     int
+	SegmentComputeEvery      time.Duration
+	SendMaxAttempts          int
 	// SendClaimTimeout is how old a scheduled send's claim must be before
 	// the sweep takes it back (its worker died): well above a send's own
 	// one-minute timeout, so a slow attempt is never doubled.
