@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/redis/go-redis/v9"
@@ -37,7 +36,6 @@ import (
 	"tidings/internal/sequences"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
-	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/topics"
@@ -60,7 +58,10 @@ const streamPrefetch = 1
 type Deps struct {
 	Services *app.Services
 	Limiter  *ratelimit.Limiter
-	Sessions *auth.SessionVerifier
+	// UnauthLimiter limits the requests under /api without a valid
+	// credential, keyed by client address (clientKey); nil: no limit.
+	UnauthLimiter *ratelimit.Limiter
+	Sessions      *auth.SessionVerifier
 	// WebhookKey verifies SendGrid's signed Event Webhook; nil (no
 	// SENDGRID_WEBHOOK_PUBLIC_KEY) refuses every webhook with 403.
 	WebhookKey *sendgridevents.Verifier
@@ -76,8 +77,10 @@ type Server struct {
 	db       *store.DB
 	rdb      redis.UniversalClient
 	limiter  *ratelimit.Limiter
-	sessions *auth.SessionVerifier
-	log      *slog.Logger
+	// unauthLimiter is Deps.UnauthLimiter.
+	unauthLimiter *ratelimit.Limiter
+	sessions      *auth.SessionVerifier
+	log           *slog.Logger
 	keys     *keycache.Cache
 	tenants  *tenants.Store
 	apiKeys  *apikeys.Store
@@ -128,7 +131,7 @@ func New(d Deps) (*fiber.App, error) {
 	if v == nil || d.Limiter == nil || d.Sessions == nil {
 		return nil, errors.New("api.New: Services, Limiter and Sessions are required")
 	}
-	s := &Server{cfg: v.Config, pages: v.Pages, db: v.DB, rdb: v.Redis, limiter: d.Limiter, sessions: d.Sessions,
+	s := &Server{cfg: v.Config, pages: v.Pages, db: v.DB, rdb: v.Redis, limiter: d.Limiter, unauthLimiter: d.UnauthLimiter, sessions: d.Sessions,
 		log: v.Log, keys: v.Keys, tenants: v.Tenants, apiKeys: v.APIKeys, contacts: v.Contacts,
 		ingest: v.Ingest, feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
@@ -155,7 +158,9 @@ func New(d Deps) (*fiber.App, error) {
 
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
-	app.Get("/metrics", adaptor.HTTPHandler(telemetry.Handler()))
+	// Prometheus metrics are on the admin listener (AdminHandler); here
+	// only to METRICS_TOKEN.
+	app.Get("/metrics", s.publicMetrics())
 	// The OpenAPI document of this route table, without credentials.
 	app.Get("/api/openapi.json", openAPIDocument(app))
 
