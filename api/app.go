@@ -58,10 +58,7 @@ const streamPrefetch = 1
 type Deps struct {
 	Services *app.Services
 	Limiter  *ratelimit.Limiter
-	// UnauthLimiter limits the requests under /api without a valid
-	// credential, keyed by client address (clientKey); nil: no limit.
-	UnauthLimiter *ratelimit.Limiter
-	Sessions      *auth.SessionVerifier
+	Sessions *auth.SessionVerifier
 	// WebhookKey verifies SendGrid's signed Event Webhook; nil (no
 	// SENDGRID_WEBHOOK_PUBLIC_KEY) refuses every webhook with 403.
 	WebhookKey *sendgridevents.Verifier
@@ -69,6 +66,9 @@ type Deps struct {
 	// cancels it once it gives up draining, which stops what requests
 	// still run. nil: context.Background().
 	BaseContext context.Context
+	// UnauthLimiter limits the requests under /api without a valid
+	// credential, keyed by client address (clientKey); nil: no limit.
+	UnauthLimiter *ratelimit.Limiter
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -77,10 +77,8 @@ type Server struct {
 	db       *store.DB
 	rdb      redis.UniversalClient
 	limiter  *ratelimit.Limiter
-	// unauthLimiter is Deps.UnauthLimiter.
-	unauthLimiter *ratelimit.Limiter
-	sessions      *auth.SessionVerifier
-	log           *slog.Logger
+	sessions *auth.SessionVerifier
+	log      *slog.Logger
 	keys     *keycache.Cache
 	tenants  *tenants.Store
 	apiKeys  *apikeys.Store
@@ -121,6 +119,8 @@ type Server struct {
 	outcomes   *delivery.Outcomes
 	webhooks   *delivery.Webhooks
 	webhookKey *sendgridevents.Verifier
+	// unauthLimiter is Deps.UnauthLimiter.
+	unauthLimiter *ratelimit.Limiter
 	// base is the parent of every request's context (Deps.BaseContext).
 	base context.Context
 }
@@ -131,7 +131,7 @@ func New(d Deps) (*fiber.App, error) {
 	if v == nil || d.Limiter == nil || d.Sessions == nil {
 		return nil, errors.New("api.New: Services, Limiter and Sessions are required")
 	}
-	s := &Server{cfg: v.Config, pages: v.Pages, db: v.DB, rdb: v.Redis, limiter: d.Limiter, unauthLimiter: d.UnauthLimiter, sessions: d.Sessions,
+	s := &Server{cfg: v.Config, pages: v.Pages, db: v.DB, rdb: v.Redis, limiter: d.Limiter, sessions: d.Sessions,
 		log: v.Log, keys: v.Keys, tenants: v.Tenants, apiKeys: v.APIKeys, contacts: v.Contacts,
 		ingest: v.Ingest, feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
@@ -151,6 +151,7 @@ func New(d Deps) (*fiber.App, error) {
 	app.Use(closeUnread)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: logPanic(s.log)}))
 	s.base = d.BaseContext
+	s.unauthLimiter = d.UnauthLimiter
 	if s.base == nil {
 		s.base = context.Background()
 	}
