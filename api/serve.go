@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -46,6 +47,17 @@ func AdminHandler() http.Handler {
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	})
 	return mux
+}
+
+// ServeAdmin answers AdminHandler on ln until ctx ends.
+func ServeAdmin(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // publicMetrics is /metrics on the public port: served to the bearer of
