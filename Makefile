@@ -140,8 +140,8 @@ bench-load: services mjml-deps ## Load: 50 tenants at 4x the rate limit for 5 mi
 	@bench/run-load.sh
 
 .PHONY: token
-token: ## Print a dev session token: make token ORG=acme
-	@DASHBOARD_JWT_SECRET=$${DASHBOARD_JWT_SECRET:-dev-dashboard-secret} go run ./cmd/devtoken -org "$(ORG)"
+token: ## Print a dev session token for make run's stack (var/secrets.env): make token ORG=acme
+	@eval "$$(scripts/dev-secrets.sh)" && go run ./cmd/devtoken -org "$(ORG)"
 
 .PHONY: tools
 tools: ## Install the pinned sqlc, gotestsum and staticcheck into bin/

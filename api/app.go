@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/redis/go-redis/v9"
@@ -37,7 +36,6 @@ import (
 	"tidings/internal/sequences"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
-	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/topics"
@@ -68,6 +66,9 @@ type Deps struct {
 	// cancels it once it gives up draining, which stops what requests
 	// still run. nil: context.Background().
 	BaseContext context.Context
+	// UnauthLimiter limits the requests under /api without a valid
+	// credential, keyed by client address (clientKey); nil: no limit.
+	UnauthLimiter *ratelimit.Limiter
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -118,6 +119,8 @@ type Server struct {
 	outcomes   *delivery.Outcomes
 	webhooks   *delivery.Webhooks
 	webhookKey *sendgridevents.Verifier
+	// unauthLimiter is Deps.UnauthLimiter.
+	unauthLimiter *ratelimit.Limiter
 	// base is the parent of every request's context (Deps.BaseContext).
 	base context.Context
 }
@@ -148,6 +151,7 @@ func New(d Deps) (*fiber.App, error) {
 	app.Use(closeUnread)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: logPanic(s.log)}))
 	s.base = d.BaseContext
+	s.unauthLimiter = d.UnauthLimiter
 	if s.base == nil {
 		s.base = context.Background()
 	}
@@ -155,7 +159,9 @@ func New(d Deps) (*fiber.App, error) {
 
 	app.Get("/healthz", Healthz)
 	app.Get("/readyz", s.readyz)
-	app.Get("/metrics", adaptor.HTTPHandler(telemetry.Handler()))
+	// Prometheus metrics are on the admin listener (AdminHandler); here
+	// only to METRICS_TOKEN.
+	app.Get("/metrics", s.publicMetrics())
 	// The OpenAPI document of this route table, without credentials.
 	app.Get("/api/openapi.json", openAPIDocument(app))
 

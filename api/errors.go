@@ -94,13 +94,13 @@ func (s *Server) failure(c *fiber.Ctx, err error) failure {
 		// refused request would only add to the load.
 		if e.Kind == apperr.KindUpstream || (e.Kind == apperr.KindUnavailable && e.Err != nil) {
 			s.log.Warn("upstream failed", "code", e.Code, "err", e.Err, "method", c.Method(),
-				"path", c.Path(), "request_id", requestID(c))
+				logPath(c), "request_id", requestID(c))
 		}
 		if code := store.SQLState(err); code != "" && e.Kind == apperr.KindInvalid {
 			// The database refused input that validation let through: the
 			// client is told it is invalid, and the log says what to fix.
 			s.log.Warn("database refused input", "sqlstate", code, "err", err, "method", c.Method(),
-				"path", c.Path(), "request_id", requestID(c))
+				logPath(c), "request_id", requestID(c))
 		}
 		return failure{status: statusOf[e.Kind], code: e.Code, msg: e.Message, details: e.Details, retryAfter: e.RetryAfter}
 	}
@@ -124,7 +124,7 @@ func (s *Server) failure(c *fiber.Ctx, err error) failure {
 		}
 	}
 	s.log.Error("request failed", "err", err, "sqlstate", store.SQLState(err), "method", c.Method(),
-		"path", c.Path(), "request_id", requestID(c))
+		logPath(c), "request_id", requestID(c))
 	e := apperr.Internal()
 	return failure{status: http.StatusInternalServerError, code: e.Code, msg: e.Message}
 }
@@ -134,9 +134,19 @@ func requestID(c *fiber.Ctx) string {
 	return id
 }
 
+// logPath is the path attribute of a log line about a request: loggedPath,
+// the token's hash in it under /t/ (never the token).
+func logPath(c *fiber.Ctx) slog.Attr {
+	path, hash := loggedPath(c)
+	if hash != "" {
+		path += " token_hash=" + hash
+	}
+	return slog.String("path", path)
+}
+
 // logPanic is the recover middleware's stack trace hook.
 func logPanic(log *slog.Logger) func(*fiber.Ctx, any) {
 	return func(c *fiber.Ctx, e any) {
-		log.Error("panic", "panic", e, "method", c.Method(), "path", c.Path(), "request_id", requestID(c))
+		log.Error("panic", "panic", e, "method", c.Method(), logPath(c), "request_id", requestID(c))
 	}
 }

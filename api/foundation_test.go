@@ -116,15 +116,27 @@ func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.tenant("org_auth")
-	expired, _ := auth.MintHS256(testSecret, "u", "org_auth", -time.Hour)
-	justExpired, _ := auth.MintHS256(testSecret, "u", "org_auth", -5*time.Second)
-	wrongSecret, _ := auth.MintHS256("other-secret", "u", "org_auth", time.Hour)
-	noOrg, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(testSecret))
-	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u", "org_id": "org_auth"}).SignedString([]byte(testSecret))
-	noSub, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"org_id": "org_auth", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(testSecret))
+	// Each token is right but for what its name says: the test's issuer
+	// and audience (DASHBOARD_JWT_ISSUER, DASHBOARD_JWT_AUDIENCE) included.
+	mint := func(secret string, ttl time.Duration) string {
+		tok, _ := auth.MintHS256Claims(secret, testIssuer, testAudience, "u", "org_auth", ttl)
+		return tok
+	}
+	claims := func(c jwt.MapClaims) string {
+		c["iss"], c["aud"] = testIssuer, testAudience
+		tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(testSecret))
+		return tok
+	}
+	in := time.Now().Add(time.Hour).Unix()
+	noIssuer, _ := auth.MintHS256Claims(testSecret, "", testAudience, "u", "org_auth", time.Hour)
+	otherAudience, _ := auth.MintHS256Claims(testSecret, testIssuer, "another-app", "u", "org_auth", time.Hour)
+	neither, _ := auth.MintHS256(testSecret, "u", "org_auth", time.Hour)
 	for desc, tok := range map[string]string{
 		"missing": "", "garbage key": "tdk_short", "unknown key": auth.GenerateKey().Raw,
-		"expired session": expired, "expired 5s ago": justExpired, "wrong secret": wrongSecret, "no org_id": noOrg, "no exp": noExp, "no sub": noSub,
+		"expired session": mint(testSecret, -time.Hour), "expired 5s ago": mint(testSecret, -5*time.Second),
+		"wrong secret": mint("other-secret", time.Hour), "no org_id": claims(jwt.MapClaims{"sub": "u", "exp": in}),
+		"no exp": claims(jwt.MapClaims{"sub": "u", "org_id": "org_auth"}), "no sub": claims(jwt.MapClaims{"org_id": "org_auth", "exp": in}),
+		"no issuer": noIssuer, "another audience": otherAudience, "neither issuer nor audience": neither,
 		"not a jwt": "a.b.c",
 	} {
 		r := b.expectError("GET", "/api/tenant", tok, nil, 401, "UNAUTHORIZED")

@@ -31,7 +31,14 @@ import (
 	"tidings/internal/testenv"
 )
 
-const testSecret = "test-dashboard-secret"
+// The HS256 sessions of the tests: signed with testSecret and, as outside
+// DEV_MODE, checked for their issuer and audience (DASHBOARD_JWT_ISSUER,
+// DASHBOARD_JWT_AUDIENCE).
+const (
+	testSecret   = "test-dashboard-secret"
+	testIssuer   = "https://tidings.test"
+	testAudience = "tidings-dashboard-test"
+)
 
 // The tests share one renderer (and testenv's MJML pool): starting node
 // costs more than most tests. Its time limit is far off, so that a test
@@ -66,8 +73,9 @@ func setup(t testing.TB, opts ...option) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DashboardJWTSecret = testSecret
+	cfg.DashboardJWTSecret, cfg.DashboardJWTIssuer, cfg.DashboardJWTAudience = testSecret, testIssuer, testAudience
 	cfg.RateLimitPerMinute = 10000
+	cfg.UnauthRateLimitPerMinute = 10000
 	cfg.ArchiveDir = t.TempDir()
 	for _, o := range opts {
 		o(cfg)
@@ -76,7 +84,8 @@ func setup(t testing.TB, opts ...option) *bundle {
 	rdb, prefix := testenv.Redis(t)
 	sg, prov := fakeProvider(t, cfg)
 	app, svc := newAppServices(t, app.Infra{Config: cfg, DB: db, Redis: rdb, RedisPrefix: prefix, Provider: prov}, Deps{
-		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience,
+			auth.WithHS256Claims(cfg.DashboardJWTIssuer, cfg.DashboardJWTAudience)),
 	})
 	return &bundle{t: t, app: app, svc: svc, db: db, cfg: cfg, rdb: rdb, prefix: prefix, sg: sg, provider: prov}
 }
@@ -119,8 +128,11 @@ func newAppServices(t testing.TB, in app.Infra, d Deps) (*fiber.App, *app.Servic
 	if d.Limiter == nil {
 		d.Limiter = ratelimit.NewPer(in.Redis, in.Config.RateLimitPerMinute, time.Hour, in.RedisPrefix)
 	}
+	if d.UnauthLimiter == nil {
+		d.UnauthLimiter = UnauthLimiter(in.Redis, in.Config.UnauthRateLimitPerMinute, time.Hour, in.RedisPrefix)
+	}
 	if d.Sessions == nil {
-		d.Sessions = auth.NewSessionVerifier(testSecret, "", "")
+		d.Sessions = auth.NewSessionVerifier(testSecret, "", "", auth.WithHS256Claims(testIssuer, testAudience))
 	}
 	d.Services = apptest.Services(t, in)
 	a, err := New(d)
@@ -175,7 +187,7 @@ func runKeyCache(t testing.TB, db *store.DB, rdb redis.UniversalClient, prefix s
 
 // session mints a dashboard token for org.
 func (b *bundle) session(org string) string {
-	tok, err := auth.MintHS256(testSecret, "user-1", org, time.Hour)
+	tok, err := auth.MintHS256Claims(testSecret, testIssuer, testAudience, "user-1", org, time.Hour)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -65,10 +68,14 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	if !s.log.Enabled(ctx, slog.LevelInfo) {
 		return nil
 	}
-	var buf [9]slog.Attr
-	attrs := append(buf[:0], slog.String("method", c.Method()), slog.String("path", c.Path()),
+	var buf [10]slog.Attr
+	path, tokenHash := loggedPath(c)
+	attrs := append(buf[:0], slog.String("method", c.Method()), slog.String("path", path),
 		slog.String("route", route), slog.Int("status", status),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.String("request_id", requestID(c)))
+	if tokenHash != "" {
+		attrs = append(attrs, slog.String("token_hash", tokenHash))
+	}
 	if p := principal(c); p != nil {
 		attrs = append(attrs, slog.String("tenant_id", p.TenantID))
 	}
@@ -95,39 +102,108 @@ func routeLabel(c *fiber.Ctx) string {
 	return r.Path
 }
 
+// trackingPrefix starts the paths whose last segment is a capability
+// (api/tracking.go): an unsubscribe token works for good, a click token
+// carries its destination.
+const trackingPrefix = "/t/"
+
+// loggedPath is the path as every log line shows it: the path itself, but
+// under /t/ the route template (or "unmatched") and, apart, a short hash of
+// the token, which ties the lines of one token together without being it.
+func loggedPath(c *fiber.Ctx) (path, tokenHash string) {
+	path = c.Path()
+	if !strings.HasPrefix(path, trackingPrefix) {
+		return path, ""
+	}
+	// /t/<kind>/<token>: the token is what follows the kind, whole.
+	rest := path[len(trackingPrefix):]
+	if _, tok, ok := strings.Cut(rest, "/"); ok {
+		rest = tok
+	}
+	sum := sha256.Sum256([]byte(rest))
+	return routeLabel(c), hex.EncodeToString(sum[:6])
+}
+
 // authenticate resolves the bearer credential to a Principal. Failures are
-// 401 and never touch any tenant's rate budget.
+// 401 and never touch any tenant's rate budget; they spend the client
+// address's budget of unauthenticated requests instead (unauthenticated).
 func (s *Server) authenticate(c *fiber.Ctx) error {
+	p, err := s.principalOf(c)
+	if err != nil {
+		if apperr.IsKind(err, apperr.KindUnauthorized) {
+			return s.unauthenticated(c, err)
+		}
+		return err
+	}
+	c.Locals(principalKey, p)
+	return c.Next()
+}
+
+func (s *Server) principalOf(c *fiber.Ctx) (*Principal, error) {
 	h := c.Get(fiber.HeaderAuthorization)
 	// The scheme name is case-insensitive (RFC 7235).
 	scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
 	tok = strings.TrimSpace(tok)
 	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return apperr.Unauthorized("missing bearer credential")
+		return nil, apperr.Unauthorized("missing bearer credential")
 	}
 	if auth.IsSessionToken(tok) {
 		sess, err := s.sessions.Verify(c.UserContext(), tok)
 		if err != nil {
-			return apperr.Unauthorized("invalid or expired session token")
+			return nil, apperr.Unauthorized("invalid or expired session token")
 		}
-		c.Locals(principalKey, &Principal{TenantID: sess.OrgID, Session: true, UserID: sess.UserID})
-		return c.Next()
+		return &Principal{TenantID: sess.OrgID, Session: true, UserID: sess.UserID}, nil
 	}
 	if !auth.LooksLikeKey(tok) {
-		return apperr.Unauthorized("invalid API key")
+		return nil, apperr.Unauthorized("invalid API key")
 	}
 	k, err := s.keys.Lookup(c.UserContext(), auth.HashKey(tok))
 	if err != nil {
 		if apperr.IsKind(err, apperr.KindNotFound) {
-			return apperr.Unauthorized("invalid API key")
+			return nil, apperr.Unauthorized("invalid API key")
 		}
-		return err
+		return nil, err
 	}
 	if k.Revoked {
-		return apperr.Unauthorized("API key has been revoked")
+		return nil, apperr.Unauthorized("API key has been revoked")
 	}
-	c.Locals(principalKey, &Principal{TenantID: k.TenantID, KeyID: k.ID})
-	return c.Next()
+	return &Principal{TenantID: k.TenantID, KeyID: k.ID}, nil
+}
+
+// unauthenticated answers a request under /api without a valid credential:
+// refusal (401), or 429 once the client address has spent its budget of
+// such requests (UNAUTH_RATE_LIMIT_PER_MINUTE, ADDENDUM 25), which bounds
+// what guessing credentials from one address can cost. Should Redis fail,
+// the request is refused all the same, with its 401.
+func (s *Server) unauthenticated(c *fiber.Ctx, refusal error) error {
+	if s.unauthLimiter == nil {
+		return refusal
+	}
+	res, err := s.unauthLimiter.Allow(c.UserContext(), clientKey(c.IP()))
+	if err != nil || res.Allowed {
+		return refusal
+	}
+	h := &c.Response().Header
+	var buf [20]byte
+	h.SetCanonical(headerLimit, strconv.AppendInt(buf[:0], int64(res.Limit), 10))
+	h.SetCanonical(headerRemaining, []byte("0"))
+	return apperr.RateLimited(res.RetryAfter)
+}
+
+// clientKey is the client address as the unauthenticated budget counts
+// it: an IPv4 address, or an IPv6 address's /64 (a host is commonly given
+// a whole /64 and could rotate through it).
+func clientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return strings.Clone(ip)
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
 
 var (

@@ -6,11 +6,15 @@ import "net/http"
 // path" as fiber names it: its summary and the Go types of its request and
 // response bodies. Document fails on a route missing here, or an entry
 // without a route.
+// metricsDesc says where GET /metrics answers (ADDENDUM 25).
+const metricsDesc = "Served without a credential on the api's admin listener (API_ADMIN_ADDR, loopback by default). " +
+	"On the public port only to `Authorization: Bearer <METRICS_TOKEN>`; without METRICS_TOKEN, or with another bearer, 404."
+
 var operations = map[string]op{
 	// The service.
 	"GET /healthz":          {id: "healthz", summary: "Liveness: the process answers", auth: authNone, res: healthJSON{}},
 	"GET /readyz":           {id: "readyz", summary: "Readiness: PostgreSQL and Redis answer", auth: authNone, res: readyJSON{}, also: []int{http.StatusServiceUnavailable}},
-	"GET /metrics":          {id: "prometheusMetrics", summary: "Prometheus metrics of this process", auth: authNone, resType: "text/plain"},
+	"GET /metrics":          {id: "prometheusMetrics", summary: "Prometheus metrics of this process", auth: authNone, resType: "text/plain", desc: metricsDesc},
 	"GET /api/openapi.json": {id: "openapi", summary: "This document", auth: authNone, resType: "application/json"},
 	"GET /docs":             {id: "docsPage", summary: "The API reference: this document as a browsable page", auth: authNone, resType: "text/html"},
 	"GET /docs/assets/:file": {id: "docsAsset", summary: "A file the reference page loads (its script) or names (its licenses)",

@@ -40,7 +40,7 @@ func TestRateLimit(t *testing.T) {
 	revoked := b.apiKey(other)                                                                               // 3
 	keyID := b.expect("GET", "/api/api-keys", other, nil, 200).items()[0].(map[string]any)["keyId"].(string) // 4
 	b.expect("DELETE", "/api/api-keys/"+keyID, other, nil, 204)                                              // 5
-	forged, _ := auth.MintHS256("not-the-secret", "u", "org_rl_other", time.Hour)
+	forged, _ := auth.MintHS256Claims("not-the-secret", testIssuer, testAudience, "u", "org_rl_other", time.Hour)
 	for _, bad := range []string{revoked, forged, "tdk_" + "0123456789012345678901234567890123"} {
 		for i := 0; i < 3; i++ {
 			b.expectError("GET", "/api/tenant", bad, nil, 401, "UNAUTHORIZED")
@@ -120,5 +120,60 @@ func TestRateLimitLeasedOverHTTP(t *testing.T) {
 	}
 	if admitted != limit || refused != 4 {
 		t.Fatalf("admitted %d and refused %d, want the budget of %d admitted, then refusals", admitted, refused, limit)
+	}
+}
+
+// Requests under /api without a valid credential are limited per client
+// address (ADDENDUM 25): past UNAUTH_RATE_LIMIT_PER_MINUTE they are 429
+// RATE_LIMITED with Retry-After instead of 401. A valid credential from
+// the same address is not limited by it, and the routes outside /api that
+// take no credential, and the API document, never count.
+func TestUnauthenticatedRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.UnauthRateLimitPerMinute = 5 })
+	tok := b.tenant("org_unauth")
+	forged, _ := auth.MintHS256Claims("not-the-secret", testIssuer, testAudience, "u", "org_unauth", time.Hour)
+	bad := []string{"", "tdk_" + "0123456789012345678901234567890123", forged, "garbage", "tdk_" + "0123456789012345678901234567890123"}
+	for _, cred := range bad {
+		b.expectError("GET", "/api/tenant", cred, nil, 401, "UNAUTHORIZED")
+	}
+	for _, cred := range bad[:2] {
+		r := b.expectError("GET", "/api/contacts", cred, nil, 429, "RATE_LIMITED")
+		ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+		if err != nil || ra < 1 || r.header.Get("X-RateLimit-Remaining") != "0" || r.header.Get("X-RateLimit-Limit") != "5" {
+			t.Fatalf("Retry-After %q, limit %q, remaining %q", r.header.Get("Retry-After"),
+				r.header.Get("X-RateLimit-Limit"), r.header.Get("X-RateLimit-Remaining"))
+		}
+		if msg := r.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, strconv.Itoa(ra)+" seconds") {
+			t.Fatalf("message %q does not name the seconds", msg)
+		}
+	}
+	for range 3 {
+		b.expect("GET", "/api/tenant", tok, nil, 200)
+	}
+	for range 3 {
+		for _, r := range []struct{ method, path string }{{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/api/openapi.json"},
+			{"GET", "/docs"}, {"GET", "/t/o/garbage"}, {"GET", "/t/u/garbage"}, {"POST", "/webhooks/sendgrid"}} {
+			if got := b.do(r.method, r.path, "", nil); got.status == 429 {
+				t.Fatalf("%s %s is limited: %s", r.method, r.path, got.raw)
+			}
+		}
+	}
+}
+
+// The address is the key: an IPv6 client is one /64 (one host holds a
+// whole /64 and could rotate through it), an IPv4 client its address.
+func TestClientKey(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"203.0.113.7":          "203.0.113.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff::1": "2001:db8:1:2::/64",
+		"::ffff:203.0.113.7":   "203.0.113.7",
+		"not an address":       "not an address",
+	} {
+		if got := clientKey(in); got != want {
+			t.Errorf("clientKey(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

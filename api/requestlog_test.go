@@ -88,3 +88,48 @@ func TestRequestLogLine(t *testing.T) {
 		}
 	}
 }
+
+// A tracking path holds a capability: /t/u/<token> unsubscribes for good
+// and /t/c/<token> carries its destination. The request log shows the
+// route template and a short hash of the token, never the token.
+func TestRequestLogHidesTrackingTokens(t *testing.T) {
+	t.Parallel()
+	var out lockedBuffer
+	b := setup(t)
+	b.app = newApp(t, app.Infra{Config: b.cfg, DB: b.db, Redis: b.rdb, RedisPrefix: b.prefix,
+		Log: slog.New(slog.NewJSONHandler(&out, nil))}, Deps{})
+	const secret = "U0VDUkVUdG9rZW4tZm9yLWFubi1hdC1leGFtcGxl"
+	paths := map[string]string{
+		"/t/u/" + secret:            "/t/u/:token",
+		"/t/c/" + secret:            "/t/c/:token",
+		"/t/o/" + secret:            "/t/o/:token",
+		"/t/u/" + secret + "/extra": "unmatched",
+	}
+	for p := range paths {
+		b.do("GET", p, "", nil)
+	}
+	b.do("POST", "/t/u/"+secret, "", "")
+	lines := out.requestLines(t)
+	if len(lines) != len(paths)+1 {
+		t.Fatalf("%d request lines, want %d", len(lines), len(paths)+1)
+	}
+	hashes := map[any]bool{}
+	for _, l := range lines {
+		raw, _ := json.Marshal(l)
+		if strings.Contains(string(raw), secret) || strings.Contains(string(raw), secret[:16]) {
+			t.Errorf("the token reached the log: %s", raw)
+		}
+		if l["path"] != l["route"] && l["route"] != "unmatched" {
+			t.Errorf("path %v, want the route template %v", l["path"], l["route"])
+		}
+		h, _ := l["token_hash"].(string)
+		if len(h) != 12 {
+			t.Errorf("token_hash %q in %s", h, raw)
+		}
+		hashes[h] = true
+	}
+	// One token, one hash (the unmatched path's token is another string).
+	if len(hashes) != 2 {
+		t.Errorf("%d distinct hashes, want 2: %v", len(hashes), hashes)
+	}
+}

@@ -79,3 +79,31 @@ func TestReadyz(t *testing.T) {
 		t.Fatalf("%s", r.raw)
 	}
 }
+
+// The admin listener serves /metrics and /healthz without a credential
+// until its context ends.
+func TestServeAdmin(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ServeAdmin(ctx, ln) }()
+	for _, path := range []string{"/metrics", "/healthz"} {
+		res, err := http.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, res.StatusCode)
+		}
+	}
+	stop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}

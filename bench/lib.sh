@@ -6,6 +6,11 @@ export DATABASE_URL="postgres://postgres@127.0.0.1:5432/$BENCH_DB?sslmode=disabl
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export DASHBOARD_JWT_SECRET=bench-dashboard-secret
 export TRACKING_SECRET=bench-tracking-secret
+# The secrets above are public and short, and loadgen's tokens carry no
+# issuer or audience: only DEV_MODE starts on them (config.Secure). Several
+# apis run at once, each with its admin listener on a port of its own.
+export DEV_MODE=true
+export API_ADMIN_ADDR=127.0.0.1:0
 # Huge, so the limiter never refuses a request; at this limit it leases
 # 1,000 tokens at a time (one Redis call per 1,000 requests per instance;
 # docs/decisions.md, "Request rate limit: leases").

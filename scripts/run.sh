@@ -6,19 +6,13 @@ cd "$(dirname "$0")/.."
 
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/tidings?sslmode=disable}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
-export DASHBOARD_JWT_SECRET=${DASHBOARD_JWT_SECRET:-dev-dashboard-secret}
-# Tracking links must verify in both processes and across restarts, so the
-# development stack keeps one random secret in var/ (with the outbox the
-# processes would otherwise share a fixed development secret).
-if [ -z "${TRACKING_SECRET:-}" ]; then
-  mkdir -p var
-  if ! [ -s var/tracking-secret ]; then
-    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > var/tracking-secret
-    echo "generated a development TRACKING_SECRET in var/tracking-secret"
-  fi
-  TRACKING_SECRET=$(cat var/tracking-secret)
-fi
-export TRACKING_SECRET
+# Loopback only: the stack runs on development secrets and an outbox.
+export HTTP_ADDR=${HTTP_ADDR:-127.0.0.1:8080}
+# TRACKING_SECRET, DASHBOARD_JWT_SECRET and the HS256 issuer and audience,
+# random, made once in var/secrets.env and reused, so that tracking links
+# verify in both processes and across restarts and make token's sessions
+# keep working. Nothing here needs DEV_MODE.
+eval "$(scripts/dev-secrets.sh)"
 export EMAIL_PROVIDER=${EMAIL_PROVIDER:-outbox}
 export OUTBOX_DIR=${OUTBOX_DIR:-./var/outbox}
 export LOG_FORMAT=${LOG_FORMAT:-text}
@@ -44,8 +38,9 @@ trap stop EXIT
 
 cat <<MSG
 
-  Tidings is starting: API on ${HTTP_ADDR:-:8080}, worker admin (asynqmon, read-only) on http://${WORKER_ADMIN_ADDR:-127.0.0.1:8081}/monitoring/
-  Mint a dashboard session token:  make token ORG=my-org
+  Tidings is starting: API on http://$HTTP_ADDR, metrics on http://${API_ADMIN_ADDR:-127.0.0.1:9090}/metrics,
+  worker admin (asynqmon, read-only) on http://${WORKER_ADMIN_ADDR:-127.0.0.1:8081}/monitoring/
+  Mint a dashboard session token:  make token ORG=my-org   (secrets in var/secrets.env)
   Outbox (sent mail as .eml):       $OUTBOX_DIR
 
 MSG

@@ -139,6 +139,9 @@ func (r *run) main(ctx context.Context) error {
 	env := []string{"DATABASE_URL=" + r.dbURL, "REDIS_URL=" + r.redisURL, fmt.Sprintf("REDIS_CLUSTER=%v", *cluster),
 		"EMAIL_PROVIDER=sendgrid", "SENDGRID_API_KEY=SG.chaos", "SENDGRID_API_URL=" + fakeURL,
 		"TRACKING_SECRET=chaos-tracking-secret", "DASHBOARD_JWT_SECRET=" + jwtSecret,
+		// Public secrets and tokens without iss/aud: development only
+		// (config.Secure); each api's admin listener on a port of its own.
+		"DEV_MODE=true", "API_ADMIN_ADDR=127.0.0.1:0",
 		"WEBHOOK_ALLOW_PRIVATE_TARGETS=true", "WEBHOOK_RETRY_SCHEDULE=1s,2s,5s,10s,10s,10s",
 		"RATE_LIMIT_PER_MINUTE=1000000", "PROVIDER_TIMEOUT=3s", "SEND_CLAIM_TIMEOUT=15s", "LOG_LEVEL=warn",
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}

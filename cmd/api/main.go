@@ -42,6 +42,9 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("DEV_MODE: would refuse to start otherwise", "reason", w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -66,9 +69,11 @@ func run(log *slog.Logger) error {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	web, err := api.New(api.Deps{
-		Services:    svc,
-		Limiter:     ratelimit.New(infra.Redis, cfg.RateLimitPerMinute, app.RedisPrefix),
-		Sessions:    auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience),
+		Services:      svc,
+		Limiter:       ratelimit.New(infra.Redis, cfg.RateLimitPerMinute, app.RedisPrefix),
+		UnauthLimiter: api.UnauthLimiter(infra.Redis, cfg.UnauthRateLimitPerMinute, time.Minute, app.RedisPrefix),
+		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience,
+			auth.WithHS256Claims(cfg.DashboardJWTIssuer, cfg.DashboardJWTAudience)),
 		WebhookKey:  webhookKey,
 		BaseContext: base,
 	})
@@ -81,11 +86,25 @@ func run(log *slog.Logger) error {
 	wg.Go(func() { svc.Keys.Run(keysCtx) })
 	defer func() { stopKeys(); wg.Wait() }()
 
+	// The admin listener (metrics) outlives the drain, so the drain
+	// itself can be watched.
+	adminLn, err := net.Listen("tcp", cfg.APIAdminAddr)
+	if err != nil {
+		return fmt.Errorf("API_ADMIN_ADDR: %w", err)
+	}
+	adminCtx, stopAdmin := context.WithCancel(context.Background())
+	wg.Go(func() {
+		if err := api.ServeAdmin(adminCtx, adminLn); err != nil {
+			log.Error("admin listener stopped", "err", err)
+		}
+	})
+	defer stopAdmin()
+
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return err
 	}
-	log.Info("api listening", "addr", cfg.HTTPAddr)
+	log.Info("api listening", "addr", cfg.HTTPAddr, "admin_addr", cfg.APIAdminAddr)
 	err = api.Serve(ctx, web, ln, drain, log)
 	// The HTTP drain waited for the requests whose events were queued;
 	// Close writes whatever a request that outlived it left queued and

@@ -2617,6 +2617,8 @@ type ClientInterface interface {
 
 	// PrometheusMetrics Prometheus metrics of this process
 	//
+	// Served without a credential on the api's admin listener (API_ADMIN_ADDR, loopback by default). On the public port only to `Authorization: Bearer <METRICS_TOKEN>`; without METRICS_TOKEN, or with another bearer, 404.
+	//
 	// Corresponds with GET /metrics (the `PrometheusMetrics` operationId).
 	PrometheusMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -4905,6 +4907,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // PrometheusMetrics Prometheus metrics of this process
+//
+// Served without a credential on the api's admin listener (API_ADMIN_ADDR, loopback by default). On the public port only to `Authorization: Bearer <METRICS_TOKEN>`; without METRICS_TOKEN, or with another bearer, 404.
 //
 // Corresponds with GET /metrics (the `PrometheusMetrics` operationId).
 func (c *Client) PrometheusMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12232,6 +12236,8 @@ type ClientWithResponsesInterface interface {
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
 	// PrometheusMetricsWithResponse Prometheus metrics of this process
+	//
+	// Served without a credential on the api's admin listener (API_ADMIN_ADDR, loopback by default). On the public port only to `Authorization: Bearer <METRICS_TOKEN>`; without METRICS_TOKEN, or with another bearer, 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -21959,6 +21965,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 }
 
 // PrometheusMetricsWithResponse Prometheus metrics of this process
+//
+// Served without a credential on the api's admin listener (API_ADMIN_ADDR, loopback by default). On the public port only to `Authorization: Bearer <METRICS_TOKEN>`; without METRICS_TOKEN, or with another bearer, 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //

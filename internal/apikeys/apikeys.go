@@ -21,8 +21,9 @@ import (
 // MaxActive is how many active keys a tenant may hold.
 const MaxActive = 10
 
-// Evicter drops a revoked key from the caches of every API instance;
-// *keycache.Cache implements it.
+// Evicter drops a key from the caches of every API instance, when it is
+// revoked and when it is created (an instance may remember its hash as
+// unknown); *keycache.Cache implements it.
 type Evicter interface {
 	Evict(ctx context.Context, hash []byte) error
 }
@@ -30,7 +31,7 @@ type Evicter interface {
 // Store keeps API keys.
 type Store struct {
 	DB *store.DB
-	// Cache is told of every revocation.
+	// Cache is told of every creation and revocation.
 	Cache Evicter
 	Log   *slog.Logger
 }
@@ -68,7 +69,16 @@ func (s *Store) Create(ctx context.Context, tenantID, name string) (Created, err
 			TenantID: tenantID, ID: ids.New(ids.APIKey), Name: name, KeyPrefix: key.Prefix, KeyHash: key.Hash})
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	// A cache that remembers this hash as unknown forgets it, as for a
+	// revocation. The key is committed whatever happens: a failed publish
+	// is logged (an unknown entry lasts seconds at most).
+	if err := s.Cache.Evict(ctx, key.Hash); err != nil {
+		s.Log.Error("API key created but the eviction was not published", "key_id", out.ID, "err", err)
+	}
+	return out, nil
 }
 
 // List returns the tenant's keys, active and revoked, newest first.

@@ -127,6 +127,28 @@ func TestTenActiveKeysUnderConcurrency(t *testing.T) {
 	}
 }
 
+// A created key is evicted too: an instance that remembers its hash as
+// unknown (keycache) forgets that at once.
+func TestCreateEvictsTheNewHash(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	k, err := b.store.Create(b.ctx, "org_a", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.evict.hashes) != 1 || !bytes.Equal(b.evict.hashes[0], k.KeyHash) {
+		t.Fatalf("evicted %x, want %x", b.evict.hashes, k.KeyHash)
+	}
+	// A failed publish does not undo the creation; it is logged.
+	b.evict.fail = errors.New("redis down")
+	if _, err := b.store.Create(b.ctx, "org_a", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.log.String(), "eviction was not published") {
+		t.Fatalf("log: %s", b.log)
+	}
+}
+
 func TestRevoke(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -134,6 +156,7 @@ func TestRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.evict.hashes = nil // the creation's
 	// Another tenant's key id is simply not found, and nothing is evicted.
 	if err := b.store.Revoke(b.ctx, "org_b", k.ID); !apperr.IsCode(err, "NOT_FOUND") || len(b.evict.hashes) != 0 {
 		t.Fatalf("cross-tenant revoke: %v, evicted %d", err, len(b.evict.hashes))

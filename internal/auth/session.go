@@ -21,21 +21,39 @@ type Session struct {
 var ErrInvalidSession = errors.New("invalid session token")
 
 // SessionVerifier checks dashboard session tokens: HS256 with a shared
-// secret (development, tests) and/or RS256/ES256 against an OIDC issuer's
-// JWKS (production).
+// secret and/or RS256/ES256 against an OIDC issuer's JWKS (production).
+// HS256 tokens must carry the configured iss and aud (WithHS256Claims);
+// only DEV_MODE runs HS256 without them (config.Secure).
 type SessionVerifier struct {
-	secret   []byte
-	issuer   string
-	audience string
+	secret []byte
+	// hsIssuer and hsAudience, when set, are required in HS256 tokens.
+	hsIssuer, hsAudience string
+	issuer               string
+	audience             string
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
 }
 
+// Option changes a SessionVerifier.
+type Option func(*SessionVerifier)
+
+// WithHS256Claims requires iss and aud in HS256 tokens
+// (DASHBOARD_JWT_ISSUER, DASHBOARD_JWT_AUDIENCE); empty values require
+// nothing.
+func WithHS256Claims(issuer, audience string) Option {
+	return func(v *SessionVerifier) { v.hsIssuer, v.hsAudience = issuer, audience }
+}
+
 // NewSessionVerifier builds a verifier; empty secret or issuer disables
-// that method.
-func NewSessionVerifier(secret, issuer, audience string) *SessionVerifier {
-	return &SessionVerifier{secret: []byte(secret), issuer: issuer, audience: audience}
+// that method. OIDC tokens must name audience in aud: without one, no
+// OIDC token is accepted.
+func NewSessionVerifier(secret, issuer, audience string, opts ...Option) *SessionVerifier {
+	v := &SessionVerifier{secret: []byte(secret), issuer: issuer, audience: audience}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
 }
 
 type claims struct {
@@ -72,8 +90,14 @@ func (v *SessionVerifier) verifyHS256(token string) (Session, error) {
 		return Session{}, ErrInvalidSession
 	}
 	var c claims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil },
-		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired()}
+	if v.hsIssuer != "" {
+		opts = append(opts, jwt.WithIssuer(v.hsIssuer))
+	}
+	if v.hsAudience != "" {
+		opts = append(opts, jwt.WithAudience(v.hsAudience))
+	}
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil }, opts...)
 	if err != nil || c.Subject == "" || c.OrgID == "" {
 		return Session{}, ErrInvalidSession
 	}
@@ -113,9 +137,9 @@ func (v *SessionVerifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifi
 	if err != nil {
 		return nil, err
 	}
+	// The audience is always checked: an empty one matches no token.
 	cfg := &oidc.Config{
 		ClientID:             v.audience,
-		SkipClientIDCheck:    v.audience == "",
 		SupportedSigningAlgs: []string{oidc.RS256, oidc.ES256},
 	}
 	// The key set must outlive the request that happened to discover it.
@@ -123,11 +147,22 @@ func (v *SessionVerifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifi
 	return v.verifier, nil
 }
 
-// MintHS256 signs a development session token; used by cmd/devtoken and tests.
+// MintHS256 signs a session token without iss and aud, which only a
+// verifier without WithHS256Claims (DEV_MODE) accepts; used by
+// benchmarks and tests.
 func MintHS256(secret, userID, orgID string, ttl time.Duration) (string, error) {
+	return MintHS256Claims(secret, "", "", userID, orgID, ttl)
+}
+
+// MintHS256Claims signs a session token with iss and aud (left out when
+// empty); used by cmd/devtoken and tests.
+func MintHS256Claims(secret, issuer, audience, userID, orgID string, ttl time.Duration) (string, error) {
 	now := time.Now()
 	c := claims{OrgID: orgID, RegisteredClaims: jwt.RegisteredClaims{
-		Subject: userID, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		Issuer: issuer, Subject: userID, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 	}}
+	if audience != "" {
+		c.Audience = jwt.ClaimStrings{audience}
+	}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(secret))
 }

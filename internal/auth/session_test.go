@@ -145,3 +145,43 @@ func TestAPIKeyShape(t *testing.T) {
 		t.Error("IsSessionToken")
 	}
 }
+
+// Without a configured audience the verifier accepts no OIDC token: a
+// skipped audience check would let a token the issuer minted for any other
+// application open a session (config refuses to start without one too).
+func TestOIDCWithoutAudienceAcceptsNothing(t *testing.T) {
+	t.Parallel()
+	p := newIDP(t)
+	v := NewSessionVerifier("", p.srv.URL, "")
+	tok := p.sign(t, jwt.SigningMethodRS256, jwt.MapClaims{"iss": p.srv.URL, "aud": "another-application",
+		"sub": "user-9", "org_id": "org_oidc", "exp": time.Now().Add(time.Hour).Unix()})
+	if s, err := v.Verify(context.Background(), tok); err == nil {
+		t.Fatalf("a token for another application opened a session: %+v", s)
+	}
+}
+
+// With DASHBOARD_JWT_ISSUER and DASHBOARD_JWT_AUDIENCE an HS256 token must
+// carry both: a token of another service that shares the secret, or one
+// minted without them, opens no session.
+func TestHS256IssuerAndAudience(t *testing.T) {
+	t.Parallel()
+	const secret = "an-hs256-secret-of-32-bytes-or-more"
+	v := NewSessionVerifier(secret, "", "", WithHS256Claims("https://tidings.example.com", "tidings-dashboard"))
+	good, _ := MintHS256Claims(secret, "https://tidings.example.com", "tidings-dashboard", "u1", "org1", time.Minute)
+	if s, err := v.Verify(context.Background(), good); err != nil || s.OrgID != "org1" || s.UserID != "u1" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	bad := map[string][2]string{
+		"no iss or aud":  {"", ""},
+		"wrong issuer":   {"https://other.example.com", "tidings-dashboard"},
+		"wrong audience": {"https://tidings.example.com", "other-app"},
+		"no audience":    {"https://tidings.example.com", ""},
+		"no issuer":      {"", "tidings-dashboard"},
+	}
+	for desc, c := range bad {
+		tok, _ := MintHS256Claims(secret, c[0], c[1], "u1", "org1", time.Minute)
+		if _, err := v.Verify(context.Background(), tok); err == nil {
+			t.Errorf("%s: accepted", desc)
+		}
+	}
+}

@@ -19,8 +19,15 @@ import (
 
 // Config is the whole configuration of the api and worker processes.
 type Config struct {
-	HTTPAddr        string
+	HTTPAddr string
+	// APIAdminAddr is API_ADMIN_ADDR: the api's own admin listener, which
+	// serves /metrics off the public port (ADDENDUM 25).
+	APIAdminAddr    string
 	WorkerAdminAddr string
+	// DevMode is DEV_MODE: development, where Secure lets short secrets,
+	// the repository's example secrets and HS256 sessions without an
+	// issuer and audience through (with a warning).
+	DevMode bool
 	// AsynqmonReadOnly keeps the dashboard from changing tasks
 	// (ASYNQMON_READONLY, default true).
 	AsynqmonReadOnly bool
@@ -41,9 +48,17 @@ type Config struct {
 	// from TrackingSecret (see CursorKey).
 	CursorSecret []byte
 
-	DashboardJWTSecret    string
+	DashboardJWTSecret string
+	// DashboardJWTIssuer and DashboardJWTAudience (DASHBOARD_JWT_ISSUER,
+	// DASHBOARD_JWT_AUDIENCE) are the iss and aud every HS256 session
+	// token must carry; outside DEV_MODE HS256 needs both.
+	DashboardJWTIssuer    string
+	DashboardJWTAudience  string
 	DashboardOIDCIssuer   string
 	DashboardOIDCAudience string
+	// MetricsToken is METRICS_TOKEN: the bearer that /metrics on the
+	// public port answers to; unset, only the admin listener serves it.
+	MetricsToken string
 
 	EmailProvider            string
 	OutboxDir                string
@@ -52,13 +67,16 @@ type Config struct {
 	SendgridWebhookPublicKey string
 	SMTPURL                  string
 
-	DNSResolver         string
-	DKIMCNAMESuffix     string
-	SandboxFromAddress  string
-	RateLimitPerMinute  int
-	APIKeyCacheTTL      time.Duration
-	SegmentComputeEvery time.Duration
-	SendMaxAttempts     int
+	DNSResolver        string
+	DKIMCNAMESuffix    string
+	SandboxFromAddress string
+	RateLimitPerMinute int
+	// UnauthRateLimitPerMinute is UNAUTH_RATE_LIMIT_PER_MINUTE: requests
+	// under /api without a valid credential, per client address.
+	UnauthRateLimitPerMinute int
+	APIKeyCacheTTL           time.Duration
+	SegmentComputeEvery      time.Duration
+	SendMaxAttempts          int
 	// SendClaimTimeout is how old a scheduled send's or broadcast
 	// recipient's claim must be before the sweep takes it back (its worker
 	// died): at least an attempt's longest life, so a slow attempt is never
@@ -166,8 +184,19 @@ func (c *Config) CursorKey() []byte {
 	return h.Sum(nil)
 }
 
-// Load reads the configuration from the process environment.
-func Load() (*Config, error) { return FromLookup(os.LookupEnv) }
+// Load reads the configuration from the process environment and applies
+// the start-up rules on secrets (Secure): what cmd/api and cmd/worker run
+// on. Tests build development configurations with FromLookup.
+func Load() (*Config, error) {
+	c, err := FromLookup(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Secure(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
 // FromLookup reads the configuration through lookup, so tests can supply
 // their own environment.
@@ -175,6 +204,8 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	r := reader{lookup: lookup}
 	c := &Config{
 		HTTPAddr:                 r.addr("HTTP_ADDR", ":8080"),
+		APIAdminAddr:             r.addr("API_ADMIN_ADDR", "127.0.0.1:9090"),
+		DevMode:                  r.boolean("DEV_MODE", false),
 		WorkerAdminAddr:          r.addr("WORKER_ADMIN_ADDR", "127.0.0.1:8081"),
 		AsynqmonReadOnly:         r.boolean("ASYNQMON_READONLY", true),
 		WorkerConcurrency:        r.positiveInt("WORKER_CONCURRENCY", 10),
@@ -186,6 +217,9 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		PublicBaseURL:            strings.TrimRight(r.url("PUBLIC_BASE_URL", "http://localhost:8080", "http", "https"), "/"),
 		Migrate:                  r.boolean("MIGRATE", true),
 		DashboardJWTSecret:       r.str("DASHBOARD_JWT_SECRET", ""),
+		DashboardJWTIssuer:       r.str("DASHBOARD_JWT_ISSUER", ""),
+		DashboardJWTAudience:     r.str("DASHBOARD_JWT_AUDIENCE", ""),
+		MetricsToken:             r.str("METRICS_TOKEN", ""),
 		DashboardOIDCIssuer:      r.str("DASHBOARD_OIDC_ISSUER", ""),
 		DashboardOIDCAudience:    r.str("DASHBOARD_OIDC_AUDIENCE", ""),
 		EmailProvider:            r.oneOf("EMAIL_PROVIDER", "outbox", "outbox", "sendgrid", "smtp"),
@@ -198,6 +232,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		DKIMCNAMESuffix:          r.str("DKIM_CNAME_SUFFIX", "dkim.tidings.email"),
 		SandboxFromAddress:       r.str("SANDBOX_FROM_ADDRESS", "sandbox@sandbox.tidings.email"),
 		RateLimitPerMinute:       r.positiveInt("RATE_LIMIT_PER_MINUTE", 100),
+		UnauthRateLimitPerMinute: r.positiveInt("UNAUTH_RATE_LIMIT_PER_MINUTE", 600),
 		APIKeyCacheTTL:           r.durationUpTo("API_KEY_CACHE_TTL", 5*time.Second, time.Minute),
 		SegmentComputeEvery:      r.duration("SEGMENT_COMPUTE_INTERVAL", 60*time.Second),
 		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
@@ -280,7 +315,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	}
 	if c.SMTPURL != "" {
 		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Host == "" {
-			r.fail("SMTP_URL", "must look like smtp://user:pass@host:port")
+			r.fail("SMTP_URL", "must look like smtp://user:pass@host:port, got "+RedactURL(c.SMTPURL))
 		}
 	}
 	if c.SendgridWebhookPublicKey != "" {
@@ -291,6 +326,11 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	if c.DashboardOIDCIssuer != "" {
 		if u, err := url.Parse(c.DashboardOIDCIssuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			r.fail("DASHBOARD_OIDC_ISSUER", "must be an http(s) URL")
+		}
+		// Without an audience any token the issuer signed for another
+		// application would open a session here.
+		if c.DashboardOIDCAudience == "" {
+			r.fail("DASHBOARD_OIDC_AUDIENCE", "is required with DASHBOARD_OIDC_ISSUER (the client id the issuer puts in aud)")
 		}
 	}
 	if len(r.errs) > 0 {
@@ -343,11 +383,13 @@ func (r *reader) hostPort(name, def string) string {
 	return v
 }
 
+// url reads a URL; a connection string's password never reaches the
+// message (RedactURL).
 func (r *reader) url(name, def string, schemes ...string) string {
 	v := r.str(name, def)
 	u, err := url.Parse(v)
 	if err != nil || u.Host == "" {
-		r.fail(name, fmt.Sprintf("must be a URL, got %q", v))
+		r.fail(name, fmt.Sprintf("must be a URL, got %q", RedactURL(v)))
 		return v
 	}
 	for _, s := range schemes {

@@ -15,7 +15,7 @@ func (c *Config) OpenRedis(ctx context.Context) (redis.UniversalClient, error) {
 	if c.RedisCluster {
 		opt, err := redis.ParseClusterURL(c.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("REDIS_URL (cluster): %w", err)
+			return nil, fmt.Errorf("REDIS_URL (cluster): %w", RedactError(err, c.RedisURL))
 		}
 		return ping(ctx, redis.NewClusterClient(opt))
 	}
@@ -31,7 +31,7 @@ func (c *Config) AsynqRedisOpt() (asynq.RedisConnOpt, error) {
 	}
 	opt, err := redis.ParseClusterURL(c.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL (cluster): %w", err)
+		return nil, fmt.Errorf("REDIS_URL (cluster): %w", RedactError(err, c.RedisURL))
 	}
 	return asynq.RedisClusterClientOpt{Addrs: opt.Addrs, Username: opt.Username, Password: opt.Password,
 		TLSConfig: opt.TLSConfig}, nil
@@ -42,7 +42,7 @@ func (c *Config) AsynqRedisOpt() (asynq.RedisConnOpt, error) {
 func OpenRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
+		return nil, fmt.Errorf("REDIS_URL: %w", RedactError(err, url))
 	}
 	return ping(ctx, redis.NewClient(opt))
 }
@@ -59,7 +59,7 @@ func ping(ctx context.Context, rdb redis.UniversalClient) (redis.UniversalClient
 func AsynqRedis(url string) (asynq.RedisConnOpt, error) {
 	opt, err := asynq.ParseRedisURI(url)
 	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
+		return nil, fmt.Errorf("REDIS_URL: %w", RedactError(err, url))
 	}
 	return opt, nil
 }

@@ -6,6 +6,11 @@
 // be lost, no entry outlives its TTL, counted from before the database read
 // that produced it, so a revoked key is refused everywhere at most TTL after
 // the revocation committed.
+//
+// Unknown keys are remembered as unknown too, briefly (ADDENDUM 25), in a
+// map of their own so that a flood of random keys cannot push the known
+// ones out. Creating a key evicts its hash like a revocation does, so no
+// instance keeps calling a new key unknown.
 package keycache
 
 import (
@@ -17,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"tidings/internal/apperr"
 )
 
 // Key is what authentication needs to know about a presented key.
@@ -26,15 +33,23 @@ type Key struct {
 	Revoked  bool
 }
 
-// Loader reads a key by hash from the source of truth. It must return an
-// error for which the caller's not-found test holds when there is no key;
-// the cache passes errors through untouched and never caches them.
+// Loader reads a key by hash from the source of truth. It returns an error
+// of kind apperr.KindNotFound when there is no key: the cache remembers
+// that answer for a short time. Other errors pass through and are never
+// cached.
 type Loader func(ctx context.Context, hash []byte) (Key, error)
 
 // maxEntries bounds memory. Only existing keys are cached (at most ten
 // active per tenant), so reaching it takes a very large deployment; the
 // cache then starts over rather than growing.
 const maxEntries = 100_000
+
+// maxUnknown bounds the unknown keys remembered; reaching it starts that
+// map over. unknownTTL is how long at most a key stays unknown here.
+const (
+	maxUnknown = 10_000
+	unknownTTL = 5 * time.Second
+)
 
 // Health of the subscription: ping when idle for pingEvery, give the
 // connection up when silent for deadAfter.
@@ -53,6 +68,8 @@ type Cache struct {
 
 	mu      sync.RWMutex
 	entries map[string]entry
+	// unknown holds the loader's not-found answers until they expire.
+	unknown map[string]unknownEntry
 	// epoch changes with every eviction and every change of live. A lookup
 	// stores what it read only if the epoch is unchanged since before the
 	// read, so a read that raced an eviction cannot bring the key back.
@@ -67,26 +84,42 @@ type entry struct {
 	expires time.Time
 }
 
+type unknownEntry struct {
+	err     error
+	expires time.Time
+}
+
 // New builds a cache that reads through load and exchanges evictions on
 // the Redis channel. A ttl of 0 disables caching (every lookup reads through)
 // but still publishes evictions for the instances that do cache. The cache
 // is used only while Run is running.
 func New(load Loader, rdb redis.UniversalClient, channel string, ttl time.Duration, log *slog.Logger) *Cache {
-	return &Cache{load: load, rdb: rdb, channel: channel, ttl: ttl, log: log, entries: map[string]entry{}}
+	return &Cache{load: load, rdb: rdb, channel: channel, ttl: ttl, log: log, entries: map[string]entry{},
+		unknown: map[string]unknownEntry{}}
 }
 
 // Lookup returns the key with this hash, from memory when possible.
 func (c *Cache) Lookup(ctx context.Context, hash []byte) (Key, error) {
 	c.mu.RLock()
 	e, ok := c.entries[string(hash)]
+	u, isUnknown := c.unknown[string(hash)]
 	live, epoch := c.live, c.epoch
 	c.mu.RUnlock()
 	now := time.Now()
 	if ok && live && now.Before(e.expires) {
 		return e.key, nil
 	}
+	if isUnknown && live && now.Before(u.expires) {
+		return Key{}, u.err
+	}
 	k, err := c.load(ctx, hash)
-	if err != nil || c.ttl <= 0 {
+	if c.ttl <= 0 {
+		return k, err
+	}
+	if err != nil {
+		if apperr.IsKind(err, apperr.KindNotFound) {
+			c.storeUnknown(string(hash), err, now, epoch)
+		}
 		return k, err
 	}
 	c.mu.Lock()
@@ -102,10 +135,24 @@ func (c *Cache) Lookup(ctx context.Context, hash []byte) (Key, error) {
 	return k, nil
 }
 
+// storeUnknown remembers that hash named no key when read at now, under
+// the same rule as a key: only if no eviction came since the read began.
+func (c *Cache) storeUnknown(hash string, err error, now time.Time, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live || c.epoch != epoch {
+		return
+	}
+	if len(c.unknown) >= maxUnknown {
+		clear(c.unknown)
+	}
+	c.unknown[hash] = unknownEntry{err: err, expires: now.Add(min(c.ttl, unknownTTL))}
+}
+
 // Evict forgets the key with this hash here, at once, and tells the other
-// instances to forget it. Call it after the revocation is committed. The
-// error reports a failed publish: the other instances then still refuse the
-// key within the TTL.
+// instances to forget it. Call it after a revocation or a creation is
+// committed. The error reports a failed publish: the other instances then
+// still refuse a revoked key, or call a new one unknown, within the TTL.
 func (c *Cache) Evict(ctx context.Context, hash []byte) error {
 	c.evictLocal(string(hash))
 	return c.rdb.Publish(ctx, c.channel, hash).Err()
@@ -114,6 +161,7 @@ func (c *Cache) Evict(ctx context.Context, hash []byte) error {
 func (c *Cache) evictLocal(hash string) {
 	c.mu.Lock()
 	delete(c.entries, hash)
+	delete(c.unknown, hash)
 	c.epoch++
 	c.mu.Unlock()
 }
@@ -123,6 +171,7 @@ func (c *Cache) evictLocal(hash string) {
 func (c *Cache) setLive(live bool) {
 	c.mu.Lock()
 	clear(c.entries)
+	clear(c.unknown)
 	c.epoch++
 	c.live = live
 	c.mu.Unlock()

@@ -3,6 +3,7 @@ package keycache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -12,10 +13,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"tidings/internal/apperr"
 	"tidings/internal/testenv"
 )
 
-var errNotFound = errors.New("no such key")
+// errNotFound is what the loader answers for an unknown key, as
+// apikeys.Loader does: an error of kind NotFound.
+var errNotFound = apperr.NotFound("NOT_FOUND", "API key")
 
 // source is a fake database that counts reads.
 type source struct {
@@ -127,17 +131,93 @@ func TestReadsThroughWhenNotSubscribedOrDisabled(t *testing.T) {
 	}
 }
 
+// An error other than not-found (the database failed) is never cached.
 func TestErrorsAreNotCached(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	c := f.cache(t, time.Hour, true)
+	failed := errors.New("connection refused")
+	c := New(func(context.Context, []byte) (Key, error) { f.src.reads.Add(1); return Key{}, failed },
+		f.rdb, f.channel, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, c.Live)
 	for i := 0; i < 2; i++ {
-		if _, err := c.Lookup(context.Background(), []byte("unknown")); !errors.Is(err, errNotFound) {
+		if _, err := c.Lookup(context.Background(), []byte("h1")); !errors.Is(err, failed) {
 			t.Fatalf("err %v", err)
 		}
 	}
 	if n := f.src.reads.Load(); n != 2 {
 		t.Fatalf("%d reads, want 2", n)
+	}
+}
+
+// An unknown key is remembered as unknown for a short time (ADDENDUM 25):
+// a client retrying a wrong key costs no database read per request.
+func TestUnknownKeysAreCachedBriefly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.cache(t, time.Hour, true)
+	for i := 0; i < 3; i++ {
+		if _, err := c.Lookup(context.Background(), []byte("unknown")); !apperr.IsKind(err, apperr.KindNotFound) {
+			t.Fatalf("err %v", err)
+		}
+	}
+	if n := f.src.reads.Load(); n != 1 {
+		t.Fatalf("%d reads for three lookups of one unknown key, want 1", n)
+	}
+}
+
+// A key created after its hash was looked up as unknown works at once on
+// the instance that created it and, through the eviction channel, on every
+// other one. (A real key's hash cannot have been looked up before: it is
+// 238 random bits, shown first in the create's answer.)
+func TestKeyCreatedAfterAnUnknownLookupWorks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.cache(t, time.Hour, true), f.cache(t, time.Hour, true)
+	for _, c := range []*Cache{a, b} {
+		if _, err := c.Lookup(context.Background(), []byte("h2")); !apperr.IsKind(err, apperr.KindNotFound) {
+			t.Fatalf("err %v", err)
+		}
+	}
+	f.src.mu.Lock()
+	f.src.keys["h2"] = Key{TenantID: "t1", ID: "key_2"}
+	f.src.mu.Unlock()
+	if err := a.Evict(context.Background(), []byte("h2")); err != nil {
+		t.Fatal(err)
+	}
+	if k := lookup(t, a, "h2"); k.ID != "key_2" {
+		t.Fatalf("the creating instance: %+v", k)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		k, err := b.Lookup(context.Background(), []byte("h2"))
+		if err == nil && k.ID == "key_2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other instance still answers %+v %v", k, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Unknown keys have their own bound: a flood of random keys never pushes
+// the known keys out of the cache.
+func TestUnknownKeysNeverEvictKnownOnes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.cache(t, time.Hour, true)
+	lookup(t, c, "h1")
+	for i := range maxUnknown + 10 {
+		_, _ = c.Lookup(context.Background(), []byte(fmt.Sprintf("random-%d", i)))
+	}
+	before := f.src.reads.Load()
+	lookup(t, c, "h1")
+	if n := f.src.reads.Load(); n != before {
+		t.Fatal("the known key was read again after a flood of unknown ones")
 	}
 }
 

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"tidings/internal/store"
@@ -53,5 +54,16 @@ func TestSavepoint(t *testing.T) {
 		if (n == 1) != want {
 			t.Errorf("%s: %d rows, want it stored: %v", id, n, want)
 		}
+	}
+}
+
+// DATABASE_URL's password never reaches the error (which cmd/api logs):
+// pgx quotes url.Parse's error, which holds the whole string.
+func TestOpenErrorHidesThePassword(t *testing.T) {
+	t.Parallel()
+	const pw = "hunter2-Pa55word"
+	_, err := store.Open(context.Background(), "postgres://tidings:"+pw+"@db.example.com:notaport/tidings")
+	if err == nil || strings.Contains(err.Error(), pw) {
+		t.Fatalf("%v", err)
 	}
 }
