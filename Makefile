@@ -121,9 +121,22 @@ bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenant
 bench-import: services build ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile; the worker in its own process (IMPORT_FLAGS='-rows 100000', or '-worker-bin= -parts 1 -cpuprofile f' in one process; docs/benchmarks.md)
 	go run ./bench/importbench -worker-bin bin/worker $(IMPORT_FLAGS)
 
+# The fault run's own binaries: bin/ may be shared with other checkouts.
+CHAOS_BIN := var/chaos/bin
+
+.PHONY: chaos-bin
+chaos-bin: mjml-deps
+	go build -o $(CHAOS_BIN)/api ./cmd/api
+	go build -o $(CHAOS_BIN)/worker ./cmd/worker
+
 .PHONY: chaos
-chaos: services build ## Fault run: 2 api + 2 worker under load while workers, api and Redis are killed or flushed and PostgreSQL restarts; reconciles (CHAOS_FLAGS='-d 2m -cluster -pg-restart=false')
-	go run ./bench/chaos $(CHAOS_FLAGS)
+chaos: services chaos-bin ## Fault run: 2 api + workers under load and provider faults while processes, Redis and PostgreSQL fail; the oracle judges what the fake provider received (CHAOS_FLAGS='-d 2m -seed 7 -roles sends,webhooks+maintenance -cluster')
+	go run ./bench/chaos -bin $(CHAOS_BIN) $(CHAOS_FLAGS)
+
+.PHONY: chaos-selftest
+chaos-selftest: services chaos-bin ## Show the chaos oracle fails: its unit tests, then a short run passing clean and failing each planted duplicate, loss and lying status
+	go test -count=1 ./bench/chaos
+	go run ./bench/chaos -bin $(CHAOS_BIN) -selftest -d 40s -contacts 120 -pg-restart=false -deletes=false -out var/chaos-selftest $(CHAOS_FLAGS)
 
 .PHONY: bench-load
 bench-load: services mjml-deps ## Load: 50 tenants at 4x the rate limit for 5 minutes; only 2xx and 429, p99, RSS start to end (docs/benchmarks.md)
