@@ -136,7 +136,7 @@ chaos: services chaos-bin ## Fault run: 2 api + workers under load and provider 
 .PHONY: chaos-selftest
 chaos-selftest: services chaos-bin ## Show the chaos oracle fails: its unit tests, then a short run passing clean and failing each planted duplicate, loss and lying status
 	go test -count=1 ./bench/chaos
-	go run ./bench/chaos -bin $(CHAOS_BIN) -selftest -d 40s -contacts 120 -pg-restart=false -deletes=false -out var/chaos-selftest $(CHAOS_FLAGS)
+	go run ./bench/chaos -bin $(CHAOS_BIN) -selftest -d 40s -contacts 120 -pg-restart=false -optouts=false -out var/chaos-selftest $(CHAOS_FLAGS)
 
 .PHONY: bench-load
 bench-load: services mjml-deps ## Load: 50 tenants at 4x the rate limit for 5 minutes; only 2xx and 429, p99, RSS start to end (docs/benchmarks.md)

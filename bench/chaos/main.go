@@ -73,7 +73,7 @@ var (
 	cluster    = flag.Bool("cluster", false, "run on a three-node Redis Cluster started on loopback (no Redis flush faults)")
 	workers    = flag.Int("workers", 2, "all-role worker processes (ignored with -roles)")
 	roles      = flag.String("roles", "", `worker processes by role group: comma between processes, + between roles of one (e.g. "sends,sends,webhooks+maintenance,segments+domains+imports"); each gets WORKER_ROLES`)
-	deletes    = flag.Bool("deletes", true, "delete contacts mid-flight (their messages race the deletion)")
+	optOuts    = flag.Bool("optouts", true, "opt contacts out mid-flight: topic opt-outs, suppressions, deletions (their messages race them)")
 	nContacts  = flag.Int("contacts", 400, "contacts of the tenant")
 	keep       = flag.Bool("keep", false, "keep the database and logs")
 	outDir     = flag.String("out", "var/chaos", "logs of the processes and the facts")
@@ -315,7 +315,9 @@ func (r *run) runWorkload(ctx context.Context, faults bool) *workload {
 	}
 	wg.Go(func() { w.batches(wctx) })
 	wg.Go(func() { w.broadcasts(wctx) })
-	wg.Go(func() { w.consent(wctx) })
+	if *optOuts {
+		wg.Go(func() { w.consent(wctx) })
+	}
 	if faults {
 		wg.Go(func() { r.inject(wctx) })
 	}

@@ -462,9 +462,6 @@ func (w *workload) consent(ctx context.Context) {
 			continue
 		}
 		kind := []string{"topic:news", "suppressed", "deleted"}[n%3]
-		if kind == "deleted" && !*deletes {
-			continue
-		}
 		want := map[string]int{"topic:news": 5, "suppressed": 3, "deleted": 7}[kind]
 		i := rng.IntN(upTo/10)*10 + want
 		if i >= upTo {
