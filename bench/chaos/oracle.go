@@ -274,12 +274,14 @@ func checkLedger(v *view, rs *results) {
 		noRecord = append(noRecord, fmt.Sprintf("%s %s to %s (%s)", r.SendID, r.Unit, r.To, r.Answer))
 	}
 	inDoubt, doubtTaken := 0, 0
+	noReqKind := map[string]int{}
 	for _, rec := range v.f.Records {
 		reqs := v.bySend[rec.ID]
 		if rec.InDoubt {
 			inDoubt++
 			if len(reqs) == 0 {
-				doubtNoReq = append(doubtNoReq, fmt.Sprintf("%s to %s", rec.ID, rec.To))
+				doubtNoReq = append(doubtNoReq, fmt.Sprintf("%s to %s (%s)", rec.ID, rec.To, kindOf(rec)))
+				noReqKind[kindOf(rec)]++
 			}
 			for _, r := range reqs {
 				if r.Taken {
@@ -302,9 +304,21 @@ func checkLedger(v *view, rs *results) {
 		}
 	}
 	rs.add("requests-without-record", "messages the provider took whose send record does not exist (deleted as refused, or never written)", noRecord)
-	rs.add("in-doubt-without-request", "records in doubt whose message never reached the provider", doubtNoReq)
+	rs.add("in-doubt-without-request", fmt.Sprintf("records in doubt whose message never reached the provider (broadcast %d, step %d, transactional %d)",
+		noReqKind["broadcast"], noReqKind["step"], noReqKind["transactional"]), doubtNoReq)
 	rs.add("accepted-without-request", "records settled as accepted without a request the provider answered 202", acceptedNoReq)
 	rs.info("in-doubt", fmt.Sprintf("records in doubt (kept, never sent again); the provider had taken %d of them", doubtTaken), inDoubt, nil)
+}
+
+// kindOf says what a record is for.
+func kindOf(r Record) string {
+	switch {
+	case r.BroadcastID != "":
+		return "broadcast"
+	case r.ScheduledSendID != "":
+		return "step"
+	}
+	return "transactional"
 }
 
 // checkStatuses: statuses that disagree with what the provider took.
