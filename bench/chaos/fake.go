@@ -55,6 +55,9 @@ func (f *fakeSendGrid) stop() {
 // unitRE finds the unit a workload message names in its body.
 var unitRE = regexp.MustCompile(`UNIT\[([^\]]+)\]`)
 
+// sendIDRE finds the send id in a body that broke off.
+var sendIDRE = regexp.MustCompile(`"send_id":"([^"]+)"`)
+
 // mailBody is the part of a Mail Send body the fake reads.
 type mailBody struct {
 	CustomArgs       map[string]string `json:"custom_args"`
@@ -124,6 +127,14 @@ func pickAnswer(seed int64, unit string, try int) (string, bool) {
 func (f *fakeSendGrid) send(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
 	if err != nil {
+		// The sender died (or cut) mid-request: nothing was taken, but the
+		// request is logged as far as it came, so the oracle can tell a
+		// record whose request broke off from one never sent at all.
+		if m := sendIDRE.FindSubmatch(raw); m != nil {
+			f.mu.Lock()
+			f.log = append(f.log, Request{N: int64(len(f.log)), At: time.Now(), SendID: string(m[1]), Answer: "incomplete"})
+			f.mu.Unlock()
+		}
 		return
 	}
 	req, err := parseMail(raw)

@@ -127,6 +127,9 @@ type Told struct {
 	Unit   string `json:"unit"`
 	Status string `json:"status"`
 	SendID string `json:"sendId,omitempty"`
+	// Answers are the HTTP status and error code of every attempt, in
+	// order: the evidence of how the client came to its last answer.
+	Answers []string `json:"answers,omitempty"`
 }
 
 // Consent is an opt-out: kind topic:<id>, suppressed or deleted, of the
@@ -358,7 +361,7 @@ func checkStatuses(v *view, rs *results) {
 		switch t.Status {
 		case "refused":
 			if len(taken) > 0 {
-				lies = append(lies, fmt.Sprintf("%s was answered refused but the provider took %s", t.Unit, taken[0].SendID))
+				lies = append(lies, fmt.Sprintf("%s was answered refused but the provider took %s (answers: %s)", t.Unit, taken[0].SendID, strings.Join(t.Answers, ", ")))
 			}
 		case "sent", "in_doubt":
 			if _, ok := v.records[t.SendID]; !ok && !v.deletedUnit(taken) {

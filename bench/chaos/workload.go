@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -169,9 +170,30 @@ func laneRNG(lane uint64) *rand.Rand { return rand.New(rand.NewPCG(uint64(*seed)
 
 func (w *workload) tell(unit, status, sendID string) {
 	w.mu.Lock()
-	w.told[unit] = Told{Unit: unit, Status: status, SendID: sendID}
+	t := w.told[unit]
+	t.Unit, t.Status, t.SendID = unit, status, sendID
+	w.told[unit] = t
 	w.mu.Unlock()
 }
+
+// answered notes one attempt's answer for the unit's evidence.
+func (w *workload) answered(unit string, status int, err error) {
+	a := fmt.Sprint(status)
+	if status == 0 && err != nil {
+		a = "no answer"
+	} else if err != nil {
+		if m := codeRE.FindStringSubmatch(err.Error()); m != nil {
+			a += " " + m[1]
+		}
+	}
+	w.mu.Lock()
+	t := w.told[unit]
+	t.Answers = append(t.Answers, a)
+	w.told[unit] = t
+	w.mu.Unlock()
+}
+
+var codeRE = regexp.MustCompile(`"code":"([A-Z_]+)"`)
 
 // events posts signed_up for the next contact (each enters the drip
 // once), every fourth of them also trial_started, and a ping that
@@ -249,6 +271,7 @@ func (w *workload) sends(ctx context.Context, lane int) {
 			}
 			status, err := w.r.call(context.WithoutCancel(ctx), r0(w.r, lane+n+attempt), "POST", "/api/send", body,
 				map[string]string{"Idempotency-Key": key}, &out)
+			w.answered(unit, status, err)
 			if err == nil {
 				w.tell(unit, "sent", out.SendID)
 				break
@@ -311,8 +334,11 @@ func (w *workload) batches(ctx context.Context) {
 					} `json:"error"`
 				} `json:"items"`
 			}
-			_, err := w.r.call(context.WithoutCancel(ctx), r0(w.r, n+attempt), "POST", "/api/send/batch", body,
+			status, err := w.r.call(context.WithoutCancel(ctx), r0(w.r, n+attempt), "POST", "/api/send/batch", body,
 				map[string]string{"Idempotency-Key": key}, &out)
+			for _, u := range units {
+				w.answered(u, status, err)
+			}
 			if err != nil {
 				w.failed.Add(1)
 				time.Sleep(300 * time.Millisecond)
@@ -329,6 +355,9 @@ func (w *workload) batches(ctx context.Context) {
 					w.tell(units[k], "in_doubt", it.Error.Details.SendID)
 				default:
 					w.tell(units[k], "refused", "")
+					if it.Error != nil {
+						w.answered(units[k], 0, fmt.Errorf(`item: {"code":"%s"}`, it.Error.Code))
+					}
 				}
 			}
 			break
@@ -363,7 +392,8 @@ func (w *workload) broadcasts(ctx context.Context) {
 			create["topic"] = "news"
 		}
 		if err := w.retry(ctx, func(base string) (int, error) {
-			return w.r.call(context.WithoutCancel(ctx), base, "POST", "/api/broadcasts", create, nil, &b)
+			return w.r.call(context.WithoutCancel(ctx), base, "POST", "/api/broadcasts", create,
+				map[string]string{"Idempotency-Key": "chaos-broadcast-" + tmpl}, &b)
 		}); err != nil {
 			w.failed.Add(1)
 			continue
