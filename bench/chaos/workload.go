@@ -356,7 +356,7 @@ func (w *workload) batches(ctx context.Context) {
 				default:
 					w.tell(units[k], "refused", "")
 					if it.Error != nil {
-						w.answered(units[k], 0, fmt.Errorf(`item: {"code":"%s"}`, it.Error.Code))
+						w.answered(units[k], 200, fmt.Errorf(`item: {"code":"%s"}`, it.Error.Code))
 					}
 				}
 			}
