@@ -239,14 +239,6 @@ func (w *workload) event(ctx context.Context, base, name string, i int) {
 	w.mu.Unlock()
 }
 
-// sendAttempt is one answer to a transactional or batch request.
-type sendAttempt int
-
-const (
-	attemptRetry sendAttempt = iota // no answer, 409 in use, 5xx: same key again
-	attemptDone                     // answered for good
-)
-
 // sends posts transactional sends with an Idempotency-Key, retrying a
 // failed request with the same key and the same body on the other api
 // until it is answered: a 200 (sent), a 502 in doubt (a retry would only
