@@ -148,6 +148,8 @@ type run struct {
 	// contactIDs maps each contact's email to its id.
 	contactIDs map[string]string
 	window     *WindowFact
+	// closing: cleanup has begun; nothing is started again.
+	closing bool
 }
 
 type proc struct {
@@ -157,8 +159,11 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  *os.File
 	// down: the process was stopped on purpose and is not to be
-	// restarted until up is called.
+	// restarted until its hold ends.
 	down bool
+	// alive: cmd has not exited (set and cleared under run.mu), so two
+	// faults on one process never start two of it.
+	alive bool
 }
 
 // intn is a seeded random choice.
@@ -327,10 +332,8 @@ func (r *run) runWorkload(ctx context.Context, faults bool) *workload {
 		p.down = false
 	}
 	r.mu.Unlock()
-	for name, p := range r.procs { // a process killed at the very end comes back for the settle
-		if p.cmd == nil || p.cmd.ProcessState != nil {
-			_ = r.start(name)
-		}
+	for name := range r.procs { // a process killed at the very end comes back for the settle
+		_ = r.start(name)
 	}
 	w.resumePaused(ctx)
 	fmt.Printf("chaos: workload done: %d events, %d transactional and %d batch messages, %d broadcasts, %d opt-outs; %d requests failed (retried or given up)\n",
@@ -398,7 +401,7 @@ func (r *run) start(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.procs[name]
-	if p.down {
+	if p.down || p.alive || r.closing {
 		return nil
 	}
 	if p.log == nil {
@@ -413,8 +416,15 @@ func (r *run) start(name string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	p.cmd = cmd
-	go func() { _ = cmd.Wait() }()
+	p.cmd, p.alive = cmd, true
+	go func() {
+		_ = cmd.Wait()
+		r.mu.Lock()
+		if p.cmd == cmd {
+			p.alive = false
+		}
+		r.mu.Unlock()
+	}()
 	return nil
 }
 
@@ -427,12 +437,16 @@ func (r *run) kill(ctx context.Context, name string, hold time.Duration) {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
 	}
-	p.down = hold > 0
+	if hold > 0 {
+		p.down = true
+	}
 	r.mu.Unlock()
 	sleep(ctx, 700*time.Millisecond+hold)
-	r.mu.Lock()
-	p.down = false
-	r.mu.Unlock()
+	if hold > 0 {
+		r.mu.Lock()
+		p.down = false
+		r.mu.Unlock()
+	}
 	if err := r.start(name); err != nil {
 		fmt.Fprintln(os.Stderr, "restart", name, err)
 	}
@@ -574,6 +588,7 @@ func inDoubtSendID(err error) string {
 // run's database unless -keep.
 func (r *run) cleanup() {
 	r.mu.Lock()
+	r.closing = true
 	for _, p := range r.procs {
 		if p.cmd != nil && p.cmd.Process != nil {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
