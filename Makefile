@@ -127,9 +127,22 @@ bench-import: services build ## Contact import of 1,000,000 CSV rows end to end 
 bench-roles: services build ## Worker roles: due sends' p99 lateness while a 1,000,000-contact segment computes, alone / separate processes / one process (ROLES_FLAGS='-contacts 100000'; docs/benchmarks.md)
 	go run ./bench/roles -bin bin $(ROLES_FLAGS)
 
+# The fault run's own binaries: bin/ may be shared with other checkouts.
+CHAOS_BIN := var/chaos/bin
+
+.PHONY: chaos-bin
+chaos-bin: mjml-deps
+	go build -o $(CHAOS_BIN)/api ./cmd/api
+	go build -o $(CHAOS_BIN)/worker ./cmd/worker
+
 .PHONY: chaos
-chaos: services build ## Fault run: 2 api + 2 worker under load while workers, api and Redis are killed or flushed and PostgreSQL restarts; reconciles (CHAOS_FLAGS='-d 2m -cluster -pg-restart=false')
-	go run ./bench/chaos $(CHAOS_FLAGS)
+chaos: services chaos-bin ## Fault run: 2 api + workers under load and provider faults while processes, Redis and PostgreSQL fail; the oracle judges what the fake provider received (CHAOS_FLAGS='-d 2m -seed 7 -roles sends,webhooks+maintenance -cluster')
+	go run ./bench/chaos -bin $(CHAOS_BIN) $(CHAOS_FLAGS)
+
+.PHONY: chaos-selftest
+chaos-selftest: services chaos-bin ## Show the chaos oracle fails: its unit tests, then a short run passing clean and failing each planted duplicate, loss and lying status
+	go test -count=1 ./bench/chaos
+	go run ./bench/chaos -bin $(CHAOS_BIN) -selftest -d 40s -contacts 120 -pg-restart=false -optouts=false -out var/chaos-selftest $(CHAOS_FLAGS)
 
 .PHONY: bench-abuse
 bench-abuse: services mjml-deps ## Slow-import abuse: another tenant's GET p99 idle, then with 50 slow imports of one tenant open; fails above 2x or if /readyz is not ready (ABUSE_FLAGS; docs/benchmarks.md)

@@ -4,35 +4,35 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// fakeSendGrid is the provider of the run: SendGrid's Mail Send endpoint
-// answering 202 with an X-Message-Id after a few milliseconds (so a killed
-// worker is often caught mid-send), counting every send_id custom arg it
-// accepts. It lives in this process, which no fault touches, so its count
-// is the provider's truth at the end. Some requests (provider faults, 6%)
-// get no answer: held past PROVIDER_TIMEOUT, or the connection cut after
-// the body was read, half of them after the message was taken (its answer
-// lost), half before: the ledger must leave each in doubt, never sent
-// twice.
+// fakeSendGrid is the provider of the run: SendGrid's Mail Send endpoint.
+// It logs every request it gets (send_id, tenant_id, recipient and the
+// unit the body names) with what it answered and whether it took the
+// message: the provider's truth the oracle reads. It lives in this
+// process, which no fault touches. Its answer to each request is drawn
+// from the seed, the unit and how many requests of that unit came before,
+// so a run's provider faults are the same for the same seed whatever the
+// order requests arrive in (pickAnswer).
 type fakeSendGrid struct {
-	srv   *http.Server
-	mu    sync.Mutex
-	seen  map[string]int
-	total atomic.Int64
+	srv  *http.Server
+	seed int64
+	mu   sync.Mutex
+	log  []Request
+	// tries counts the requests of each unit so far.
+	tries map[string]int
 	seq   atomic.Int64
-	// faults counts the requests left unanswered.
-	faults atomic.Int64
 }
 
-func newFake() *fakeSendGrid { return &fakeSendGrid{seen: map[string]int{}} }
+func newFake(seed int64) *fakeSendGrid { return &fakeSendGrid{seed: seed, tries: map[string]int{}} }
 
 func (f *fakeSendGrid) start() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,68 +52,140 @@ func (f *fakeSendGrid) stop() {
 	_ = f.srv.Shutdown(ctx)
 }
 
-func (f *fakeSendGrid) send(w http.ResponseWriter, r *http.Request) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
-	var body struct {
-		CustomArgs       map[string]string `json:"custom_args"`
-		Personalizations []struct {
-			CustomArgs map[string]string `json:"custom_args"`
-		} `json:"personalizations"`
+// unitRE finds the unit a workload message names in its body.
+var unitRE = regexp.MustCompile(`UNIT\[([^\]]+)\]`)
+
+// sendIDRE finds the send id in a body that broke off.
+var sendIDRE = regexp.MustCompile(`"send_id":"([^"]+)"`)
+
+// mailBody is the part of a Mail Send body the fake reads.
+type mailBody struct {
+	CustomArgs       map[string]string `json:"custom_args"`
+	Personalizations []struct {
+		To []struct {
+			Email string `json:"email"`
+		} `json:"to"`
+		CustomArgs map[string]string `json:"custom_args"`
+	} `json:"personalizations"`
+	Content []struct {
+		Type  string `json:"type"`
+		Value string `json:"value"`
+	} `json:"content"`
+}
+
+// parseMail reads the request's identity from a Mail Send body.
+func parseMail(raw []byte) (Request, error) {
+	var body mailBody
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return Request{}, err
 	}
-	if err != nil || json.Unmarshal(raw, &body) != nil {
-		http.Error(w, `{"errors":[{"message":"bad request"}]}`, http.StatusBadRequest)
-		return
-	}
-	id := body.CustomArgs["send_id"]
+	req := Request{SendID: body.CustomArgs["send_id"], TenantID: body.CustomArgs["tenant_id"]}
 	for _, p := range body.Personalizations {
 		if v := p.CustomArgs["send_id"]; v != "" {
-			id = v
+			req.SendID = v
+		}
+		if len(p.To) > 0 {
+			req.To = p.To[0].Email
 		}
 	}
-	if id == "" {
-		http.Error(w, `{"errors":[{"message":"no send_id custom arg"}]}`, http.StatusBadRequest)
+	for _, c := range body.Content {
+		if m := unitRE.FindStringSubmatch(c.Value); m != nil {
+			req.Unit = m[1]
+			break
+		}
+	}
+	if req.SendID == "" {
+		return req, fmt.Errorf("no send_id custom arg")
+	}
+	return req, nil
+}
+
+// answers are the fake's answers with their weights in 100; 202 takes the
+// rest. hang, drop-before and drop-after give no answer: the request was
+// written, so the sender must leave the record in doubt.
+var answers = []struct {
+	answer string
+	weight int
+}{{"429", 3}, {"400", 2}, {"500", 2}, {"503", 2}, {"hang", 3}, {"drop-before", 2}, {"drop-after", 4}}
+
+// pickAnswer draws the answer to the try-th request of unit, and for
+// drop-after whether the message was taken before the cut.
+func pickAnswer(seed int64, unit string, try int) (string, bool) {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%s|%d", seed, unit, try)
+	x := h.Sum64()
+	roll := int(x % 100)
+	for _, a := range answers {
+		if roll < a.weight {
+			return a.answer, a.answer == "hang" || (a.answer == "drop-after" && (x>>32)%2 == 0)
+		}
+		roll -= a.weight
+	}
+	return "202", true
+}
+
+func (f *fakeSendGrid) send(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
+	if err != nil {
+		// The sender died (or cut) mid-request: nothing was taken, but the
+		// request is logged as far as it came, so the oracle can tell a
+		// record whose request broke off from one never sent at all.
+		if m := sendIDRE.FindSubmatch(raw); m != nil {
+			f.mu.Lock()
+			f.log = append(f.log, Request{N: int64(len(f.log)), At: time.Now(), SendID: string(m[1]), Answer: "incomplete"})
+			f.mu.Unlock()
+		}
 		return
 	}
-	time.Sleep(20 * time.Millisecond)
-	roll := rand.IntN(100)
-	if roll >= 6 || roll%2 == 0 {
-		f.take(id)
-	}
-	switch {
-	case roll < 3:
-		f.faults.Add(1)
-		<-r.Context().Done() // no answer: the client gives up at PROVIDER_TIMEOUT
+	req, err := parseMail(raw)
+	if err != nil {
+		http.Error(w, `{"errors":[{"message":"`+err.Error()+`"}]}`, http.StatusBadRequest)
 		return
-	case roll < 6:
-		f.faults.Add(1)
+	}
+	req.At = time.Now()
+	time.Sleep(20 * time.Millisecond) // a killed worker is often caught mid-send
+	f.mu.Lock()
+	try := f.tries[req.Unit]
+	f.tries[req.Unit]++
+	req.Answer, req.Taken = pickAnswer(f.seed, req.Unit, try)
+	req.N = int64(len(f.log))
+	f.log = append(f.log, req)
+	f.mu.Unlock()
+	switch req.Answer {
+	case "202":
+		w.Header().Set("X-Message-Id", fmt.Sprintf("chaos-%d", f.seq.Add(1)))
+		w.WriteHeader(http.StatusAccepted)
+	case "429":
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"errors":[{"message":"too many requests"}]}`, http.StatusTooManyRequests)
+	case "400":
+		http.Error(w, `{"errors":[{"message":"chaos refuses this one","field":"content"}]}`, http.StatusBadRequest)
+	case "500":
+		http.Error(w, `{"errors":[{"message":"internal error"}]}`, http.StatusInternalServerError)
+	case "503":
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"errors":[{"message":"unavailable"}]}`, http.StatusServiceUnavailable)
+	case "hang":
+		// Past PROVIDER_TIMEOUT: the sender gives up; the message was
+		// taken all the same.
+		select {
+		case <-r.Context().Done():
+		case <-time.After(20 * time.Second):
+		}
+	default: // drop-before, drop-after: the connection is cut, no answer
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {
 				_ = c.Close()
 			}
 		}
-		return
 	}
-	w.Header().Set("X-Message-Id", fmt.Sprintf("chaos-%d", f.seq.Add(1)))
-	w.WriteHeader(http.StatusAccepted)
 }
 
-// take counts a message the provider accepted.
-func (f *fakeSendGrid) take(id string) {
-	f.mu.Lock()
-	f.seen[id]++
-	f.mu.Unlock()
-	f.total.Add(1)
-}
-
-// snapshot is how many times each send_id was accepted.
-func (f *fakeSendGrid) snapshot() map[string]int {
+// snapshot is the log so far.
+func (f *fakeSendGrid) snapshot() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.seen))
-	for k, v := range f.seen {
-		out[k] = v
-	}
-	return out
+	return append([]Request(nil), f.log...)
 }
 
 // receiver is the tenant's outbound webhook endpoint: it counts each

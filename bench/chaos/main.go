@@ -1,30 +1,27 @@
-// Command chaos is the fault run of issue 15 (`make chaos`): a steady
-// workload of events that start a three-email drip and of transactional
-// sends, against 2 api and 2 worker processes (bin/api, bin/worker) on one
-// PostgreSQL and one Redis (or a Redis Cluster with -cluster) with a fake
-// SendGrid in this process that leaves some requests unanswered (held past
-// PROVIDER_TIMEOUT, or cut after the body was read, with or without taking
-// the message), while it kills workers with SIGKILL mid-dispatch, flushes
-// Redis, kills api processes, cuts every PostgreSQL connection of the run
-// and restarts PostgreSQL. Then it lets the system settle and reconciles the
-// database with the fake provider and with what the clients were told:
+// Command chaos is the fault run of issues 15 and 35 (`make chaos`): a
+// workload of drips, a windowed sequence, transactional and batch sends
+// with Idempotency-Keys (and client retries of the same key), broadcasts
+// paused, resumed and cancelled, topic opt-outs, suppressions and contacts
+// deleted mid-flight, under a shared provider rate and a tenant frequency
+// cap, against 2 api and several worker processes (bin/api, bin/worker)
+// on one PostgreSQL and one Redis (or a Redis Cluster with -cluster), with
+// a fake SendGrid in this process that answers at random (202, 429, 4xx,
+// 5xx, a hang past PROVIDER_TIMEOUT, a cut connection), while it kills
+// workers and api processes with SIGKILL, flushes Redis, cuts every
+// PostgreSQL connection of the run and restarts PostgreSQL.
 //
-//   - every accepted (2xx) event is stored, every accepted transactional
-//     send, and every one answered in doubt, has its send record (lost
-//     otherwise);
-//   - every scheduled send ended sent or cancelled with a reason (lost if
-//     it is still pending, claimed or failed; dead ones are counted), and
-//     no record is left sending;
-//   - the provider saw no send_id twice (duplicated otherwise), every
-//     send_id it saw has a send record (the ledger writes it first: a
-//     message without one is lost), and every record settled as accepted
-//     was seen; records in doubt are reported;
-//   - the tenant's metrics equal the facts (sent, scheduled, cancelled).
+// Then it lets the system settle and hands the facts (what the fake
+// received, the database's rows, what the clients were told) to the
+// oracle (oracle.go), which judges by what the provider actually took;
+// it prints each check's count and exits 1 when any check fails.
+// `-check FILE` judges saved facts again; `-selftest` plants a duplicate,
+// a loss and a lying status in a short run and exits 0 only if the oracle
+// catches every one and passes the clean run (selftest.go).
 //
-// It prints the figures and exits 1 on any loss, duplicate or metrics
-// mismatch. Everything runs on loopback, in a database of its own that is
-// dropped at the end, on Redis database 13 (flushed; other tests use
-// others), bounded by -timeout.
+// Everything runs on loopback, in a database of its own that is dropped at
+// the end, on Redis database 13 (flushed; other tests use others),
+// bounded by -timeout. Random choices (fault order and targets, workload
+// picks, the provider's answers) come from -seed.
 package main
 
 import (
@@ -45,42 +42,66 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
-
-	"tidings/internal/auth"
 )
 
 const (
 	jwtSecret = "chaos-dashboard-secret"
 	org       = "org_chaos"
-	contacts  = 400
-	dripYAML  = "name: Chaos drip\ntrigger: {event: signed_up}\nsteps:\n  - send: welcome\n  - delay: 2s\n  - id: second\n    action: email\n    template: welcome\n  - delay: 3s\n  - id: third\n    action: email\n    template: welcome\n"
+	// ratePerSecond is PROVIDER_RATE_PER_SECOND for the run: below what
+	// the workload offers at its peaks, so the bucket is exercised.
+	ratePerSecond = 40
+	// capPerDay is the tenant's frequency cap: a drip (3) and a windowed
+	// sequence (2) fit; the broadcasts past it are skipped.
+	capPerDay = 8
+	// grace is how long after an opt-out, or a window's end, a message
+	// already past its last check may still reach the provider (its claim,
+	// the rate's wait, a 429's hold).
+	grace = 10 * time.Second
 )
 
 var (
-	duration  = flag.Duration("d", 90*time.Second, "workload duration")
-	timeout   = flag.Duration("timeout", 10*time.Minute, "hard bound on the whole run")
-	pgRestart = flag.Bool("pg-restart", true, "restart PostgreSQL once mid-run (pg_ctlcluster; disturbs anything else using it)")
-	cluster   = flag.Bool("cluster", false, "run on a three-node Redis Cluster started on loopback (no Redis flush faults)")
-	keep      = flag.Bool("keep", false, "keep the database and logs")
-	outDir    = flag.String("out", "var/chaos", "logs of the processes")
-	pgAdmin   = flag.String("pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL admin URL")
+	duration   = flag.Duration("d", 90*time.Second, "workload duration")
+	timeout    = flag.Duration("timeout", 12*time.Minute, "hard bound on the whole run")
+	seed       = flag.Int64("seed", 1, "seed of every random choice (faults, workload, the provider's answers)")
+	pgRestart  = flag.Bool("pg-restart", true, "restart PostgreSQL once mid-run (pg_ctlcluster; disturbs anything else using it)")
+	faultsOn   = flag.Bool("faults", true, "inject process, Redis and PostgreSQL faults (the provider's faults stay)")
+	cluster    = flag.Bool("cluster", false, "run on a three-node Redis Cluster started on loopback (no Redis flush faults)")
+	workers    = flag.Int("workers", 2, "all-role worker processes (ignored with -roles)")
+	roles      = flag.String("roles", "", `worker processes by role group: comma between processes, + between roles of one (e.g. "sends,sends,webhooks+maintenance,segments+domains+imports"); each gets WORKER_ROLES`)
+	optOuts    = flag.Bool("optouts", true, "opt contacts out mid-flight: topic opt-outs, suppressions, deletions (their messages race them)")
+	nContacts  = flag.Int("contacts", 400, "contacts of the tenant")
+	keep       = flag.Bool("keep", false, "keep the database and logs")
+	outDir     = flag.String("out", "var/chaos", "logs of the processes and the facts")
+	binDir     = flag.String("bin", "bin", "where bin/api and bin/worker are")
+	pgAdmin    = flag.String("pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL admin URL")
+	factsOut   = flag.String("facts", "", "write the run's facts as JSON here (default OUT/facts.json)")
+	checkFile  = flag.String("check", "", "judge the facts in this file and exit (no run)")
+	selfTestOn = flag.Bool("selftest", false, "run the oracle's self-test: a short clean run, then planted anomalies")
 )
 
 func main() {
 	flag.Parse()
+	if *checkFile != "" {
+		os.Exit(checkOnly(*checkFile))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	r := &run{}
+	r := &run{rng: rand.New(rand.NewPCG(uint64(*seed), 35))}
 	code := 0
-	if err := r.main(ctx); err != nil {
+	var err error
+	if *selfTestOn {
+		err = r.selfTest(ctx)
+	} else {
+		err = r.main(ctx)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		code = 1
 	}
@@ -88,17 +109,47 @@ func main() {
 	os.Exit(code)
 }
 
+// checkOnly judges saved facts: 0 when every check passes, 1 otherwise.
+func checkOnly(path string) int {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 2
+	}
+	var f Facts
+	if err := json.Unmarshal(raw, &f); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", path, err)
+		return 2
+	}
+	fmt.Printf("chaos: judging %s (seed %d, %d provider requests)\n", path, f.Seed, len(f.Requests))
+	if n := Report(printf, Check(&f)); n > 0 {
+		fmt.Printf("chaos: %d checks failed\n", n)
+		return 1
+	}
+	fmt.Println("chaos: every check passed")
+	return 0
+}
+
+func printf(format string, args ...any) { fmt.Printf(format, args...) }
+
 type run struct {
 	dbName, dbURL, redisURL string
 	fake                    *fakeSendGrid
 	procs                   map[string]*proc
+	workerNames             []string
 	mu                      sync.Mutex
+	rng                     *rand.Rand // guarded by mu
 	key                     string
 	segment                 string
 	hooks                   *receiver
 	apis                    []string // base URLs
 	faults                  map[string]int
 	clusterNodes            []*exec.Cmd
+	// contactIDs maps each contact's email to its id.
+	contactIDs map[string]string
+	window     *WindowFact
+	// closing: cleanup has begun; nothing is started again.
+	closing bool
 }
 
 type proc struct {
@@ -107,9 +158,24 @@ type proc struct {
 	env  []string
 	cmd  *exec.Cmd
 	log  *os.File
+	// down: the process was stopped on purpose and is not to be
+	// restarted until its hold ends.
+	down bool
+	// alive: cmd has not exited (set and cleared under run.mu), so two
+	// faults on one process never start two of it.
+	alive bool
 }
 
-func (r *run) main(ctx context.Context) error {
+// intn is a seeded random choice.
+func (r *run) intn(n int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rng.IntN(n)
+}
+
+// boot starts the fake, the database, Redis and the processes, and sets up
+// the tenant.
+func (r *run) boot(ctx context.Context) error {
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		return err
 	}
@@ -118,7 +184,7 @@ func (r *run) main(ctx context.Context) error {
 	if err := r.hooks.start(); err != nil {
 		return err
 	}
-	r.fake = newFake()
+	r.fake = newFake(*seed)
 	fakeURL, err := r.fake.start()
 	if err != nil {
 		return err
@@ -143,18 +209,26 @@ func (r *run) main(ctx context.Context) error {
 		// (config.Secure); each api's admin listener on a port of its own.
 		"DEV_MODE=true", "API_ADMIN_ADDR=127.0.0.1:0",
 		"WEBHOOK_ALLOW_PRIVATE_TARGETS=true", "WEBHOOK_RETRY_SCHEDULE=1s,2s,5s,10s,10s,10s",
-		"RATE_LIMIT_PER_MINUTE=1000000", "PROVIDER_TIMEOUT=3s", "SEND_CLAIM_TIMEOUT=15s", "LOG_LEVEL=warn",
+		"RATE_LIMIT_PER_MINUTE=1000000", "PROVIDER_TIMEOUT=3s", "SEND_ATTEMPT_TIMEOUT=8s", "SEND_CLAIM_TIMEOUT=30s", "LOG_LEVEL=warn",
+		fmt.Sprintf("PROVIDER_RATE_PER_SECOND=%d", ratePerSecond),
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	r.procs = map[string]*proc{}
 	for i := 1; i <= 2; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort())
 		r.apis = append(r.apis, "http://"+addr)
-		r.procs[fmt.Sprintf("api%d", i)] = &proc{name: fmt.Sprintf("api%d", i), bin: "bin/api",
+		r.procs[fmt.Sprintf("api%d", i)] = &proc{name: fmt.Sprintf("api%d", i), bin: filepath.Join(*binDir, "api"),
 			env: append(append([]string{}, env...), "HTTP_ADDR="+addr, fmt.Sprintf("MIGRATE=%v", i == 1))}
-		r.procs[fmt.Sprintf("worker%d", i)] = &proc{name: fmt.Sprintf("worker%d", i), bin: "bin/worker",
-			env: append(append([]string{}, env...), fmt.Sprintf("WORKER_ADMIN_ADDR=127.0.0.1:%d", freePort()))}
 	}
-	for _, name := range []string{"api1", "api2", "worker1", "worker2"} {
+	for name, rolesOf := range workerGroups(*roles, *workers) {
+		e := append(append([]string{}, env...), fmt.Sprintf("WORKER_ADMIN_ADDR=127.0.0.1:%d", freePort()))
+		if rolesOf != "" {
+			e = append(e, "WORKER_ROLES="+rolesOf)
+		}
+		r.procs[name] = &proc{name: name, bin: filepath.Join(*binDir, "worker"), env: e}
+		r.workerNames = append(r.workerNames, name)
+	}
+	sort.Strings(r.workerNames)
+	for _, name := range append([]string{"api1", "api2"}, r.workerNames...) {
 		if err := r.start(name); err != nil {
 			return err
 		}
@@ -167,29 +241,132 @@ func (r *run) main(ctx context.Context) error {
 	if err := r.setup(ctx); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
+	fmt.Printf("chaos: seed %d, workload %v on 2 api + %d worker processes (%s), fake SendGrid %s\n",
+		*seed, *duration, len(r.workerNames), r.redisURL, fakeURL)
+	return nil
+}
 
-	fmt.Printf("chaos: workload %v on 2 api + 2 worker processes (%s), fake SendGrid %s\n", *duration, r.redisURL, fakeURL)
-	var w workload
+// workerGroups names the worker processes: with spec ("sends,webhooks+
+// maintenance"), one per comma-separated group with WORKER_ROLES set to
+// its roles; without, n all-role workers (WORKER_ROLES unset).
+func workerGroups(spec string, n int) map[string]string {
+	out := map[string]string{}
+	if strings.TrimSpace(spec) == "" {
+		for i := 1; i <= n; i++ {
+			out[fmt.Sprintf("worker%d", i)] = ""
+		}
+		return out
+	}
+	count := map[string]int{}
+	for _, g := range strings.Split(spec, ",") {
+		g = strings.TrimSpace(g)
+		if g == "" {
+			continue
+		}
+		label := strings.ReplaceAll(g, "+", "-")
+		count[label]++
+		out[fmt.Sprintf("worker-%s-%d", label, count[label])] = strings.ReplaceAll(g, "+", ",")
+	}
+	return out
+}
+
+// main is a whole fault run: boot, workload with faults, settle, judge.
+func (r *run) main(ctx context.Context) error {
+	if err := r.boot(ctx); err != nil {
+		return err
+	}
+	w := r.runWorkload(ctx, *faultsOn)
+	facts, err := r.settleAndGather(ctx, w)
+	if err != nil {
+		return err
+	}
+	if err := r.saveFacts(facts, r.factsPath("facts.json")); err != nil {
+		return err
+	}
+	fmt.Println("chaos: reconciliation (the oracle over what the fake provider received)")
+	results := Check(facts)
+	failed := Report(printf, results)
+	r.summary(w, facts)
+	if failed > 0 {
+		return fmt.Errorf("reconciliation failed: %d checks (facts in %s; judge again with -check)", failed, r.factsPath("facts.json"))
+	}
+	return nil
+}
+
+func (r *run) factsPath(name string) string {
+	if *factsOut != "" && name == "facts.json" {
+		return *factsOut
+	}
+	return filepath.Join(*outDir, name)
+}
+
+func (r *run) saveFacts(f *Facts, path string) error {
+	raw, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// runWorkload runs the workload (and the faults) for -d and brings back
+// every process for the settle.
+func (r *run) runWorkload(ctx context.Context, faults bool) *workload {
+	w := newWorkload(r)
 	wctx, stopLoad := context.WithTimeout(ctx, *duration)
 	defer stopLoad()
 	var wg sync.WaitGroup
-	for i := range 6 {
-		wg.Go(func() { w.events(wctx, r, i) })
-	}
 	for i := range 3 {
-		wg.Go(func() { w.sends(wctx, r, i) })
+		wg.Go(func() { w.events(wctx, i) })
 	}
-	wg.Go(func() { w.broadcasts(wctx, r) })
-	wg.Go(func() { r.inject(wctx) })
+	for i := range 2 {
+		wg.Go(func() { w.sends(wctx, i) })
+	}
+	wg.Go(func() { w.batches(wctx) })
+	wg.Go(func() { w.broadcasts(wctx) })
+	if *optOuts {
+		wg.Go(func() { w.consent(wctx) })
+	}
+	if faults {
+		wg.Go(func() { r.inject(wctx) })
+	}
 	wg.Wait()
-	for name, p := range r.procs { // a process killed at the very end comes back for the settle
-		if p.cmd == nil || p.cmd.ProcessState != nil {
-			_ = r.start(name)
-		}
+	r.mu.Lock()
+	for _, p := range r.procs {
+		p.down = false
 	}
-	fmt.Printf("chaos: workload done: %d events accepted, %d transactional sends accepted, %d requests failed (retried or given up)\n",
-		len(w.eventIDs), len(w.sendIDs), w.failed.Load())
-	return r.reconcile(ctx, &w)
+	r.mu.Unlock()
+	for name := range r.procs { // a process killed at the very end comes back for the settle
+		_ = r.start(name)
+	}
+	w.resumePaused(ctx)
+	fmt.Printf("chaos: workload done: %d events, %d transactional and %d batch messages, %d broadcasts, %d opt-outs; %d requests failed (retried or given up)\n",
+		len(w.eventIDs), w.txUnits, w.batchUnits, len(w.broadcastIDs), len(w.consentDone), w.failed.Load())
+	return w
+}
+
+func (r *run) summary(w *workload, f *Facts) {
+	faults, kinds := 0, []string{}
+	r.mu.Lock()
+	for k, n := range r.faults {
+		faults += n
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	r.mu.Unlock()
+	sort.Strings(kinds)
+	answers := map[string]int{}
+	for _, q := range f.Requests {
+		answers[q.Answer]++
+	}
+	var as []string
+	for k, n := range answers {
+		as = append(as, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(as)
+	fmt.Printf("chaos: seed %d; %d faults injected (%s)\n", *seed, faults, strings.Join(kinds, ", "))
+	fmt.Printf("chaos: provider: %d requests (%s)\n", len(f.Requests), strings.Join(as, ", "))
+	fmt.Printf("chaos: workload: %d events, %d transactional + %d batch messages (%d batches), %d broadcasts (%d paused, %d cancelled), %d scheduled sends, %d recipients, opt-outs %v\n",
+		len(w.eventIDs), w.txUnits, w.batchUnits, w.batchCount, len(w.broadcastIDs), w.paused, w.cancelled,
+		len(f.Scheduled), len(f.Recipients), w.consentKinds())
 }
 
 func (r *run) apiURL(name string) string {
@@ -200,7 +377,7 @@ func (r *run) apiURL(name string) string {
 }
 
 func (r *run) freshDB(ctx context.Context) error {
-	r.dbName = fmt.Sprintf("tidings_chaos_%d", time.Now().Unix())
+	r.dbName = fmt.Sprintf("tidings_chaos_%d_%d", time.Now().Unix(), os.Getpid())
 	c, err := pgx.Connect(ctx, *pgAdmin)
 	if err != nil {
 		return err
@@ -209,8 +386,7 @@ func (r *run) freshDB(ctx context.Context) error {
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+r.dbName); err != nil {
 		return err
 	}
-	u := strings.Replace(*pgAdmin, "/postgres?", "/"+r.dbName+"?", 1)
-	r.dbURL = u
+	r.dbURL = strings.Replace(*pgAdmin, "/postgres?", "/"+r.dbName+"?", 1)
 	return nil
 }
 
@@ -228,6 +404,9 @@ func (r *run) start(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.procs[name]
+	if p.down || p.alive || r.closing {
+		return nil
+	}
 	if p.log == nil {
 		f, err := os.Create(filepath.Join(*outDir, name+".log"))
 		if err != nil {
@@ -240,36 +419,55 @@ func (r *run) start(name string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	p.cmd = cmd
-	go func() { _ = cmd.Wait() }()
+	p.cmd, p.alive = cmd, true
+	go func() {
+		_ = cmd.Wait()
+		r.mu.Lock()
+		if p.cmd == cmd {
+			p.alive = false
+		}
+		r.mu.Unlock()
+	}()
 	return nil
 }
 
-// kill sends SIGKILL to the named process and starts it again after a
-// moment.
-func (r *run) kill(ctx context.Context, name string) {
+// kill sends SIGKILL to the named process and, unless hold, starts it
+// again after a moment; with hold it stays down for that long (a role with
+// no process running, ADDENDUM 26).
+func (r *run) kill(ctx context.Context, name string, hold time.Duration) {
 	r.mu.Lock()
 	p := r.procs[name]
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
 	}
+	if hold > 0 {
+		p.down = true
+	}
 	r.mu.Unlock()
-	sleep(ctx, 700*time.Millisecond)
+	sleep(ctx, 700*time.Millisecond+hold)
+	if hold > 0 {
+		r.mu.Lock()
+		p.down = false
+		r.mu.Unlock()
+	}
 	if err := r.start(name); err != nil {
 		fmt.Fprintln(os.Stderr, "restart", name, err)
 	}
 }
 
-// inject runs the faults in rotation, one every 2-3 s, until the
+// inject runs the faults, one every 2-3 s, in a seeded order, until the
 // workload ends.
 func (r *run) inject(ctx context.Context) {
 	kinds := []string{"kill-worker", "kill-worker", "flush-redis", "kill-api", "pg-terminate", "kill-worker", "kill-api"}
 	if *cluster {
 		kinds = []string{"kill-worker", "kill-api", "kill-worker", "pg-terminate"}
 	}
+	if *roles != "" {
+		kinds = append(kinds, "kill-role", "absent-role")
+	}
 	pgAt := time.Now().Add(*duration / 2)
-	for i := 0; ; i++ {
-		if !sleep(ctx, 2*time.Second+time.Duration(rand.IntN(1000))*time.Millisecond) {
+	for ctx.Err() == nil {
+		if !sleep(ctx, 2*time.Second+time.Duration(r.intn(1000))*time.Millisecond) {
 			return
 		}
 		if *pgRestart && time.Now().After(pgAt) && r.faults["restart-postgres"] == 0 {
@@ -280,12 +478,21 @@ func (r *run) inject(ctx context.Context) {
 			}
 			continue
 		}
-		switch k := kinds[i%len(kinds)]; k {
-		case "kill-worker":
-			r.kill(ctx, fmt.Sprintf("worker%d", 1+rand.IntN(2)))
+		switch k := kinds[r.intn(len(kinds))]; k {
+		case "kill-worker", "kill-role":
+			// With -roles every worker is one role group: killing one
+			// kills that role (or those roles) alone.
+			r.kill(ctx, r.workerNames[r.intn(len(r.workerNames))], 0)
 			r.count(k)
+		case "absent-role":
+			// A role group left with no process for a while: its tasks
+			// wait in its queues. Killed in the background, so the other
+			// faults go on meanwhile.
+			name := r.workerNames[r.intn(len(r.workerNames))]
+			r.count(k)
+			go r.kill(ctx, name, 10*time.Second)
 		case "kill-api":
-			r.kill(ctx, fmt.Sprintf("api%d", 1+rand.IntN(2)))
+			r.kill(ctx, fmt.Sprintf("api%d", 1+r.intn(2)), 0)
 			r.count(k)
 		case "flush-redis":
 			if err := r.flushRedis(ctx); err == nil {
@@ -318,7 +525,9 @@ func (r *run) count(kind string) {
 	r.mu.Unlock()
 }
 
-// call makes an API request to base with the tenant's key.
+// call makes an API request to base with the tenant's key. The answer's
+// body is decoded into out for a 2xx and returned raw in the error
+// otherwise.
 func (r *run) call(ctx context.Context, base, method, path string, body any, hdr map[string]string, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
@@ -378,447 +587,11 @@ func inDoubtSendID(err error) string {
 	return body.Error.Details.SendID
 }
 
-func (r *run) setup(ctx context.Context) error {
-	tok, err := auth.MintHS256(jwtSecret, "chaos", org, time.Hour)
-	if err != nil {
-		return err
-	}
-	sess := map[string]string{"Authorization": tok}
-	api := r.apis[0]
-	if _, err := r.call(ctx, api, "POST", "/api/tenant", map[string]any{"name": "Chaos"}, sess, nil); err != nil {
-		return err
-	}
-	var key struct {
-		RawKey string `json:"rawKey"`
-	}
-	if _, err := r.call(ctx, api, "POST", "/api/api-keys", map[string]any{"name": "chaos"}, sess, &key); err != nil {
-		return err
-	}
-	r.key = key.RawKey
-	// A verified sending domain: DNS verification is not what this run is
-	// about, so the row is written as a verified domain would be.
-	db, err := pgx.Connect(ctx, r.dbURL)
-	if err != nil {
-		return err
-	}
-	defer db.Close(ctx)
-	if _, err := db.Exec(ctx, `INSERT INTO domains (tenant_id, domain, status, sending_enabled, verification_token, dkim_tokens)
-		VALUES ($1, 'chaos.example', 'verified', true, 't', '{a,b,c}')`, org); err != nil {
-		return err
-	}
-	if _, err := r.call(ctx, api, "PATCH", "/api/tenant", map[string]any{"sendingStatus": "enabled",
-		"defaultFromAddress": "news@chaos.example"}, nil, nil); err != nil {
-		return err
-	}
-	if _, err := r.call(ctx, api, "PUT", "/api/templates/welcome", map[string]any{"name": "Welcome",
-		"subject": "Hello {{ contact.email }}",
-		"content": "<mjml><mj-body><mj-section><mj-column><mj-text>Hi {{ contact.email }}</mj-text></mj-column></mj-section></mj-body></mjml>"},
-		nil, nil); err != nil {
-		return err
-	}
-	if _, err := r.call(ctx, api, "PUT", "/api/sequences/drip", map[string]any{"content": dripYAML}, nil, nil); err != nil {
-		return err
-	}
-	for i := range contacts {
-		if _, err := r.call(ctx, api, "PUT", "/api/contacts", map[string]any{"email": contactEmail(i)}, nil, nil); err != nil {
-			return err
-		}
-	}
-	// Every contact: the audience of the broadcasts the workload sends.
-	var seg struct {
-		SegmentID string `json:"segmentId"`
-	}
-	if _, err := r.call(ctx, api, "POST", "/api/segments", map[string]any{"name": "Everyone",
-		"rules": map[string]any{"operator": "and", "conditions": []any{
-			map[string]any{"type": "property", "field": "nothing", "operator": "notExists"}}}}, nil, &seg); err != nil {
-		return err
-	}
-	r.segment = seg.SegmentID
-	// An outbound webhook endpoint taking every event type, on the
-	// harness's receiver (which fails one delivery in ten, so retries run).
-	if _, err := r.call(ctx, api, "POST", "/api/webhooks", map[string]any{"url": r.hooks.url}, nil, nil); err != nil {
-		return err
-	}
-	return nil
-}
-
-// broadcasts sends a broadcast to every contact now and then, each
-// created and sent with an Idempotency-Key-free retry on the other api
-// (a create that failed made nothing; a send that failed is sent again,
-// which the status table makes harmless).
-func (w *workload) broadcasts(ctx context.Context, r *run) {
-	for n := 0; ctx.Err() == nil; n++ {
-		if !sleep(ctx, 15*time.Second) {
-			return
-		}
-		var b struct {
-			BroadcastID string `json:"broadcastId"`
-		}
-		ok := false
-		for attempt := 0; attempt < 10 && !ok; attempt++ {
-			_, err := r.call(context.WithoutCancel(ctx), r.apis[attempt%2], "POST", "/api/broadcasts",
-				map[string]any{"name": fmt.Sprintf("News %d", n), "templateId": "welcome", "segmentId": r.segment}, nil, &b)
-			ok = err == nil
-			if !ok {
-				time.Sleep(300 * time.Millisecond)
-			}
-		}
-		if !ok {
-			w.failed.Add(1)
-			continue
-		}
-		for attempt := 0; attempt < 20; attempt++ {
-			status, err := r.call(context.WithoutCancel(ctx), r.apis[attempt%2], "POST", "/api/broadcasts/"+b.BroadcastID+"/send", nil, nil, nil)
-			if err == nil || status == 400 { // 400: an earlier try went through
-				w.mu.Lock()
-				w.broadcastIDs = append(w.broadcastIDs, b.BroadcastID)
-				w.mu.Unlock()
-				break
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-	}
-}
-
-func contactEmail(i int) string { return fmt.Sprintf("c%d@chaos.example", i) }
-
-type workload struct {
-	mu       sync.Mutex
-	eventIDs []string
-	sendIDs  []string
-	// doubtIDs are the transactional sends answered 502 in doubt.
-	doubtIDs []string
-	// broadcastIDs are the broadcasts sent.
-	broadcastIDs []string
-	failed       atomic.Int64
-	next         atomic.Int64
-}
-
-// events posts signed_up for a new contact (each contact enters the drip
-// once) and a ping that triggers nothing, alternately, to either api.
-func (w *workload) events(ctx context.Context, r *run, lane int) {
-	for n := 0; ctx.Err() == nil; n++ {
-		name := "ping"
-		var i int
-		if n%2 == 0 {
-			name, i = "signed_up", int(w.next.Add(1)-1)
-			if i >= contacts {
-				name = "ping"
-			}
-		}
-		if name == "ping" {
-			i = rand.IntN(contacts)
-		}
-		var out struct {
-			Event struct {
-				EventID string `json:"eventId"`
-			} `json:"event"`
-		}
-		base := r.apis[(lane+n)%2]
-		if _, err := r.call(ctx, base, "POST", "/api/events", map[string]any{"email": contactEmail(i), "name": name}, nil, &out); err != nil {
-			w.failed.Add(1)
-		} else {
-			w.mu.Lock()
-			w.eventIDs = append(w.eventIDs, out.Event.EventID)
-			w.mu.Unlock()
-		}
-		sleep(ctx, 150*time.Millisecond)
-	}
-}
-
-// sends posts transactional sends with an Idempotency-Key, retrying a
-// failed request with the same key on the other api until it is answered.
-func (w *workload) sends(ctx context.Context, r *run, lane int) {
-	for n := 0; ctx.Err() == nil; n++ {
-		key := fmt.Sprintf("chaos-%d-%d", lane, n)
-		body := map[string]any{"to": contactEmail(rand.IntN(contacts)), "template": "welcome"}
-		for attempt := 0; attempt < 20; attempt++ {
-			var out struct {
-				SendID string `json:"sendId"`
-			}
-			base := r.apis[(lane+n+attempt)%2]
-			status, err := r.call(context.WithoutCancel(ctx), base, "POST", "/api/send", body, map[string]string{"Idempotency-Key": key}, &out)
-			if err == nil {
-				w.mu.Lock()
-				w.sendIDs = append(w.sendIDs, out.SendID)
-				w.mu.Unlock()
-				break
-			}
-			// In doubt (ADDENDUM 12): the answer names the record; a retry
-			// would only replay it.
-			if id := inDoubtSendID(err); id != "" {
-				w.mu.Lock()
-				w.doubtIDs = append(w.doubtIDs, id)
-				w.mu.Unlock()
-				break
-			}
-			w.failed.Add(1)
-			if status >= 400 && status < 500 && status != 409 && status != 429 {
-				break // refused for good: not accepted, nothing to find
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-		sleep(ctx, 300*time.Millisecond)
-	}
-}
-
-func (r *run) reconcile(ctx context.Context, w *workload) error {
-	var db *pgx.Conn
-	var err error
-	for range 60 { // PostgreSQL may be coming back from its restart
-		if db, err = pgx.Connect(ctx, r.dbURL); err == nil {
-			break
-		}
-		sleep(ctx, time.Second)
-	}
-	if err != nil {
-		return err
-	}
-	defer db.Close(ctx)
-
-	// Settle: every scheduled send sent, cancelled or dead.
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var open int
-		if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM scheduled_sends WHERE status IN ('pending', 'claimed', 'failed'))
-			+ (SELECT count(*) FROM sends WHERE sending)
-			+ (SELECT count(*) FROM broadcasts WHERE status IN ('scheduled', 'sending'))`).Scan(&open); err != nil {
-			return err
-		}
-		if open == 0 || time.Now().After(deadline) {
-			break
-		}
-		sleep(ctx, time.Second)
-	}
-	sleep(ctx, 2*time.Second) // a send leaving as the last row finished
-
-	var lost, dup, inDoubt int
-	report := func(ok bool, format string, args ...any) {
-		mark := "ok  "
-		if !ok {
-			mark = "FAIL"
-		}
-		fmt.Printf("  %s "+format+"\n", append([]any{mark}, args...)...)
-	}
-	fmt.Println("chaos: reconciliation")
-
-	// Accepted events are stored.
-	missingEvents := 0
-	for _, id := range w.eventIDs {
-		var ok bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = $1 AND id = $2)`, org, id).Scan(&ok); err != nil {
-			return err
-		}
-		if !ok {
-			missingEvents++
-		}
-	}
-	lost += missingEvents
-	report(missingEvents == 0, "accepted events stored: %d of %d", len(w.eventIDs)-missingEvents, len(w.eventIDs))
-
-	// Accepted transactional sends, and those answered in doubt, are
-	// recorded.
-	missingSends := 0
-	for _, id := range append(append([]string{}, w.sendIDs...), w.doubtIDs...) {
-		var ok bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sends WHERE tenant_id = $1 AND id = $2)`, org, id).Scan(&ok); err != nil {
-			return err
-		}
-		if !ok {
-			missingSends++
-		}
-	}
-	lost += missingSends
-	report(missingSends == 0, "accepted transactional sends recorded: %d of %d (%d of them answered in doubt)",
-		len(w.sendIDs)+len(w.doubtIDs)-missingSends, len(w.sendIDs)+len(w.doubtIDs), len(w.doubtIDs))
-
-	// Scheduled sends all ended.
-	byStatus := map[string]int{}
-	rows, err := db.Query(ctx, `SELECT status, count(*) FROM scheduled_sends GROUP BY status`)
-	if err != nil {
-		return err
-	}
-	total := 0
-	for rows.Next() {
-		var s string
-		var n int
-		_ = rows.Scan(&s, &n)
-		byStatus[s], total = n, total+n
-	}
-	rows.Close()
-	unfinished := byStatus["pending"] + byStatus["claimed"] + byStatus["failed"]
-	lost += unfinished
-	var noReason, sentNoRecord int
-	if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'cancelled' AND cancel_reason IS NULL
-			AND NOT EXISTS (SELECT 1 FROM enrolments e WHERE e.tenant_id = ss.tenant_id AND e.id = ss.enrolment_id)),
-		count(*) FILTER (WHERE status = 'sent' AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id
-			AND s.scheduled_send_id = ss.id))
-		FROM scheduled_sends ss`).Scan(&noReason, &sentNoRecord); err != nil {
-		return err
-	}
-	lost += sentNoRecord
-	report(unfinished == 0 && sentNoRecord == 0, "scheduled sends: %d (sent %d, cancelled %d, dead %d, unfinished %d; sent without a send record %d)",
-		total, byStatus["sent"], byStatus["cancelled"], byStatus["dead"], unfinished, sentNoRecord)
-	var enrolled int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM enrolments`).Scan(&enrolled); err != nil {
-		return err
-	}
-	report(total == 3*enrolled || byStatus["cancelled"] > 0 || byStatus["dead"] > 0,
-		"drips: %d enrolments, 3 emails each = %d scheduled sends expected, %d written", enrolled, 3*enrolled, total)
-
-	// Broadcasts: each sent, every recipient ended, each one sent has its
-	// record, and no contact has two records of one broadcast.
-	var bcSent, bcOpen, recSent, recQueued, recNoRecord, recOther int
-	if err := db.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM broadcasts WHERE status = 'sent'),
-			(SELECT count(*) FROM broadcasts WHERE status <> 'sent'),
-			(SELECT count(*) FROM broadcast_recipients WHERE status = 'sent'),
-			(SELECT count(*) FROM broadcast_recipients WHERE status = 'queued'),
-			(SELECT count(*) FROM broadcast_recipients r WHERE status = 'sent' AND NOT EXISTS (SELECT 1 FROM sends s
-				WHERE s.tenant_id = r.tenant_id AND s.id = r.send_id AND s.broadcast_id = r.broadcast_id)),
-			(SELECT count(*) FROM broadcast_recipients WHERE status NOT IN ('sent', 'queued'))`).
-		Scan(&bcSent, &bcOpen, &recSent, &recQueued, &recNoRecord, &recOther); err != nil {
-		return err
-	}
-	lost += bcOpen + recQueued + recNoRecord + recOther
-	report(len(w.broadcastIDs) == bcSent && bcOpen == 0 && recQueued == 0 && recNoRecord == 0 && recOther == 0,
-		"broadcasts: %d sent of %d sent by the workload (%d not sent), %d recipients sent, %d still queued, %d skipped or failed, %d sent without a send record",
-		bcSent, len(w.broadcastIDs), bcOpen, recSent, recQueued, recOther, recNoRecord)
-
-	// Outbound webhooks: every message written with a fact was delivered
-	// (at least once), and the receiver saw no message the database does
-	// not hold (none without its fact).
-	hookDeadline := time.Now().Add(2 * time.Minute)
-	var msgs, pendingHooks int
-	for {
-		// Facts still in the outbox count as pending: the worker has not
-		// fanned them out yet.
-		if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_messages),
-			(SELECT count(*) FROM webhook_deliveries WHERE status <> 'succeeded') + (SELECT count(*) FROM webhook_outbox)`).Scan(&msgs, &pendingHooks); err != nil {
-			return err
-		}
-		if pendingHooks == 0 || time.Now().After(hookDeadline) {
-			break
-		}
-		sleep(ctx, time.Second)
-	}
-	known := map[string]bool{}
-	rows, err = db.Query(ctx, `SELECT id FROM webhook_messages`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var id string
-		_ = rows.Scan(&id)
-		known[id] = true
-	}
-	rows.Close()
-	got := r.hooks.snapshot()
-	undelivered, unknown, repeats := 0, 0, 0
-	for id := range known {
-		if got[id] == 0 {
-			undelivered++
-		}
-	}
-	for id, n := range got {
-		if !known[id] {
-			unknown++
-		}
-		repeats += n - 1
-	}
-	if pendingHooks > 0 {
-		var detail string
-		_ = db.QueryRow(ctx, `SELECT string_agg(status || ' ' || n || ' (attempts ' || a || ', next ' || nx || ')', '; ')
-			FROM (SELECT status, count(*) AS n, max(attempts) AS a, max(next_attempt_at)::text AS nx
-			      FROM webhook_deliveries WHERE status <> 'succeeded' GROUP BY status) x`).Scan(&detail)
-		fmt.Printf("  info outbound deliveries not succeeded: %s\n", detail)
-	}
-	lost += undelivered + unknown
-	report(undelivered == 0 && unknown == 0 && pendingHooks == 0,
-		"outbound webhooks: %d messages written with their facts, %d delivered, %d not delivered, %d deliveries not succeeded, %d received without a fact, %d received more than once (at least once)",
-		len(known), len(known)-undelivered, undelivered, pendingHooks, unknown, repeats)
-
-	// The provider's view: no send_id twice, every one recorded.
-	seen := r.fake.snapshot()
-	recorded := map[string]bool{} // send id -> in doubt
-	rows, err = db.Query(ctx, `SELECT id, in_doubt FROM sends WHERE tenant_id = $1`, org)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var id string
-		var doubt bool
-		_ = rows.Scan(&id, &doubt)
-		recorded[id] = doubt
-		if doubt {
-			inDoubt++
-		}
-	}
-	rows.Close()
-	withoutRecord := 0
-	for id, n := range seen {
-		if n > 1 {
-			dup += n - 1
-		}
-		if _, ok := recorded[id]; !ok {
-			withoutRecord++
-		}
-	}
-	lost += withoutRecord
-	notSeen, doubtTaken := 0, 0
-	for id, doubt := range recorded {
-		switch {
-		case seen[id] == 0 && !doubt:
-			notSeen++
-		case seen[id] > 0 && doubt:
-			doubtTaken++
-		}
-	}
-	report(dup == 0, "provider: %d messages, %d distinct send_ids, %d send_ids seen twice or more; %d requests left unanswered",
-		r.fake.total.Load(), len(seen), dup, r.fake.faults.Load())
-	report(withoutRecord == 0, "messages the provider took without a send record: %d", withoutRecord)
-	report(notSeen == 0, "send records settled as accepted that the provider never saw: %d", notSeen)
-	fmt.Printf("  info in doubt (record kept, never sent again): %d, of which the provider had taken %d\n", inDoubt, doubtTaken)
-
-	// Metrics equal the facts.
-	var m struct {
-		Metrics map[string]any `json:"metrics"`
-	}
-	metricsOK := false
-	for range 30 {
-		if _, err := r.call(ctx, r.apis[0], "GET", "/api/metrics", nil, nil, &m); err == nil {
-			metricsOK = true
-			break
-		}
-		sleep(ctx, time.Second)
-	}
-	var sentFacts, schedFacts, cancelFacts int
-	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM sends WHERE tenant_id = $1),
-		(SELECT count(*) FROM scheduled_sends WHERE tenant_id = $1),
-		(SELECT count(*) FROM scheduled_sends WHERE tenant_id = $1 AND status = 'cancelled')`, org).Scan(&sentFacts, &schedFacts, &cancelFacts); err != nil {
-		return err
-	}
-	num := func(k string) int { f, _ := m.Metrics[k].(float64); return int(f) }
-	metricsMatch := metricsOK && num("sent") == sentFacts && num("scheduled") == schedFacts && num("cancelled") == cancelFacts
-	report(metricsMatch, "metrics equal the facts: sent %d/%d, scheduled %d/%d, cancelled %d/%d (metrics/facts)",
-		num("sent"), sentFacts, num("scheduled"), schedFacts, num("cancelled"), cancelFacts)
-
-	faults, kinds := 0, []string{}
-	for k, n := range r.faults {
-		faults += n
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-	}
-	sort.Strings(kinds)
-	fmt.Printf("chaos: %d faults injected (%s); workload %d events, %d transactional sends, %d scheduled sends, %d broadcasts (%d recipients); lost %d, duplicated %d, in doubt %d\n",
-		faults, strings.Join(kinds, ", "), len(w.eventIDs), len(w.sendIDs), total, len(w.broadcastIDs), recSent, lost, dup, inDoubt)
-	if lost > 0 || dup > 0 || !metricsMatch {
-		return errors.New("reconciliation failed")
-	}
-	return nil
-}
-
+// cleanup stops every process, the fake and the cluster, and drops the
+// run's database unless -keep.
 func (r *run) cleanup() {
 	r.mu.Lock()
+	r.closing = true
 	for _, p := range r.procs {
 		if p.cmd != nil && p.cmd.Process != nil {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -851,6 +624,8 @@ func (r *run) cleanup() {
 		}
 	}
 }
+
+var errGaveUp = errors.New("gave up")
 
 // startCluster starts three redis-server nodes in cluster mode on loopback
 // and joins them (as testenv.RedisCluster does for the tests).
