@@ -156,8 +156,9 @@ func TestInFlightRecipientsAreSent(t *testing.T) {
 }
 
 // A temporary refusal after the record turns the recipient back to
-// `queued`, its record gone; on a broadcast cancelled meanwhile it is
-// cancelled instead (nothing more leaves a cancelled broadcast).
+// `queued`, its record gone, and the broadcast did not complete while the
+// answer was awaited; on a broadcast cancelled meanwhile it is cancelled
+// instead (nothing more leaves a cancelled broadcast).
 func TestTemporaryRefusalAfterRecord(t *testing.T) {
 	t.Parallel()
 	for _, cancel := range []bool{false, true} {
@@ -168,6 +169,11 @@ func TestTemporaryRefusalAfterRecord(t *testing.T) {
 		<-h.held
 		if r := f.recipients(b.ID)["ann@example.com"]; r.Status != broadcasts.RecipientSent || r.SendID == nil {
 			t.Errorf("cancel %v: held message's recipient %s", cancel, r.Status)
+		}
+		// Every recipient counted, one awaiting the provider's answer: the
+		// broadcast is not complete (the refusal below queues it again).
+		if _, err := f.svc.Broadcasts.Complete(f.ctx); err != nil || f.get(b.ID).Status != broadcasts.Sending {
+			t.Errorf("cancel %v: completed while a message awaits its answer (%v)", cancel, err)
 		}
 		want := broadcasts.RecipientQueued
 		if cancel {
