@@ -34,8 +34,11 @@ type BroadcastCancelRecipientsParams struct {
 	ID       string
 }
 
-// Cancel: every recipient not yet sent is cancelled (a claimed one whose
-// message is leaving is settled `sent` all the same, and counted back).
+// Cancel: every recipient without a record (queued, claimed or not) is
+// cancelled. One whose record is written is `sent` already and stays so
+// (a refusal may still turn it failed); a claimed one whose record is
+// being written waits for that transaction (it is sent then) or makes it
+// withdraw the record (cancelled, nothing leaves).
 func (q *Queries) BroadcastCancelRecipients(ctx context.Context, arg BroadcastCancelRecipientsParams) error {
 	_, err := q.db.Exec(ctx, broadcastCancelRecipients, arg.TenantID, arg.ID)
 	return err
@@ -43,7 +46,7 @@ func (q *Queries) BroadcastCancelRecipients(ctx context.Context, arg BroadcastCa
 
 const broadcastClaim = `-- name: BroadcastClaim :many
 WITH due AS (
-    SELECT r.tenant_id, r.broadcast_id, r.contact_id, r.claimed_at AS was_claimed FROM broadcast_recipients r
+    SELECT r.tenant_id, r.broadcast_id, r.contact_id, r.attempts AS was_attempts FROM broadcast_recipients r
     WHERE r.tenant_id = $1 AND r.broadcast_id = $2
       AND r.status = 'queued' AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < $3::timestamptz)
@@ -55,9 +58,11 @@ UPDATE broadcast_recipients r SET claimed_at = now(), attempts = r.attempts + 1
 FROM due
 WHERE r.tenant_id = due.tenant_id AND r.broadcast_id = due.broadcast_id AND r.contact_id = due.contact_id
 RETURNING r.tenant_id, r.broadcast_id, r.contact_id, r.email, r.status, r.skip_reason, r.send_id, r.scheduled_for, r.attempts, r.claimed_at, r.last_error,
-    -- Only a claim taken again can find a record: a first claim skips the
-    -- lookup.
-    CASE WHEN due.was_claimed IS NULL THEN '' ELSE
+    -- A recipient claimed before (taken again after its claim lapsed, or
+    -- queued again after a refusal) may have a record that survived; a
+    -- first claim cannot, and skips the lookup (the record's insert judges
+    -- it all the same).
+    CASE WHEN due.was_attempts = 0 THEN '' ELSE
         coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = r.tenant_id AND s.broadcast_id = r.broadcast_id
                   AND s.contact_id = r.contact_id), '') END::text AS sent_id
 `
@@ -123,6 +128,7 @@ UPDATE broadcasts b SET status = 'sent', completed_at = now(), updated_at = now(
 WHERE b.tenant_id = $1 AND b.id = $2 AND b.status = 'sending' AND b.snapshotted
   AND b.recipients <= (SELECT coalesce(sum(c.sent + c.skipped + c.failed + c.cancelled), 0) FROM broadcast_counts c
                        WHERE c.tenant_id = b.tenant_id AND c.broadcast_id = b.id)
+  AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.tenant_id = b.tenant_id AND s.broadcast_id = b.id AND s.sending)
 `
 
 type BroadcastCompleteParams struct {
@@ -130,9 +136,13 @@ type BroadcastCompleteParams struct {
 	ID       string
 }
 
-// A sending broadcast whose every recipient has ended is sent. Run after
-// the commit that moved recipients: of two batches that end the last ones
-// at once, the later check sees both.
+// A sending broadcast whose every recipient has ended is sent: every one
+// counted, and no message still awaiting the provider's answer (a
+// recipient is `sent` from its record on, but a refusal may yet queue it
+// again). Run after the commit that moved recipients or settled their
+// records: of two batches that end the last ones at once, the later check
+// sees both. The in-flight check is one probe of a small index
+// (sends_broadcast_sending), made only once the counters add up.
 func (q *Queries) BroadcastComplete(ctx context.Context, arg BroadcastCompleteParams) (int64, error) {
 	result, err := q.db.Exec(ctx, broadcastComplete, arg.TenantID, arg.ID)
 	if err != nil {
@@ -265,9 +275,10 @@ func (q *Queries) BroadcastEngagement(ctx context.Context, arg BroadcastEngageme
 const broadcastFinish = `-- name: BroadcastFinish :many
 WITH was AS (
     SELECT r0.tenant_id, r0.broadcast_id, r0.contact_id, r0.status FROM broadcast_recipients r0
-    JOIN jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, status text)
+    JOIN jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, claimed_at timestamptz,
+        status text)
       ON r0.tenant_id = x.tenant_id AND r0.broadcast_id = x.broadcast_id AND r0.contact_id = x.contact_id
-    WHERE r0.status = 'queued' OR (r0.status = 'cancelled' AND x.status = 'sent')
+    WHERE (r0.status = 'queued' AND r0.claimed_at = x.claimed_at) OR (r0.status = 'cancelled' AND x.status = 'sent')
     ORDER BY r0.tenant_id, r0.broadcast_id, r0.contact_id
     FOR UPDATE OF r0
 ), moved AS (
@@ -304,14 +315,18 @@ type BroadcastFinishRow struct {
 	BroadcastID string
 }
 
-// Moves a batch of claimed recipients to where they end (sent with their
-// send, skipped with a reason, failed with an error) or back to queued
-// (a temporary failure: due again at scheduled_for, the claim released),
-// and the broadcasts' counters by the status each row had. batch holds
-// {tenant_id, broadcast_id, contact_id, status, skip_reason, send_id,
-// last_error, scheduled_for}. A recipient cancelled meanwhile is still
-// moved to sent (its message left) but not to the other ends. Rows are
-// locked in key order. Returns the broadcasts touched.
+// Moves a batch of claimed recipients that got no record of this claim to
+// where they end (sent from the record an earlier attempt left, skipped
+// with a reason, failed with an error) or back to queued (a temporary
+// failure: due again at scheduled_for, the claim released), and the
+// broadcasts' counters by the status each row had. batch holds
+// {tenant_id, broadcast_id, contact_id, claimed_at, status, skip_reason,
+// send_id, last_error, scheduled_for}. Only a recipient still held by
+// that claim (queued, claimed_at as claimed) moves: a claim taken over
+// after SEND_CLAIM_TIMEOUT moves nothing another claim holds. A recipient
+// cancelled meanwhile is still moved to sent from its record (its message
+// may have left) but not to the other ends. Rows are locked in key order.
+// Returns the broadcasts touched.
 func (q *Queries) BroadcastFinish(ctx context.Context, batch json.RawMessage) ([]BroadcastFinishRow, error) {
 	rows, err := q.db.Query(ctx, broadcastFinish, batch)
 	if err != nil {
@@ -437,6 +452,16 @@ type BroadcastInsertParams struct {
 // same statement, from the status a row had (locked) to the one it gets:
 // the counters never drift from the rows. Recipient rows are locked in key
 // order (tenant, broadcast, contact) by every statement that moves several.
+// A recipient's status machine with records (ADDENDUM 19,
+// docs/decisions.md "Broadcasts: statuses with records"): queued (no
+// record; held by a claim from claimed_at) → sent with its record, in the
+// transaction that writes the record (BroadcastRecord) → failed, or queued
+// again, in the transaction that deletes it after a refusal
+// (BroadcastRefused); a queued one may end skipped, failed or cancelled
+// without a record (BroadcastFinish, BroadcastCancelRecipients). Moves of a
+// claimed recipient name its claim (claimed_at) or its record (send_id): a
+// claim taken over moves nothing. Lock order: broadcasts, sends,
+// broadcast_recipients, broadcast_counts.
 func (q *Queries) BroadcastInsert(ctx context.Context, arg BroadcastInsertParams) (Broadcast, error) {
 	row := q.db.QueryRow(ctx, broadcastInsert,
 		arg.TenantID,
@@ -543,6 +568,49 @@ func (q *Queries) BroadcastList(ctx context.Context, arg BroadcastListParams) ([
 	return items, nil
 }
 
+const broadcastLockShared = `-- name: BroadcastLockShared :many
+SELECT b.tenant_id, b.id, b.status FROM broadcasts b
+JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+  ON b.tenant_id = k.tenant_id AND b.id = k.id
+ORDER BY b.tenant_id, b.id
+FOR SHARE OF b
+`
+
+type BroadcastLockSharedParams struct {
+	TenantIds []string
+	Ids       []string
+}
+
+type BroadcastLockSharedRow struct {
+	TenantID string
+	ID       string
+	Status   string
+}
+
+// Locks broadcasts shared, in key order, and reads their status: a move of
+// recipients that depends on it (a refusal queues a recipient again only
+// on a broadcast not cancelled) and a cancel (which locks the broadcast for
+// update) wait for each other.
+func (q *Queries) BroadcastLockShared(ctx context.Context, arg BroadcastLockSharedParams) ([]BroadcastLockSharedRow, error) {
+	rows, err := q.db.Query(ctx, broadcastLockShared, arg.TenantIds, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastLockSharedRow{}
+	for rows.Next() {
+		var i BroadcastLockSharedRow
+		if err := rows.Scan(&i.TenantID, &i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const broadcastQueuedDue = `-- name: BroadcastQueuedDue :one
 SELECT EXISTS (
     SELECT 1 FROM broadcast_recipients r
@@ -615,6 +683,53 @@ func (q *Queries) BroadcastRecipientList(ctx context.Context, arg BroadcastRecip
 	return items, nil
 }
 
+const broadcastRecipientSends = `-- name: BroadcastRecipientSends :many
+SELECT s.tenant_id, s.broadcast_id::text AS broadcast_id, s.contact_id, s.id FROM sends s
+JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS broadcast_id,
+    unnest($3::text[]) AS contact_id) k
+  ON s.tenant_id = k.tenant_id AND s.broadcast_id = k.broadcast_id AND s.contact_id = k.contact_id
+`
+
+type BroadcastRecipientSendsParams struct {
+	TenantIds    []string
+	BroadcastIds []string
+	ContactIds   []string
+}
+
+type BroadcastRecipientSendsRow struct {
+	TenantID    string
+	BroadcastID string
+	ContactID   string
+	ID          string
+}
+
+// The records of a batch of recipients (keys in three arrays): a claimed
+// recipient whose message has one is settled from it, never sent again.
+func (q *Queries) BroadcastRecipientSends(ctx context.Context, arg BroadcastRecipientSendsParams) ([]BroadcastRecipientSendsRow, error) {
+	rows, err := q.db.Query(ctx, broadcastRecipientSends, arg.TenantIds, arg.BroadcastIds, arg.ContactIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastRecipientSendsRow{}
+	for rows.Next() {
+		var i BroadcastRecipientSendsRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.BroadcastID,
+			&i.ContactID,
+			&i.ID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const broadcastRecipientsDueAt = `-- name: BroadcastRecipientsDueAt :many
 SELECT DISTINCT date_trunc('second', scheduled_for)::timestamptz AS at FROM broadcast_recipients
 WHERE tenant_id = $1 AND broadcast_id = $2 AND status = 'queued'
@@ -664,6 +779,129 @@ func (q *Queries) BroadcastRecipientsLast(ctx context.Context, arg BroadcastReci
 	var column_1 time.Time
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const broadcastRecord = `-- name: BroadcastRecord :many
+WITH was AS (
+    SELECT r0.tenant_id, r0.broadcast_id, r0.contact_id FROM broadcast_recipients r0
+    JOIN jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, claimed_at timestamptz)
+      ON r0.tenant_id = x.tenant_id AND r0.broadcast_id = x.broadcast_id AND r0.contact_id = x.contact_id
+    WHERE r0.status = 'queued' AND r0.claimed_at = x.claimed_at
+    ORDER BY r0.tenant_id, r0.broadcast_id, r0.contact_id
+    FOR UPDATE OF r0
+), moved AS (
+    UPDATE broadcast_recipients r SET status = 'sent', send_id = x.send_id, skip_reason = NULL, last_error = NULL
+    FROM was, jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, send_id text)
+    WHERE r.tenant_id = was.tenant_id AND r.broadcast_id = was.broadcast_id AND r.contact_id = was.contact_id
+      AND x.tenant_id = r.tenant_id AND x.broadcast_id = r.broadcast_id AND x.contact_id = r.contact_id
+    RETURNING r.tenant_id, r.broadcast_id, r.send_id
+), counted AS (
+    INSERT INTO broadcast_counts AS bc (tenant_id, broadcast_id, shard, sent)
+    SELECT m.tenant_id, m.broadcast_id, (pg_current_xact_id()::text::bigint % 16)::smallint, count(*)
+    FROM moved m GROUP BY m.tenant_id, m.broadcast_id
+    ORDER BY m.tenant_id, m.broadcast_id
+    ON CONFLICT (tenant_id, broadcast_id, shard) DO UPDATE SET sent = bc.sent + EXCLUDED.sent
+)
+SELECT m.send_id::text FROM moved m
+`
+
+// The records of a batch of claimed recipients were just written, in this
+// transaction, before any provider call: each recipient still held by its
+// claim (queued, claimed_at as claimed) is `sent` with its record from now
+// on, and counted sent by its broadcast in the same statement; claimed_at
+// stays (the attempt that holds the record). batch holds {tenant_id,
+// broadcast_id, contact_id, claimed_at, send_id}. A recipient cancelled or
+// taken over by another claim meanwhile does not move and its send id is
+// not returned: the caller withdraws that record (nothing leaves). Rows are
+// locked in key order, after the records (the lock order). Returns the
+// send ids of the recipients moved.
+func (q *Queries) BroadcastRecord(ctx context.Context, batch json.RawMessage) ([]string, error) {
+	rows, err := q.db.Query(ctx, broadcastRecord, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var m_send_id string
+		if err := rows.Scan(&m_send_id); err != nil {
+			return nil, err
+		}
+		items = append(items, m_send_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const broadcastRefused = `-- name: BroadcastRefused :many
+WITH was AS (
+    SELECT r0.tenant_id, r0.broadcast_id, r0.contact_id FROM broadcast_recipients r0
+    JOIN jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, send_id text)
+      ON r0.tenant_id = x.tenant_id AND r0.broadcast_id = x.broadcast_id AND r0.contact_id = x.contact_id
+    WHERE r0.status = 'sent' AND r0.send_id = x.send_id
+      AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.tenant_id = x.tenant_id AND s.id = x.send_id)
+    ORDER BY r0.tenant_id, r0.broadcast_id, r0.contact_id
+    FOR UPDATE OF r0
+), moved AS (
+    UPDATE broadcast_recipients r SET status = x.status, send_id = NULL, last_error = x.last_error,
+        scheduled_for = coalesce(x.scheduled_for, r.scheduled_for),
+        claimed_at = CASE WHEN x.status = 'queued' THEN NULL ELSE r.claimed_at END
+    FROM was, jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, status text,
+        last_error text, scheduled_for timestamptz)
+    WHERE r.tenant_id = was.tenant_id AND r.broadcast_id = was.broadcast_id AND r.contact_id = was.contact_id
+      AND x.tenant_id = r.tenant_id AND x.broadcast_id = r.broadcast_id AND x.contact_id = r.contact_id
+    RETURNING r.tenant_id, r.broadcast_id, r.status
+), delta AS (
+    SELECT m.tenant_id, m.broadcast_id, count(*) AS unsent,
+        count(*) FILTER (WHERE m.status = 'failed') AS failed,
+        count(*) FILTER (WHERE m.status = 'cancelled') AS cancelled
+    FROM moved m GROUP BY m.tenant_id, m.broadcast_id
+)
+INSERT INTO broadcast_counts AS bc (tenant_id, broadcast_id, shard, sent, failed, cancelled)
+SELECT d.tenant_id, d.broadcast_id, (pg_current_xact_id()::text::bigint % 16)::smallint,
+    -d.unsent, d.failed, d.cancelled
+FROM delta d
+ORDER BY d.tenant_id, d.broadcast_id
+ON CONFLICT (tenant_id, broadcast_id, shard) DO UPDATE SET sent = bc.sent + EXCLUDED.sent,
+    failed = bc.failed + EXCLUDED.failed, cancelled = bc.cancelled + EXCLUDED.cancelled
+RETURNING bc.tenant_id, bc.broadcast_id
+`
+
+type BroadcastRefusedRow struct {
+	TenantID    string
+	BroadcastID string
+}
+
+// The provider refused the messages of a batch of recipients (or they
+// never reached it), and their records were deleted in this transaction:
+// each recipient still `sent` with that record, now gone, moves to its
+// status in batch (failed; queued again for a temporary refusal, due at
+// scheduled_for, the claim released; cancelled instead on a broadcast
+// cancelled meanwhile), its send_id cleared, and the counters from sent to
+// there in the same statement. A record settled meanwhile (in doubt) was
+// not deleted: its recipient stays sent. batch holds {tenant_id,
+// broadcast_id, contact_id, send_id, status, last_error, scheduled_for}.
+// Rows are locked in key order. Returns the broadcasts touched.
+func (q *Queries) BroadcastRefused(ctx context.Context, batch json.RawMessage) ([]BroadcastRefusedRow, error) {
+	rows, err := q.db.Query(ctx, broadcastRefused, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastRefusedRow{}
+	for rows.Next() {
+		var i BroadcastRefusedRow
+		if err := rows.Scan(&i.TenantID, &i.BroadcastID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const broadcastSetStatus = `-- name: BroadcastSetStatus :one

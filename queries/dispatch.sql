@@ -39,18 +39,23 @@ JOIN tenants t ON t.id = e.tenant_id
 LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
 LEFT JOIN events ev ON ev.tenant_id = e.tenant_id AND ev.id = e.trigger_event_id;
 
--- name: SendInsertMany :exec
--- SendInsert for a batch: rows is a JSON array of objects with the columns
--- below; every record is born sending and in doubt.
+-- name: SendInsertMany :many
+-- SendInsert for a batch: batch is a JSON array of objects with the columns
+-- below; every record is born sending and in doubt. A row whose message has
+-- a record already (the unique index of its scheduled send or broadcast
+-- recipient) is not written and not returned: that row's conflict alone,
+-- never the batch's. Returns the ids written.
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt)
 SELECT r.tenant_id, r.id, '', r.contact_id, r.template_id, r.template_version,
        r.sequence_id, r.step_id, r.scheduled_send_id, r.broadcast_id, r.from_address, r.to_address, r.subject,
        r.sent_at, true, true
-FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, contact_id text, template_id text,
+FROM jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, contact_id text, template_id text,
     template_version integer, sequence_id text, step_id text, scheduled_send_id text, broadcast_id text,
-    from_address text, to_address text, subject text, sent_at timestamptz);
+    from_address text, to_address text, subject text, sent_at timestamptz)
+ON CONFLICT DO NOTHING
+RETURNING id;
 
 -- name: SendDeleteMany :exec
 -- SendDelete for a batch of refused messages.

@@ -474,7 +474,7 @@ func (q *Queries) SendDeleteMany(ctx context.Context, arg SendDeleteManyParams) 
 	return err
 }
 
-const sendInsertMany = `-- name: SendInsertMany :exec
+const sendInsertMany = `-- name: SendInsertMany :many
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt)
@@ -484,13 +484,33 @@ SELECT r.tenant_id, r.id, '', r.contact_id, r.template_id, r.template_version,
 FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, contact_id text, template_id text,
     template_version integer, sequence_id text, step_id text, scheduled_send_id text, broadcast_id text,
     from_address text, to_address text, subject text, sent_at timestamptz)
+ON CONFLICT DO NOTHING
+RETURNING id
 `
 
-// SendInsert for a batch: rows is a JSON array of objects with the columns
-// below; every record is born sending and in doubt.
-func (q *Queries) SendInsertMany(ctx context.Context, rows json.RawMessage) error {
-	_, err := q.db.Exec(ctx, sendInsertMany, rows)
-	return err
+// SendInsert for a batch: batch is a JSON array of objects with the columns
+// below; every record is born sending and in doubt. A row whose message has
+// a record already (the unique index of its scheduled send or broadcast
+// recipient) is not written and not returned: that row's conflict alone,
+// never the batch's. Returns the ids written.
+func (q *Queries) SendInsertMany(ctx context.Context, batch json.RawMessage) ([]string, error) {
+	rows, err := q.db.Query(ctx, sendInsertMany, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sendSettleMany = `-- name: SendSettleMany :many

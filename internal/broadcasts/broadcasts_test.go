@@ -40,12 +40,22 @@ type fixture struct {
 // and the contacts given (email → properties JSON).
 func newFixture(t testing.TB, contacts map[string]string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, contacts, nil)
+}
+
+// newFixtureWith is newFixture whose provider (the fake SendGrid's client)
+// is wrapped by wrap when it is not nil.
+func newFixtureWith(t testing.TB, contacts map[string]string, wrap func(provider.Provider) provider.Provider) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), sg: providertest.NewSendGrid(t)}
 	cfg := apptest.Config(t)
 	f.sg.Configure(cfg)
 	prov, err := provider.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		prov = wrap(prov)
 	}
 	f.svc = apptest.Services(t, app.Infra{Config: cfg, Provider: prov, MJML: testenv.MJML(t)})
 	f.exec(`INSERT INTO tenants (id, name, sending_status, default_from_address) VALUES ($1, 'B', 'enabled', 'B <b@b.example>')`, tenant)

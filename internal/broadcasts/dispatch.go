@@ -3,9 +3,9 @@ package broadcasts
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
-
 	"time"
 
 	"tidings/internal/delivery"
@@ -49,9 +49,11 @@ func skipReason(c *queries.Contact, t queries.Tenant, topic *queries.Topic) stri
 }
 
 // Dispatcher sends broadcasts' due recipients in batches through the send
-// ledger (delivery.Sender.SendSteps): claim in one statement, re-check,
-// record every message before the provider is called, settle, and move the
-// recipients with their broadcasts' counters in one statement.
+// ledger (delivery.Sender.SendStepsWith): claim in one statement, re-check,
+// record every message before the provider is called, and move each
+// recipient with its record in the ledger's own transactions: `sent` with
+// the record, back to failed or queued with its deletion after a refusal
+// (ADDENDUM 19). A recipient's failure or conflict is its own.
 type Dispatcher struct {
 	DB     *store.DB
 	Sender *delivery.Sender
@@ -67,16 +69,24 @@ type Dispatcher struct {
 // DefaultBatch is how many recipients one claim takes.
 const DefaultBatch = 100
 
-// finishRow is one row of BroadcastFinish's JSON.
+// finishRow is one row of BroadcastFinish's and BroadcastRefused's JSON.
+// ClaimedAt names the claim that moves the row (BroadcastFinish), SendID
+// the record (BroadcastRefused, and a sent recipient's record).
 type finishRow struct {
 	TenantID     string     `json:"tenant_id"`
 	BroadcastID  string     `json:"broadcast_id"`
 	ContactID    string     `json:"contact_id"`
+	ClaimedAt    *time.Time `json:"claimed_at"`
 	Status       string     `json:"status"`
 	SkipReason   *string    `json:"skip_reason"`
 	SendID       *string    `json:"send_id"`
 	LastError    *string    `json:"last_error"`
 	ScheduledFor *time.Time `json:"scheduled_for"`
+}
+
+func rowOf(r queries.BroadcastRecipient, status string) finishRow {
+	return finishRow{TenantID: r.TenantID, BroadcastID: r.BroadcastID, ContactID: r.ContactID,
+		ClaimedAt: r.ClaimedAt, Status: status}
 }
 
 // Counts is what a dispatch did with the recipients it claimed.
@@ -101,67 +111,66 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 	n.Claimed = len(claimed)
 	var done []finishRow
 	finish := func(r queries.BroadcastRecipient, status string) *finishRow {
-		done = append(done, finishRow{TenantID: r.TenantID, BroadcastID: r.BroadcastID, ContactID: r.ContactID, Status: status})
+		done = append(done, rowOf(r, status))
 		return &done[len(done)-1]
 	}
 
-	// A recipient whose message has its record (an earlier claim died after
-	// writing it) is sent: the record may be in doubt, never sent again.
-	var live []queries.BroadcastRecipient
+	// A recipient whose message has its record (an earlier attempt left
+	// it) is settled from it: the record may be in doubt, never sent again.
+	var live, recorded []queries.BroadcastRecipient
+	var recordIDs []string
 	for _, c := range claimed {
 		if c.SentID == "" {
 			live = append(live, c.BroadcastRecipient)
-			continue
+		} else {
+			recorded, recordIDs = append(recorded, c.BroadcastRecipient), append(recordIDs, c.SentID)
 		}
-		if err := d.Sender.SettleInDoubt(ctx, c.BroadcastRecipient.TenantID, c.SentID, nil); err != nil {
-			d.Log.Warn("broadcast recipient's record not settled; retried at its next claim", "err", err,
-				"tenant_id", c.BroadcastRecipient.TenantID, "send_id", c.SentID)
-			continue
-		}
-		id := c.SentID
-		finish(c.BroadcastRecipient, RecipientSent).SendID = &id
-		n.Sent++
 	}
 
 	steps, stepRows, err := d.check(ctx, live, finish, &n)
 	if err != nil {
 		return n, err // the claims lapse and are taken again
 	}
+	var notRecorded error
 	if len(steps) > 0 {
-		// The recipients sent are moved in the transaction that settles
-		// their records: no window between "settled" and "sent".
-		var settledRows []finishRow
-		var touched []queries.BroadcastFinishRow
-		results := d.Sender.SendSteps(ctx, steps, d.Parallel, func(ctx context.Context, q *store.Tx, settled []delivery.Settled) error {
-			settledRows = settledRows[:0]
-			for _, st := range settled {
-				r := stepRows[st.Index]
-				id := st.SendID
-				settledRows = append(settledRows, finishRow{TenantID: r.TenantID, BroadcastID: r.BroadcastID,
-					ContactID: r.ContactID, Status: RecipientSent, SendID: &id})
-			}
-			var err error
-			touched, err = d.finish(ctx, q.Queries, settledRows)
-			return err
+		results := d.Sender.SendStepsWith(ctx, steps, d.Parallel, delivery.BatchHooks{
+			Recorded: func(ctx context.Context, q *store.Tx, rec []delivery.Recorded) ([]int, error) {
+				return d.recorded(ctx, q, stepRows, rec)
+			},
+			Refused: func(ctx context.Context, q *store.Tx, refused []delivery.Refused) error {
+				return d.refused(ctx, q, stepRows, refused)
+			},
 		})
-		d.complete(ctx, touched)
+		var exists []queries.BroadcastRecipient
 		for i, res := range results {
 			r := stepRows[i]
 			switch {
 			case res.Err == nil || delivery.IsInDoubt(res.Err):
-				n.Sent++
-				if !res.InRecordDone {
-					// Settled without its move: the next claim finds the
-					// record and moves it.
-					continue
-				}
+				n.Sent++ // `sent` since its record was written
+			case errors.Is(res.Err, delivery.ErrWithdrawn):
+				// Cancelled or taken over by another claim before its
+				// record: nothing left, and its row is not this claim's.
+			case errors.Is(res.Err, delivery.ErrRecordExists):
+				exists = append(exists, r)
+			case errors.Is(res.Err, delivery.ErrNotRecorded):
+				// The database failed: nothing sent; the claims lapse and
+				// are taken again.
+				notRecorded = res.Err
 			case isCapped(res.Err):
 				// Over the frequency cap: no record, nothing sent; a
 				// broadcast does not wait (ADDENDUM 17).
 				n.Skipped++
 				reason := SkipFrequencyCapped
 				finish(r, RecipientSkipped).SkipReason = &reason
-			case provider.IsTemporary(res.Err) && int(r.Attempts) < d.MaxAttempts:
+			case res.SendID != "":
+				// Refused after its record: moved with the record's
+				// deletion (refused).
+				if d.retry(r, res.Err) {
+					n.Retry++
+				} else {
+					n.Failed++
+				}
+			case d.retry(r, res.Err):
 				n.Retry++
 				row := finish(r, RecipientQueued)
 				at := time.Now().Add(engine.Backoff(int(r.Attempts)))
@@ -173,16 +182,155 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 				finish(r, RecipientFailed).LastError = &msg
 			}
 		}
+		if len(exists) > 0 {
+			ids, err := d.recordsOf(ctx, exists)
+			if err != nil {
+				return n, err // the claims lapse and are taken again
+			}
+			for k, r := range exists {
+				if ids[k] != "" {
+					recorded, recordIDs = append(recorded, r), append(recordIDs, ids[k])
+				}
+			}
+		}
 	}
-	if len(done) == 0 {
-		return n, nil
+	for k, r := range recorded {
+		if err := d.Sender.SettleInDoubt(ctx, r.TenantID, recordIDs[k], nil); err != nil {
+			d.Log.Warn("broadcast recipient's record not settled; retried at its next claim", "err", err,
+				"tenant_id", r.TenantID, "send_id", recordIDs[k])
+			continue
+		}
+		id := recordIDs[k]
+		finish(r, RecipientSent).SendID = &id
+		n.Sent++
 	}
-	touched, err := d.finish(ctx, d.DB.Queries, done)
+	if len(done) > 0 {
+		if _, err := d.finish(ctx, d.DB.Queries, done); err != nil {
+			return n, err
+		}
+	}
+	d.complete(ctx, claimed)
+	return n, notRecorded
+}
+
+// retry says whether the recipient's failure is tried again: a temporary
+// one while attempts are left.
+func (d *Dispatcher) retry(r queries.BroadcastRecipient, err error) bool {
+	return provider.IsTemporary(err) && int(r.Attempts) < d.MaxAttempts
+}
+
+// recordRow is one row of BroadcastRecord's JSON.
+type recordRow struct {
+	TenantID    string     `json:"tenant_id"`
+	BroadcastID string     `json:"broadcast_id"`
+	ContactID   string     `json:"contact_id"`
+	ClaimedAt   *time.Time `json:"claimed_at"`
+	SendID      string     `json:"send_id"`
+}
+
+// recorded runs in the transaction that wrote the batch's records: the
+// recipients still held by this claim are `sent` with them from now; the
+// others (cancelled, or taken over by another claim) withdraw theirs.
+func (d *Dispatcher) recorded(ctx context.Context, q *store.Tx, rows []queries.BroadcastRecipient, rec []delivery.Recorded) ([]int, error) {
+	batch := make([]recordRow, len(rec))
+	for k, x := range rec {
+		r := rows[x.Index]
+		batch[k] = recordRow{TenantID: r.TenantID, BroadcastID: r.BroadcastID, ContactID: r.ContactID,
+			ClaimedAt: r.ClaimedAt, SendID: x.SendID}
+	}
+	b, err := json.Marshal(batch)
 	if err != nil {
-		return n, err
+		return nil, err
 	}
-	d.complete(ctx, touched)
-	return n, nil
+	moved, err := q.BroadcastRecord(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]bool, len(moved))
+	for _, id := range moved {
+		held[id] = true
+	}
+	var withdraw []int
+	for _, x := range rec {
+		if !held[x.SendID] {
+			withdraw = append(withdraw, x.Index)
+		}
+	}
+	return withdraw, nil
+}
+
+// refused runs in the transaction that deleted the refused messages'
+// records: their recipients turn failed, or queued again for a temporary
+// refusal (cancelled instead on a broadcast cancelled meanwhile: the
+// broadcasts are locked first, so a cancel and this move wait for each
+// other).
+func (d *Dispatcher) refused(ctx context.Context, q *store.Tx, rows []queries.BroadcastRecipient, refused []delivery.Refused) error {
+	var lock queries.BroadcastLockSharedParams
+	seen := map[[2]string]bool{}
+	for _, x := range refused {
+		r := rows[x.Index]
+		if k := [2]string{r.TenantID, r.BroadcastID}; !seen[k] {
+			seen[k] = true
+			lock.TenantIds, lock.Ids = append(lock.TenantIds, r.TenantID), append(lock.Ids, r.BroadcastID)
+		}
+	}
+	bs, err := q.BroadcastLockShared(ctx, lock)
+	if err != nil {
+		return err
+	}
+	cancelled := map[[2]string]bool{}
+	for _, b := range bs {
+		cancelled[[2]string{b.TenantID, b.ID}] = b.Status == Cancelled
+	}
+	batch := make([]finishRow, len(refused))
+	for k, x := range refused {
+		r := rows[x.Index]
+		status := RecipientFailed
+		if d.retry(r, x.Err) {
+			status = RecipientQueued
+			if cancelled[[2]string{r.TenantID, r.BroadcastID}] {
+				status = RecipientCancelled
+			}
+		}
+		row := rowOf(r, status)
+		id, msg := x.SendID, x.Err.Error()
+		row.SendID, row.LastError = &id, &msg
+		if status == RecipientQueued {
+			at := time.Now().Add(engine.Backoff(int(r.Attempts)))
+			row.ScheduledFor = &at
+		}
+		batch[k] = row
+	}
+	b, err := json.Marshal(batch)
+	if err != nil {
+		return err
+	}
+	_, err = q.BroadcastRefused(ctx, b)
+	return err
+}
+
+// recordsOf reads the records of recipients whose insert found one: ids[k]
+// is rows[k]'s ("" when gone since).
+func (d *Dispatcher) recordsOf(ctx context.Context, rows []queries.BroadcastRecipient) ([]string, error) {
+	var keys queries.BroadcastRecipientSendsParams
+	for _, r := range rows {
+		keys.TenantIds = append(keys.TenantIds, r.TenantID)
+		keys.BroadcastIds = append(keys.BroadcastIds, r.BroadcastID)
+		keys.ContactIds = append(keys.ContactIds, r.ContactID)
+	}
+	found, err := d.DB.BroadcastRecipientSends(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[[3]string]string, len(found))
+	for _, f := range found {
+		byKey[[3]string{f.TenantID, f.BroadcastID, f.ContactID}] = f.ID
+	}
+	ids := make([]string, len(rows))
+	for k, r := range rows {
+		ids[k] = byKey[[3]string{r.TenantID, r.BroadcastID, r.ContactID}]
+	}
+	return ids, nil
 }
 
 // claim takes up to limit due recipients, broadcast by broadcast, starting
@@ -291,18 +439,19 @@ func (d *Dispatcher) finish(ctx context.Context, q *queries.Queries, rows []fini
 	return q.BroadcastFinish(ctx, b)
 }
 
-// complete marks sent the broadcasts whose every recipient has ended; run
-// after the commit that moved them.
-func (d *Dispatcher) complete(ctx context.Context, touched []queries.BroadcastFinishRow) {
+// complete marks sent the broadcasts of the claimed recipients whose
+// every recipient has ended; run after the commits that moved them.
+func (d *Dispatcher) complete(ctx context.Context, claimed []queries.BroadcastClaimRow) {
 	seen := map[[2]string]bool{}
-	for _, t := range touched {
-		k := [2]string{t.TenantID, t.BroadcastID}
+	for _, c := range claimed {
+		r := c.BroadcastRecipient
+		k := [2]string{r.TenantID, r.BroadcastID}
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
-		if _, err := d.DB.BroadcastComplete(ctx, queries.BroadcastCompleteParams{TenantID: t.TenantID, ID: t.BroadcastID}); err != nil {
-			d.Log.Warn("broadcast completion not checked; the sweep will", "err", err, "broadcast_id", t.BroadcastID)
+		if _, err := d.DB.BroadcastComplete(ctx, queries.BroadcastCompleteParams{TenantID: r.TenantID, ID: r.BroadcastID}); err != nil {
+			d.Log.Warn("broadcast completion not checked; the sweep will", "err", err, "broadcast_id", r.BroadcastID)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -35,6 +36,56 @@ type StepResult struct {
 	Err error
 }
 
+// Recorded is one message of a batch whose record was written (not yet sent).
+type Recorded struct {
+	// Index is the step's position in the batch.
+	Index  int
+	SendID string
+}
+
+// Refused is one message of a batch the provider refused (or that never
+// reached it): its record is deleted, Err says why.
+type Refused struct {
+	// Index is the step's position in the batch.
+	Index  int
+	SendID string
+	Err    error
+}
+
+// BatchHooks run in the ledger's transactions of a batch of steps
+// (SendStepsWith), so that what the caller keeps about each message moves
+// with its record, with no window between them. Each may be nil.
+type BatchHooks struct {
+	// Recorded runs in the transaction that writes the records, after they
+	// are written and before any provider call. It returns the positions
+	// whose messages the caller withdraws (e.g. a claim taken over
+	// meanwhile): their records are deleted in that transaction, nothing
+	// is sent, and their results carry ErrWithdrawn.
+	Recorded func(ctx context.Context, q *store.Tx, recorded []Recorded) (withdraw []int, err error)
+	// Refused runs in the transaction that deletes the refused messages'
+	// records (only records still `sending` are deleted: one settled
+	// meanwhile, in doubt, stays).
+	Refused func(ctx context.Context, q *store.Tx, refused []Refused) error
+	// Settled runs in the transaction that settles the others (SendSteps's
+	// then).
+	Settled func(ctx context.Context, q *store.Tx, settled []Settled) error
+}
+
+// ErrRecordExists is the result of a step whose message has a record
+// already (its scheduled send's or broadcast recipient's): no second record
+// is written and nothing is sent; the caller settles the step from the
+// record it has. It is that step's alone, never the batch's.
+var ErrRecordExists = errors.New("the message has a record already: not sent again")
+
+// ErrWithdrawn is the result of a step whose message BatchHooks.Recorded
+// withdrew: its record was deleted before any provider call.
+var ErrWithdrawn = errors.New("the message was withdrawn before it was sent")
+
+// ErrNotRecorded is the result of every step of a batch whose records
+// could not be written (the database failed): nothing was sent, and the
+// steps may be tried again.
+var ErrNotRecorded = errors.New("the batch's send records were not written: nothing was sent")
+
 // DefaultParallel is how many provider calls a batch makes at once.
 const DefaultParallel = 32
 
@@ -51,9 +102,16 @@ const DefaultParallel = 32
 // it.
 func (s *Sender) SendSteps(ctx context.Context, steps []Step, parallel int,
 	then func(ctx context.Context, q *store.Tx, settled []Settled) error) []StepResult {
+	return s.SendStepsWith(ctx, steps, parallel, BatchHooks{Settled: then})
+}
+
+// SendStepsWith is SendSteps with hooks in each of the ledger's
+// transactions: a broadcast moves its recipients with their records
+// (written, refused, settled).
+func (s *Sender) SendStepsWith(ctx context.Context, steps []Step, parallel int, hooks BatchHooks) []StepResult {
 	res := make([]StepResult, len(steps))
 	preps := s.prepareSteps(ctx, steps, res)
-	return s.sendPrepared(ctx, preps, res, parallel, nil, then)
+	return s.sendPrepared(ctx, preps, res, parallel, hooks)
 }
 
 // SendBatch sends transactional messages (POST /api/send/batch), each
@@ -77,7 +135,17 @@ func (s *Sender) SendBatch(ctx context.Context, tenantID string, reqs []Request,
 		}
 		res[i].Err = err
 	}
-	out := s.sendPrepared(ctx, preps, res, parallel, onRecord, nil)
+	var hooks BatchHooks
+	if onRecord != nil {
+		hooks.Recorded = func(ctx context.Context, q *store.Tx, recorded []Recorded) ([]int, error) {
+			ids := make(map[int]string, len(recorded))
+			for _, r := range recorded {
+				ids[r.Index] = r.SendID
+			}
+			return nil, onRecord(ctx, q, ids)
+		}
+	}
+	out := s.sendPrepared(ctx, preps, res, parallel, hooks)
 	for i := range out {
 		// As Send answers: a refused message has no record; one in doubt
 		// is the 502 that names its record.
@@ -95,15 +163,13 @@ func (s *Sender) SendBatch(ctx context.Context, tenantID string, reqs []Request,
 // sendPrepared sends the prepared messages (nil: failed before, with its
 // error in res). The messages go in groups as the shared provider rate
 // lets them (all at once without a rate): a group's records are written in
-// one statement (with onRecord in its transaction) only once its messages
-// may leave, and its provider calls start at once, concurrently, while the
-// next group waits for the rate; no record ever waits for the rate
-// (ADDENDUM 19). Once every call has answered, the refused records are
-// deleted in one statement and the others settled in one transaction that
-// also runs then.
-func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []StepResult, parallel int,
-	onRecord func(ctx context.Context, q *store.Tx, sendIDs map[int]string) error,
-	then func(ctx context.Context, q *store.Tx, settled []Settled) error) []StepResult {
+// one statement (with hooks.Recorded in its transaction) only once its
+// messages may leave, and its provider calls start at once, concurrently,
+// while the next group waits for the rate; no record ever waits for the
+// rate (ADDENDUM 19). Once every call has answered, the refused records
+// are deleted in one statement (with hooks.Refused) and the others settled
+// in one transaction that also runs hooks.Settled.
+func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []StepResult, parallel int, hooks BatchHooks) []StepResult {
 	var pending []int
 	for i, p := range preps {
 		if p != nil {
@@ -139,17 +205,18 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 		}
 		group := pending[:n]
 		pending = pending[n:]
-		over, err := s.insertMany(ctx, preps, group, onRecord)
+		unsent, err := s.insertMany(ctx, preps, group, hooks.Recorded)
 		if err != nil {
 			for _, i := range group {
-				res[i].Err = err
+				res[i].Err = fmt.Errorf("%w: %w", ErrNotRecorded, err)
 			}
 			continue
 		}
 		for _, i := range group {
-			if until, ok := over[i]; ok {
-				// Over the frequency cap: no record, no message.
-				res[i].Err = &CappedError{Until: until}
+			if err, ok := unsent[i]; ok {
+				// Over the frequency cap, a record there already, or
+				// withdrawn: no new record, no message; that step's alone.
+				res[i].Err = err
 				continue
 			}
 			idx = append(idx, i)
@@ -172,6 +239,7 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	var refused queries.SendDeleteManyParams
+	var refusedOf []Refused
 	var settled []Settled
 	var rows []settleRow
 	for _, i := range idx {
@@ -189,22 +257,35 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 			res[i].Err = providerError(a.err)
 			refused.TenantIds = append(refused.TenantIds, rec.TenantID)
 			refused.Ids = append(refused.Ids, rec.ID)
+			refusedOf = append(refusedOf, Refused{Index: i, SendID: rec.ID, Err: res[i].Err})
 			continue
 		}
 		settled = append(settled, Settled{Index: i, SendID: rec.ID, InDoubt: res[i].InDoubt})
 		rows = append(rows, settleRow{TenantID: rec.TenantID, ID: rec.ID, MessageID: a.id, InDoubt: res[i].InDoubt})
 	}
 	if len(refused.Ids) > 0 {
-		if err := s.DB.SendDeleteMany(sctx, refused); err != nil {
-			// The records stay sending; the steps' next claims settle them
-			// in doubt, which overstates but never resends.
+		var err error
+		if hooks.Refused == nil {
+			err = s.DB.SendDeleteMany(sctx, refused)
+		} else {
+			err = s.DB.InTx(sctx, func(q *store.Tx) error {
+				if err := q.SendDeleteMany(sctx, refused); err != nil {
+					return err
+				}
+				return hooks.Refused(sctx, q, refusedOf)
+			})
+		}
+		if err != nil {
+			// The records stay sending; the steps' next claims (or the
+			// ledger sweep) settle them in doubt, which overstates but
+			// never resends.
 			s.Log.Error("refused sends' records not deleted", "err", err, "count", len(refused.Ids))
 		}
 	}
 	if len(settled) == 0 {
 		return res
 	}
-	done, err := s.settleMany(sctx, rows, settled, then)
+	done, err := s.settleMany(sctx, rows, settled, hooks.Settled)
 	if err != nil {
 		// The provider has the messages and their records exist, sending:
 		// the steps' next claims settle them in doubt with their marks.
@@ -263,12 +344,14 @@ type insertRow struct {
 }
 
 // insertMany commits the records of the prepared steps, before any of
-// their messages leaves. Steps of tenants with a frequency cap are judged
-// in the same transaction (applyCap); it returns those over the cap, with
-// the end of their contact's period, which get no record. onRecord, when
-// set, runs in the same transaction with the ids of the records written.
+// their messages leaves, in one statement that judges each row alone: a
+// row whose message has a record already is not written (ErrRecordExists).
+// Steps of tenants with a frequency cap are judged in the same transaction
+// (applyCap); recorded, when set, runs in it after the insert and may
+// withdraw records (ErrWithdrawn). It returns the steps that got no
+// record (or lost it), each with its error.
 func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
-	onRecord func(ctx context.Context, q *store.Tx, sendIDs map[int]string) error) (map[int]time.Time, error) {
+	recorded func(context.Context, *store.Tx, []Recorded) ([]int, error)) (map[int]error, error) {
 	var caps []capped
 	for _, i := range idx {
 		if preps[i].capOn {
@@ -277,10 +360,11 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
 			caps = append(caps, c)
 		}
 	}
-	rowsOf := func(over map[int]time.Time) ([]byte, error) {
+	unsent := map[int]error{}
+	insert := func(q *queries.Queries) error {
 		rows := make([]insertRow, 0, len(idx))
 		for _, i := range idx {
-			if _, ok := over[i]; ok {
+			if _, ok := unsent[i]; ok {
 				continue
 			}
 			r := preps[i].rec
@@ -289,43 +373,65 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
 				ScheduledSendID: r.ScheduledSendID, BroadcastID: r.BroadcastID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
 				Subject: r.Subject, SentAt: r.SentAt})
 		}
-		return json.Marshal(rows)
-	}
-	if len(caps) == 0 && onRecord == nil {
-		b, err := rowsOf(nil)
-		if err != nil {
-			return nil, err
-		}
-		return nil, s.DB.SendInsertMany(ctx, b)
-	}
-	var over map[int]time.Time
-	err := s.DB.InTx(ctx, func(q *store.Tx) error {
-		over = nil
-		if len(caps) > 0 {
-			var err error
-			if over, err = applyCap(ctx, q, s.now(), caps); err != nil {
-				return err
-			}
-		}
-		b, err := rowsOf(over)
-		if err != nil {
-			return err
-		}
-		if err := q.SendInsertMany(ctx, b); err != nil {
-			return err
-		}
-		if onRecord == nil {
+		if len(rows) == 0 {
 			return nil
 		}
-		ids := make(map[int]string, len(idx))
+		b, err := json.Marshal(rows)
+		if err != nil {
+			return err
+		}
+		written, err := q.SendInsertMany(ctx, b)
+		if err != nil {
+			return err
+		}
+		ok := make(map[string]bool, len(written))
+		for _, id := range written {
+			ok[id] = true
+		}
 		for _, i := range idx {
-			if _, ok := over[i]; !ok {
-				ids[i] = preps[i].rec.ID
+			if _, out := unsent[i]; !out && !ok[preps[i].rec.ID] {
+				unsent[i] = ErrRecordExists
 			}
 		}
-		return onRecord(ctx, q, ids)
+		return nil
+	}
+	if len(caps) == 0 && recorded == nil {
+		return unsent, insert(s.DB.Queries)
+	}
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		clear(unsent)
+		over, err := applyCap(ctx, q, s.now(), caps)
+		if err != nil {
+			return err
+		}
+		for i, until := range over {
+			unsent[i] = &CappedError{Until: until}
+		}
+		if err := insert(q.Queries); err != nil || recorded == nil {
+			return err
+		}
+		var rec []Recorded
+		for _, i := range idx {
+			if _, out := unsent[i]; !out {
+				rec = append(rec, Recorded{Index: i, SendID: preps[i].rec.ID})
+			}
+		}
+		if len(rec) == 0 {
+			return nil
+		}
+		withdraw, err := recorded(ctx, q, rec)
+		if err != nil || len(withdraw) == 0 {
+			return err
+		}
+		var del queries.SendDeleteManyParams
+		for _, i := range withdraw {
+			unsent[i] = ErrWithdrawn
+			del.TenantIds = append(del.TenantIds, preps[i].rec.TenantID)
+			del.Ids = append(del.Ids, preps[i].rec.ID)
+		}
+		return q.SendDeleteMany(ctx, del)
 	})
-	return over, err
+	return unsent, err
 }
 
 type answer struct {
