@@ -106,7 +106,9 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 	if len(idx) == 0 {
 		return res
 	}
-	over, err := s.insertMany(ctx, preps, idx)
+	// The records are not yet the write: a request's audit entry goes
+	// with the settling transaction (settleMany).
+	over, err := s.insertMany(store.WithoutAudit(ctx), preps, idx)
 	if err != nil {
 		for _, i := range idx {
 			res[i].Err = err
@@ -350,6 +352,9 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 			if err != nil {
 				return err
 			}
+			// The sends a request made (POST /api/send, /api/send/batch)
+			// are its audit entries' resources.
+			q.AuditResources(sendIDs(settled)...)
 			sys := make([]events.System, len(recs))
 			for i, r := range recs {
 				props := map[string]any{"sendId": r.ID, "templateId": r.TemplateID}
@@ -384,4 +389,12 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 		s.Log.Warn("settling a batch of sends failed; retrying", "err", err, "count", len(rows), "attempt", attempt+1)
 	}
 	return false, err
+}
+
+func sendIDs(settled []Settled) []string {
+	out := make([]string, len(settled))
+	for i, st := range settled {
+		out[i] = st.SendID
+	}
+	return out
 }

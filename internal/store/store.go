@@ -70,6 +70,11 @@ type Tx struct {
 	raw    pgx.Tx
 	after  []func(context.Context)
 	timers []tasks.Timer
+	// audit is the request's audit entry when this transaction holds it
+	// (the first of the request's transactions: InTxOptions), carried
+	// those of others' writes it carries out (AuditMany).
+	audit   *Audit
+	carried []*Audit
 }
 
 // AfterCommit runs fn once the transaction has committed (not at all if it
@@ -133,13 +138,26 @@ func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx *T
 	}
 	defer func() { _ = raw.Rollback(ctx) }()
 	tx := &Tx{Queries: translated(raw), raw: raw}
+	if a := AuditOf(ctx); a != nil && a.claim() {
+		tx.audit = a
+	}
+	committed := false
+	// Deferred so that a panic in fn, too, hands the entry back.
+	defer func() { tx.settleAudits(committed) }()
 	if err := fn(tx); err != nil {
 		return err
+	}
+	// The request's audit entry, last, once fn has named the resource.
+	if tx.audit != nil {
+		if err := tx.audit.insert(ctx, tx.Queries); err != nil {
+			return err
+		}
 	}
 	// A deferred constraint fails at commit.
 	if err := Translate(raw.Commit(ctx)); err != nil {
 		return err
 	}
+	committed = true
 	if len(tx.after) == 0 && len(tx.timers) == 0 {
 		return nil
 	}
