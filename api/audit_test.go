@@ -332,3 +332,311 @@ func TestAuditLogReadOnly(t *testing.T) {
 		t.Fatalf("entries %d, want %d", n, before)
 	}
 }
+
+// auditStep is one successful request of a write route of the table and
+// what its entries must say.
+type auditStep struct {
+	route  string // "METHOD path" as the route table names it
+	action string
+	// do sends the request, checks it succeeded and returns the ids of the
+	// resources its entries name (one entry each).
+	do func() (resp, []string)
+	// nothing: the route writes nothing to the database, so its entry is
+	// written after it rather than in its transaction.
+	nothing bool
+}
+
+// TestAuditEveryWriteRoute walks the route table: every POST, PUT, PATCH
+// and DELETE under /api must have a step below (a new write route fails
+// the test until it has one), and each step, a write that succeeds, must
+// leave its entries: the action, the resource type and id, the actor, the
+// request id answered and the client address, written in the write's own
+// transaction (no warning that it was written after). One subtest per
+// resource type.
+func TestAuditEveryWriteRoute(t *testing.T) {
+	t.Parallel()
+	b, warned := auditSetup(t)
+	const org = "org_audit_walk"
+	sess := b.tenant(org)
+	key := b.apiKey(sess)
+	keyID := keyIDOf(t, b, key)
+	ann := b.expect("POST", "/api/contacts", key, map[string]any{"email": "ann@example.com",
+		"properties": map[string]any{"firstName": "Ann"}}, 201).body["contactId"].(string)
+	mjml := `<mjml><mj-body><mj-section><mj-column><mj-text>Hi</mj-text></mj-column></mj-section></mj-body></mjml>`
+	b.expect("PUT", "/api/templates/welcome", key, map[string]any{"name": "Welcome", "subject": "Hi", "content": mjml}, 201)
+	b.expect("POST", "/api/tenant/sandbox-whitelist", key, map[string]any{"email": "ann@example.com"}, 200)
+	b.expect("PUT", "/api/sequences/kept", key, map[string]any{"content": "name: Kept\ntrigger: {event: kept}\nsteps: [{send: welcome}]\n"}, 201)
+	audience := b.expect("POST", "/api/segments", key, map[string]any{"name": "Audience", "rules": rule("firstName", "exists", nil)}, 201).body["segmentId"].(string)
+	draft := b.expect("POST", "/api/broadcasts", key, map[string]any{"name": "Draft", "templateId": "welcome", "segmentId": audience}, 201).body["broadcastId"].(string)
+
+	// ok sends a JSON request (a string body goes as it is) and checks it
+	// succeeded; field names the response's id of the resource ("" when
+	// the caller knows it).
+	ok := func(method, path, token string, body any) resp {
+		t.Helper()
+		r := b.do(method, path, token, body)
+		if r.status/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, r.status, r.raw)
+		}
+		return r
+	}
+	fixed := func(method, path, token string, body any, ids ...string) func() (resp, []string) {
+		return func() (resp, []string) { return ok(method, path, token, body), ids }
+	}
+	field := func(method, path, token string, body any, name string) func() (resp, []string) {
+		return func() (resp, []string) {
+			r := ok(method, path, token, body)
+			id, _ := r.body[name].(string)
+			return r, []string{id}
+		}
+	}
+	var (
+		newKey, carl, dora, seg, cmp, brd, whk string
+	)
+	esc := url.PathEscape
+	steps := []auditStep{
+		{route: "POST /api/tenant", action: "tenant.create", do: fixed("POST", "/api/tenant", b.session("org_audit_walk_new"),
+			map[string]any{"name": "New"}, "org_audit_walk_new")},
+		{route: "PATCH /api/tenant", action: "tenant.update", do: fixed("PATCH", "/api/tenant", key, map[string]any{"name": "Renamed"}, org)},
+
+		{route: "POST /api/tenant/sandbox-whitelist", action: "sandboxWhitelist.add",
+			do: fixed("POST", "/api/tenant/sandbox-whitelist", key, map[string]any{"email": " Zed@Example.com "}, "zed@example.com")},
+		{route: "DELETE /api/tenant/sandbox-whitelist/:email", action: "sandboxWhitelist.remove",
+			do: fixed("DELETE", "/api/tenant/sandbox-whitelist/"+esc("zed@example.com"), key, nil, "zed@example.com")},
+
+		{route: "POST /api/api-keys", action: "apiKey.create", do: func() (resp, []string) {
+			r := ok("POST", "/api/api-keys", sess, map[string]any{"name": "second"})
+			newKey = r.body["keyId"].(string)
+			return r, []string{newKey}
+		}},
+		{route: "DELETE /api/api-keys/:keyId", action: "apiKey.revoke", do: func() (resp, []string) {
+			return ok("DELETE", "/api/api-keys/"+newKey, sess, nil), []string{newKey}
+		}},
+
+		{route: "POST /api/contacts", action: "contact.create", do: func() (resp, []string) {
+			r := ok("POST", "/api/contacts", key, map[string]any{"email": "carl@example.com"})
+			carl = r.body["contactId"].(string)
+			return r, []string{carl}
+		}},
+		{route: "PUT /api/contacts", action: "contact.upsert", do: func() (resp, []string) {
+			r := ok("PUT", "/api/contacts", key, map[string]any{"email": "dora@example.com"})
+			dora = r.body["contactId"].(string)
+			return r, []string{dora}
+		}},
+		{route: "PATCH /api/contacts/:id", action: "contact.update", do: func() (resp, []string) {
+			return ok("PATCH", "/api/contacts/"+carl, key, map[string]any{"userId": "c1"}), []string{carl}
+		}},
+		{route: "DELETE /api/contacts/:id", action: "contact.delete", do: func() (resp, []string) {
+			return ok("DELETE", "/api/contacts/"+dora, key, nil), []string{dora}
+		}},
+
+		{route: "POST /api/contacts/import", action: "contactImport.create", do: func() (resp, []string) {
+			r := b.upload("POST", "/api/contacts/import", key, "text/csv", strings.NewReader("email\nerin@example.com\n"))
+			if r.status != 202 {
+				t.Fatalf("import: %d %s", r.status, r.raw)
+			}
+			return r, []string{r.body["importId"].(string)}
+		}},
+
+		{route: "POST /api/send", action: "send.create", do: field("POST", "/api/send", key,
+			map[string]any{"to": "ann@example.com", "template": "welcome"}, "sendId")},
+		{route: "POST /api/send/batch", action: "send.create", do: func() (resp, []string) {
+			one := map[string]any{"to": "ann@example.com", "template": "welcome"}
+			r := ok("POST", "/api/send/batch", key, map[string]any{"messages": []any{one, one}})
+			var ids []string
+			for _, it := range r.items() {
+				ids = append(ids, it.(map[string]any)["sendId"].(string))
+			}
+			slices.Sort(ids)
+			return r, ids
+		}},
+
+		{route: "POST /api/events", action: "event.create", do: func() (resp, []string) {
+			r := ok("POST", "/api/events", key, map[string]any{"email": "ann@example.com", "name": "joined"})
+			return r, []string{r.body["event"].(map[string]any)["eventId"].(string)}
+		}},
+
+		{route: "PUT /api/templates/:id", action: "template.put", do: fixed("PUT", "/api/templates/promo", key,
+			map[string]any{"name": "Promo", "subject": "Promo", "content": mjml}, "promo")},
+		{route: "POST /api/templates/:id/preview", action: "template.preview", nothing: true,
+			do: fixed("POST", "/api/templates/promo/preview", key, map[string]any{"variables": map[string]any{}}, "promo")},
+		{route: "DELETE /api/templates/:id", action: "template.delete", do: fixed("DELETE", "/api/templates/promo", key, nil, "promo")},
+
+		{route: "PUT /api/sequences/:id", action: "sequence.put", do: fixed("PUT", "/api/sequences/onboard", key,
+			map[string]any{"content": "name: Onboard\ntrigger: {event: signed}\nsteps: [{delay: 1d}, {send: welcome}]\n"}, "onboard")},
+		{route: "PATCH /api/sequences/:id", action: "sequence.update", do: fixed("PATCH", "/api/sequences/onboard", key, map[string]any{"name": "Onboarding"}, "onboard")},
+		{route: "POST /api/sequences/:id/contacts", action: "sequence.enrol", do: func() (resp, []string) {
+			return ok("POST", "/api/sequences/onboard/contacts", key, map[string]any{"contactId": ann}), []string{"onboard"}
+		}},
+		{route: "POST /api/sequences/:id/dry-run", action: "sequence.dryRun", nothing: true, do: func() (resp, []string) {
+			return ok("POST", "/api/sequences/onboard/dry-run", key, map[string]any{"contactId": ann}), []string{"onboard"}
+		}},
+		{route: "DELETE /api/sequences/:id/contacts/:contactId", action: "sequence.unenrol", do: func() (resp, []string) {
+			return ok("DELETE", "/api/sequences/onboard/contacts/"+ann, key, nil), []string{"onboard"}
+		}},
+		{route: "DELETE /api/sequences/:id", action: "sequence.delete", do: fixed("DELETE", "/api/sequences/onboard", key, nil, "onboard")},
+
+		{route: "POST /api/segments", action: "segment.create", do: func() (resp, []string) {
+			r := ok("POST", "/api/segments", key, map[string]any{"name": "Pro", "rules": rule("plan", "equals", "pro")})
+			seg = r.body["segmentId"].(string)
+			return r, []string{seg}
+		}},
+		{route: "PATCH /api/segments/:id", action: "segment.update", do: func() (resp, []string) {
+			return ok("PATCH", "/api/segments/"+seg, key, map[string]any{"name": "Pros"}), []string{seg}
+		}},
+		{route: "POST /api/segments/:id/compute", action: "segment.compute", do: func() (resp, []string) {
+			return ok("POST", "/api/segments/"+seg+"/compute", key, nil), []string{seg}
+		}},
+		{route: "DELETE /api/segments/:id", action: "segment.delete", do: func() (resp, []string) {
+			return ok("DELETE", "/api/segments/"+seg, key, nil), []string{seg}
+		}},
+
+		{route: "POST /api/campaigns", action: "campaign.create", do: func() (resp, []string) {
+			r := ok("POST", "/api/campaigns", key, map[string]any{"name": "Launch"})
+			cmp = r.body["campaignId"].(string)
+			return r, []string{cmp}
+		}},
+		{route: "PATCH /api/campaigns/:campaignId", action: "campaign.update", do: func() (resp, []string) {
+			return ok("PATCH", "/api/campaigns/"+cmp, key, map[string]any{"name": "Relaunch"}), []string{cmp}
+		}},
+		{route: "POST /api/campaigns/:campaignId/sequences/:ref", action: "campaign.addSequence", do: func() (resp, []string) {
+			return ok("POST", "/api/campaigns/"+cmp+"/sequences/kept", key, nil), []string{cmp}
+		}},
+		{route: "DELETE /api/campaigns/:campaignId/sequences/:ref", action: "campaign.removeSequence", do: func() (resp, []string) {
+			return ok("DELETE", "/api/campaigns/"+cmp+"/sequences/kept", key, nil), []string{cmp}
+		}},
+		{route: "POST /api/campaigns/:campaignId/templates/:ref", action: "campaign.addTemplate", do: func() (resp, []string) {
+			return ok("POST", "/api/campaigns/"+cmp+"/templates/welcome", key, nil), []string{cmp}
+		}},
+		{route: "DELETE /api/campaigns/:campaignId/templates/:ref", action: "campaign.removeTemplate", do: func() (resp, []string) {
+			return ok("DELETE", "/api/campaigns/"+cmp+"/templates/welcome", key, nil), []string{cmp}
+		}},
+		{route: "DELETE /api/campaigns/:campaignId", action: "campaign.delete", do: func() (resp, []string) {
+			return ok("DELETE", "/api/campaigns/"+cmp, key, nil), []string{cmp}
+		}},
+
+		{route: "POST /api/broadcasts", action: "broadcast.create", do: func() (resp, []string) {
+			r := ok("POST", "/api/broadcasts", key, map[string]any{"name": "News", "templateId": "welcome", "segmentId": audience})
+			brd = r.body["broadcastId"].(string)
+			return r, []string{brd}
+		}},
+		{route: "PATCH /api/broadcasts/:id", action: "broadcast.update", do: func() (resp, []string) {
+			return ok("PATCH", "/api/broadcasts/"+brd, key, map[string]any{"name": "Big news"}), []string{brd}
+		}},
+		{route: "POST /api/broadcasts/:id/send", action: "broadcast.send", do: func() (resp, []string) {
+			return ok("POST", "/api/broadcasts/"+brd+"/send", key, nil), []string{brd}
+		}},
+		{route: "POST /api/broadcasts/:id/pause", action: "broadcast.pause", do: func() (resp, []string) {
+			return ok("POST", "/api/broadcasts/"+brd+"/pause", key, nil), []string{brd}
+		}},
+		{route: "POST /api/broadcasts/:id/resume", action: "broadcast.resume", do: func() (resp, []string) {
+			return ok("POST", "/api/broadcasts/"+brd+"/resume", key, nil), []string{brd}
+		}},
+		{route: "POST /api/broadcasts/:id/cancel", action: "broadcast.cancel", do: func() (resp, []string) {
+			return ok("POST", "/api/broadcasts/"+brd+"/cancel", key, nil), []string{brd}
+		}},
+		{route: "DELETE /api/broadcasts/:id", action: "broadcast.delete", do: fixed("DELETE", "/api/broadcasts/"+draft, key, nil, draft)},
+
+		{route: "POST /api/suppressions", action: "suppression.create", do: fixed("POST", "/api/suppressions", key,
+			map[string]any{"email": "Spam@Example.com"}, "spam@example.com")},
+		{route: "DELETE /api/suppressions/:email", action: "suppression.delete",
+			do: fixed("DELETE", "/api/suppressions/"+esc("spam@example.com"), key, nil, "spam@example.com")},
+
+		{route: "POST /api/topics", action: "topic.create", do: fixed("POST", "/api/topics", key,
+			map[string]any{"topicId": "news", "name": "News", "default": "opt_in"}, "news")},
+		{route: "PATCH /api/topics/:id", action: "topic.update", do: fixed("PATCH", "/api/topics/news", key, map[string]any{"name": "Newsletter"}, "news")},
+		{route: "DELETE /api/topics/:id", action: "topic.delete", do: fixed("DELETE", "/api/topics/news", key, nil, "news")},
+
+		{route: "POST /api/webhooks", action: "webhook.create", do: func() (resp, []string) {
+			r := ok("POST", "/api/webhooks", key, map[string]any{"url": "https://8.8.8.8/hook"})
+			whk = r.body["webhookId"].(string)
+			return r, []string{whk}
+		}},
+		{route: "POST /api/webhooks/:id/test", action: "webhook.test", do: func() (resp, []string) {
+			return ok("POST", "/api/webhooks/"+whk+"/test", key, nil), []string{whk}
+		}},
+		{route: "POST /api/webhooks/:id/deliveries/:messageId/retry", action: "webhook.retryDelivery", do: func() (resp, []string) {
+			var msg string
+			if err := b.db.Pool.QueryRow(t.Context(), `SELECT message_id FROM webhook_deliveries WHERE endpoint_id = $1`, whk).Scan(&msg); err != nil {
+				t.Fatal(err)
+			}
+			return ok("POST", "/api/webhooks/"+whk+"/deliveries/"+msg+"/retry", key, nil), []string{whk}
+		}},
+		{route: "POST /api/webhooks/:id/rotate-secret", action: "webhook.rotateSecret", do: func() (resp, []string) {
+			return ok("POST", "/api/webhooks/"+whk+"/rotate-secret", key, nil), []string{whk}
+		}},
+		{route: "PATCH /api/webhooks/:id", action: "webhook.update", do: func() (resp, []string) {
+			return ok("PATCH", "/api/webhooks/"+whk, key, map[string]any{"enabled": false}), []string{whk}
+		}},
+		{route: "DELETE /api/webhooks/:id", action: "webhook.delete", do: func() (resp, []string) {
+			return ok("DELETE", "/api/webhooks/"+whk, key, nil), []string{whk}
+		}},
+
+		{route: "POST /api/domains", action: "domain.create", do: fixed("POST", "/api/domains", key, map[string]any{"domain": "Mail.Example.com"}, "mail.example.com")},
+		{route: "POST /api/domains/:domain/verify", action: "domain.verify", do: fixed("POST", "/api/domains/mail.example.com/verify", key, nil, "mail.example.com")},
+		{route: "PATCH /api/domains/:domain", action: "domain.update", do: fixed("PATCH", "/api/domains/mail.example.com", key, map[string]any{"sendingEnabled": false}, "mail.example.com")},
+		{route: "DELETE /api/domains/:domain", action: "domain.delete", do: fixed("DELETE", "/api/domains/mail.example.com", key, nil, "mail.example.com")},
+	}
+
+	// Every write route of the table has a step, and every step a route.
+	stepped := map[string]bool{}
+	for _, s := range steps {
+		stepped[s.route] = true
+	}
+	table := map[string]bool{}
+	for _, r := range b.app.GetRoutes(true) {
+		switch r.Method {
+		case "POST", "PUT", "PATCH", "DELETE":
+			if strings.HasPrefix(r.Path, "/api/") {
+				table[r.Method+" "+r.Path] = true
+			}
+		}
+	}
+	for route := range table {
+		if !stepped[route] {
+			t.Errorf("write route %s has no audit step: add one", route)
+		}
+	}
+	for route := range stepped {
+		if !table[route] {
+			t.Errorf("audit step for %s, which is not a write route", route)
+		}
+	}
+
+	var types []string
+	for _, s := range steps {
+		typ, _, _ := strings.Cut(s.action, ".")
+		if !slices.Contains(types, typ) {
+			types = append(types, typ)
+		}
+	}
+	for _, typ := range types {
+		t.Run(typ, func(t *testing.T) {
+			for _, s := range steps {
+				if !strings.HasPrefix(s.action, typ+".") {
+					continue
+				}
+				r, ids := s.do()
+				rid := r.header.Get("X-Request-Id")
+				got := entriesOf(t, b, rid)
+				actorType, actorID, tenant := "apiKey", keyID, org
+				if s.route == "POST /api/tenant" {
+					actorType, actorID, tenant = "session", "user-1", "org_audit_walk_new"
+				} else if strings.Contains(s.route, "/api-keys") {
+					actorType, actorID = "session", "user-1"
+				}
+				var want []auditRow
+				for _, id := range ids {
+					want = append(want, auditRow{tenant: tenant, actorType: actorType, actorID: actorID, action: s.action,
+						resourceType: typ, resourceID: id, ip: appTestIP})
+				}
+				if rid == "" || !slices.Equal(got, want) {
+					t.Errorf("%s: entries %+v, want %+v", s.route, got, want)
+				}
+				if w := warned.about(rid); len(w) > 0 && !s.nothing {
+					t.Errorf("%s: the entry was not written in the write's transaction: %v", s.route, w)
+				}
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
+	"tidings/internal/store"
 	"tidings/internal/idempotency"
 	"tidings/queries"
 )
@@ -108,6 +109,8 @@ func (s *Server) contactImport(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(s.base, importUploadTimeout)
 	defer cancel()
+	// The upload's own deadline, with the request's audit entry.
+	ctx = store.WithAudit(ctx, store.AuditOf(c.UserContext()))
 	imp, err := s.imports.Create(ctx, tenantID(c), in)
 	if err != nil {
 		return err
