@@ -69,6 +69,10 @@ type Deps struct {
 	// cancels it once it gives up draining, which stops what requests
 	// still run. nil: context.Background().
 	BaseContext context.Context
+	// noAudit leaves the audit entries out: only the benchmark of what
+	// they cost sets it (BenchmarkAuditWriteOverhead), from inside the
+	// package.
+	noAudit bool
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -121,6 +125,8 @@ type Server struct {
 	webhookKey *sendgridevents.Verifier
 	// audit reads the audit log.
 	audit *audit.Store
+	// noAudit is Deps.noAudit.
+	noAudit bool
 	// base is the parent of every request's context (Deps.BaseContext).
 	base context.Context
 }
@@ -137,7 +143,7 @@ func New(d Deps) (*fiber.App, error) {
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
 		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,
-		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions, imports: v.Imports, audit: v.Audit}
+		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions, imports: v.Imports, audit: v.Audit, noAudit: d.noAudit}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}

@@ -1,11 +1,15 @@
 package api
 
 import (
+	"strings"
+
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 
 	"tidings/internal/apperr"
 	"tidings/internal/audit"
 	"tidings/internal/page"
+	"tidings/internal/storable"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -55,12 +59,15 @@ func (a act) action() string { return a.resourceType + "." + a.verb }
 // change (a repeated PUT), has it written here, after. For any other route
 // that is a gap (the entry is not atomic with the write) and is logged.
 func (s *Server) audited(a act) fiber.Handler {
+	if s.noAudit {
+		return func(c *fiber.Ctx) error { return c.Next() }
+	}
 	return func(c *fiber.Ctx) error {
 		p := principal(c)
 		e := &store.Audit{TenantID: p.TenantID, ActorType: audit.ActorAPIKey, ActorID: p.KeyID,
-			Action: a.action(), ResourceType: a.resourceType, RequestID: requestID(c), IP: c.IP()}
+			Action: a.action(), ResourceType: a.resourceType, RequestID: auditedRequestID(c), IP: c.IP()}
 		if p.Session {
-			e.ActorType, e.ActorID = audit.ActorSession, p.UserID
+			e.ActorType, e.ActorID = audit.ActorSession, storableText(p.UserID)
 		}
 		switch {
 		case a.param != "":
@@ -132,4 +139,28 @@ func (s *Server) auditList(c *fiber.Ctx) error {
 		items[i] = auditView(r)
 	}
 	return c.JSON(list(items, s.pages.Next(next)))
+}
+
+// maxRequestIDLen bounds a client's X-Request-Id kept as it came.
+const maxRequestIDLen = 128
+
+// auditedRequestID is the request's X-Request-Id, which its entry records.
+// A client's own id that PostgreSQL could not hold (invalid UTF-8, NUL) or
+// longer than maxRequestIDLen is replaced by a fresh one, answered in its
+// place, so the id answered is still the id recorded and the write does
+// not fail on it.
+func auditedRequestID(c *fiber.Ctx) string {
+	rid := requestID(c)
+	if rid != "" && len(rid) <= maxRequestIDLen && storable.Text(rid) == "" {
+		return rid
+	}
+	rid = utils.UUIDv4()
+	c.Locals("requestid", rid)
+	c.Set(fiber.HeaderXRequestID, rid)
+	return rid
+}
+
+// storableText makes text from outside (a session's subject) storable.
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }

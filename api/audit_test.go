@@ -640,3 +640,32 @@ func TestAuditEveryWriteRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditLogOddRequestID: a client's X-Request-Id is answered back and
+// recorded; one PostgreSQL cannot hold (invalid UTF-8) or too long is
+// replaced by a fresh one, answered and recorded alike, and the write
+// still succeeds.
+func TestAuditLogOddRequestID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.apiKey(b.tenant("org_audit_rid"))
+	tests := []struct {
+		desc, sent string
+		kept       bool
+	}{
+		{desc: "the client's own", sent: "client-req-1", kept: true},
+		{desc: "invalid UTF-8", sent: "bad-\xff-id"},
+		{desc: "too long", sent: strings.Repeat("r", 300)},
+	}
+	for i, tt := range tests {
+		r := b.upload("POST", "/api/contacts", key, "application/json",
+			strings.NewReader(fmt.Sprintf(`{"email":"r%d@example.com"}`, i)), "X-Request-Id: "+tt.sent)
+		rid := r.header.Get("X-Request-Id")
+		if r.status != 201 || rid == "" || (rid == tt.sent) != tt.kept {
+			t.Fatalf("%s: %d, answered X-Request-Id %q; %s", tt.desc, r.status, rid, r.raw)
+		}
+		if got := entriesOf(t, b, rid); len(got) != 1 || got[0].resourceID != r.body["contactId"] {
+			t.Fatalf("%s: entries %+v", tt.desc, got)
+		}
+	}
+}

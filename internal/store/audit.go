@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"tidings/internal/ids"
@@ -34,6 +35,9 @@ type Audit struct {
 	// more are further resources of one write (a batch of sends): one
 	// entry each, alike but for the id.
 	more []string
+	// named: a transaction named the resource (Tx.AuditResource), which
+	// the route did not.
+	named bool
 }
 
 type auditState uint8
@@ -103,7 +107,7 @@ func (a *Audit) settle(committed bool) {
 func (a *Audit) setResources(ids []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.ResourceID, a.more = ids[0], append([]string(nil), ids[1:]...)
+	a.ResourceID, a.more, a.named = ids[0], append([]string(nil), ids[1:]...), true
 }
 
 // row is the entry as AuditInsert writes it, with a new id.
@@ -145,12 +149,46 @@ func appendRow(p *queries.AuditInsertManyParams, r queries.AuditInsertParams, re
 func (t *Tx) AuditResource(id string) { t.AuditResources(id) }
 
 // AuditResources is AuditResource for a write that makes several resources
-// (a batch of sends): one entry each.
+// (a batch of sends): one entry each. An entry whose resource the route
+// named already keeps it.
 func (t *Tx) AuditResources(ids ...string) {
-	if t.audit != nil && len(ids) > 0 {
+	if t.audit != nil && !t.auditInCommit && len(ids) > 0 {
 		t.audit.setResources(ids)
 	}
 }
+
+// fixed reports whether the entry's resource is known before its
+// transaction runs (the route named it).
+func (a *Audit) fixed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ResourceID != "" && !a.named
+}
+
+// commitSQL is the COMMIT of a transaction that writes the entry: its
+// INSERT and the COMMIT in one simple-protocol message (pgx sends a
+// statement without arguments so), so the entry costs the write no round
+// trip. The values are literals: E'' strings with quote and backslash
+// escaped, of text that the HTTP layer checked PostgreSQL can hold (no
+// NUL, valid UTF-8: api's audited). If the INSERT fails the COMMIT does
+// not run and the transaction is lost with its write.
+func (a *Audit) commitSQL() string {
+	r := a.row()
+	var b strings.Builder
+	b.WriteString("INSERT INTO audit_log (tenant_id, id, actor_type, actor_id, action, resource_type, resource_id, request_id, ip) VALUES (")
+	for i, v := range []string{r.TenantID, r.ID, r.ActorType, r.ActorID, r.Action, r.ResourceType, r.ResourceID, r.RequestID, r.Ip} {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("E'")
+		b.WriteString(literalEscaper.Replace(v))
+		b.WriteString("'")
+	}
+	b.WriteString("); COMMIT")
+	return b.String()
+}
+
+var literalEscaper = strings.NewReplacer(`\`, `\\`, `'`, `''`)
 
 // AuditMany makes the transaction write the entries of others' writes that
 // it carries out (a group commit's batch), as[i] about resource

@@ -75,6 +75,9 @@ type Tx struct {
 	// those of others' writes it carries out (AuditMany).
 	audit   *Audit
 	carried []*Audit
+	// auditInCommit: the COMMIT itself writes audit (its resource was
+	// known before the transaction began).
+	auditInCommit bool
 }
 
 // AfterCommit runs fn once the transaction has committed (not at all if it
@@ -132,15 +135,26 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 // InTxOptions is InTx with the transaction's options (a repeatable-read
 // snapshot for work that must read and then delete the same rows).
 func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx *Tx) error) error {
+	// The request's audit entry, if this is the first of its transactions.
+	// One whose resource is known already (named by the route) rides with
+	// the COMMIT (Audit.commitSQL): no round trip of its own.
+	var a *Audit
+	if a = AuditOf(ctx); a != nil && !a.claim() {
+		a = nil
+	}
+	inCommit := a != nil && a.fixed()
+	if inCommit {
+		opts.CommitQuery = a.commitSQL()
+	}
 	raw, err := db.Pool.BeginTx(ctx, opts)
 	if err != nil {
+		if a != nil {
+			a.settle(false)
+		}
 		return err
 	}
 	defer func() { _ = raw.Rollback(ctx) }()
-	tx := &Tx{Queries: translated(raw), raw: raw}
-	if a := AuditOf(ctx); a != nil && a.claim() {
-		tx.audit = a
-	}
+	tx := &Tx{Queries: translated(raw), raw: raw, audit: a, auditInCommit: inCommit}
 	committed := false
 	// Deferred so that a panic in fn, too, hands the entry back.
 	defer func() { tx.settleAudits(committed) }()
@@ -148,7 +162,7 @@ func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx *T
 		return err
 	}
 	// The request's audit entry, last, once fn has named the resource.
-	if tx.audit != nil {
+	if tx.audit != nil && !tx.auditInCommit {
 		if err := tx.audit.insert(ctx, tx.Queries); err != nil {
 			return err
 		}
