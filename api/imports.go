@@ -17,8 +17,8 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
-	"tidings/internal/store"
 	"tidings/internal/idempotency"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 

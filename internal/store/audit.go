@@ -168,7 +168,7 @@ func (a *Audit) fixed() bool {
 // commitSQL is the COMMIT of a transaction that writes the entry: its
 // INSERT and the COMMIT in one simple-protocol message (pgx sends a
 // statement without arguments so), so the entry costs the write no round
-// trip. The values are literals: E'' strings with quote and backslash
+// trip. The values are literals: E-strings (E'...') with quote and backslash
 // escaped, of text that the HTTP layer checked PostgreSQL can hold (no
 // NUL, valid UTF-8: api's audited). If the INSERT fails the COMMIT does
 // not run and the transaction is lost with its write.
