@@ -223,13 +223,16 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 		"POST /api/webhooks/:id/test":                        {{"POST", "/api/webhooks/" + whk + "/test", nil, nil}},
 		"GET /api/webhooks/:id/deliveries":                   {{"GET", "/api/webhooks/" + whk + "/deliveries", nil, nil}},
 		"POST /api/webhooks/:id/deliveries/:messageId/retry": {{"POST", "/api/webhooks/" + whk + "/deliveries/" + whMsg + "/retry", nil, nil}},
-		"GET /api/metrics":                                   {{"GET", "/api/metrics", nil, []int{200}}},
-		"GET /api/metrics/sequences":                         {{"GET", "/api/metrics/sequences", nil, []int{200}}},
-		"GET /api/metrics/sequences/:id":                     {{"GET", "/api/metrics/sequences/vseq", nil, nil}},
-		"GET /api/metrics/templates":                         {{"GET", "/api/metrics/templates", nil, []int{200}}},
-		"GET /api/metrics/templates/:id":                     {{"GET", "/api/metrics/templates/tips", nil, nil}},
-		"POST /api/domains":                                  {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
-		"GET /api/domains":                                   {{"GET", "/api/domains", nil, []int{200}}},
+		// The attacker's own entries only: filtering by the victim's key
+		// finds none (an entry of the victim's names its resources).
+		"GET /api/audit-log":             {{"GET", "/api/audit-log?actor=" + keyID, nil, []int{200}}},
+		"GET /api/metrics":               {{"GET", "/api/metrics", nil, []int{200}}},
+		"GET /api/metrics/sequences":     {{"GET", "/api/metrics/sequences", nil, []int{200}}},
+		"GET /api/metrics/sequences/:id": {{"GET", "/api/metrics/sequences/vseq", nil, nil}},
+		"GET /api/metrics/templates":     {{"GET", "/api/metrics/templates", nil, []int{200}}},
+		"GET /api/metrics/templates/:id": {{"GET", "/api/metrics/templates/tips", nil, nil}},
+		"POST /api/domains":              {{"POST", "/api/domains", map[string]any{"domain": "victim.example"}, []int{201, 409}}},
+		"GET /api/domains":               {{"GET", "/api/domains", nil, []int{200}}},
 		// The document is the same for every caller and holds no tenant's data.
 		"GET /api/openapi.json":            {{"GET", "/api/openapi.json", nil, []int{200}}},
 		"GET /api/domains/:domain":         {{"GET", "/api/domains/victim.example", nil, []int{200}}},

@@ -16,6 +16,7 @@ import (
 
 	"tidings/internal/apikeys"
 	"tidings/internal/app"
+	"tidings/internal/audit"
 	"tidings/internal/auth"
 	"tidings/internal/broadcasts"
 	"tidings/internal/campaigns"
@@ -69,6 +70,10 @@ type Deps struct {
 	// UnauthLimiter limits the requests under /api without a valid
 	// credential, keyed by client address (clientKey); nil: no limit.
 	UnauthLimiter *ratelimit.Limiter
+	// noAudit leaves the audit entries out: only the benchmark of what
+	// they cost sets it (BenchmarkAuditWriteOverhead), from inside the
+	// package.
+	noAudit bool
 }
 
 // Server holds the dependencies shared by the handlers.
@@ -121,6 +126,10 @@ type Server struct {
 	webhookKey *sendgridevents.Verifier
 	// unauthLimiter is Deps.UnauthLimiter.
 	unauthLimiter *ratelimit.Limiter
+	// audit reads the audit log.
+	audit *audit.Store
+	// noAudit is Deps.noAudit.
+	noAudit bool
 	// base is the parent of every request's context (Deps.BaseContext).
 	base context.Context
 }
@@ -137,7 +146,7 @@ func New(d Deps) (*fiber.App, error) {
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
 		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,
-		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions, imports: v.Imports}
+		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions, imports: v.Imports, audit: v.Audit, noAudit: d.noAudit}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
 	}
@@ -181,128 +190,131 @@ func New(d Deps) (*fiber.App, error) {
 
 	// Authentication runs per route rather than as prefix middleware, so an
 	// unknown route is a plain 404 whatever credential came with it.
-	provisioning := routes{g: app.Group("/api"), mw: []fiber.Handler{s.authenticate, s.rateLimit, checkQuery}}
+	provisioning := routes{s: s, g: app.Group("/api"), mw: []fiber.Handler{s.authenticate, s.rateLimit, checkQuery}}
 	// Every other write under /api honours Idempotency-Key (ADDENDUM
 	// 18); provisioning is idempotent by itself.
 	r := provisioning.with(s.requireTenant)
 	r.writes = []fiber.Handler{s.idempotentWrite()}
 
-	provisioning.with(sessionOnly).post("/tenant", s.tenantCreate)
+	provisioning.with(sessionOnly).post("/tenant", onTenant("create"), s.tenantCreate)
 	r.get("/tenant", s.tenantGet)
-	r.patch("/tenant", s.tenantUpdate)
+	r.patch("/tenant", onTenant("update"), s.tenantUpdate)
 	r.get("/tenant/sandbox-whitelist", s.whitelistGet)
-	r.post("/tenant/sandbox-whitelist", s.whitelistAdd)
-	r.delete("/tenant/sandbox-whitelist/:email", s.whitelistRemove)
+	r.post("/tenant/sandbox-whitelist", makes("sandboxWhitelist", "add"), s.whitelistAdd)
+	r.delete("/tenant/sandbox-whitelist/:email", on("sandboxWhitelist", "remove", "email"), s.whitelistRemove)
 
-	r.with(sessionOnly).post("/api-keys", s.apiKeyCreate)
+	r.with(sessionOnly).post("/api-keys", makes("apiKey", "create"), s.apiKeyCreate)
 	r.get("/api-keys", s.apiKeyList)
-	r.with(sessionOnly).delete("/api-keys/:keyId", s.apiKeyRevoke)
+	r.with(sessionOnly).delete("/api-keys/:keyId", on("apiKey", "revoke", "keyId"), s.apiKeyRevoke)
 
-	r.post("/contacts", s.contactCreate)
-	r.put("/contacts", s.contactUpsert)
-	r.streamed().post("/contacts/import", s.contactImport)
+	r.post("/contacts", makes("contact", "create"), s.contactCreate)
+	r.put("/contacts", makes("contact", "upsert"), s.contactUpsert)
+	r.streamed().post("/contacts/import", makes("contactImport", "create"), s.contactImport)
 	r.get("/contacts/import/:id", s.contactImportGet)
 	r.get("/contacts", s.contactList)
 	r.get("/contacts/stats", s.contactStats)
 	r.get("/contacts/:id", s.contactGet)
-	r.patch("/contacts/:id", s.contactUpdate)
-	r.delete("/contacts/:id", s.contactDelete)
+	r.patch("/contacts/:id", on("contact", "update", "id"), s.contactUpdate)
+	r.delete("/contacts/:id", on("contact", "delete", "id"), s.contactDelete)
 	r.get("/contacts/:id/sends", s.contactSends)
 	r.get("/contacts/:id/scheduled", s.contactScheduled)
 	r.get("/contacts/:id/sequences", s.contactSequences)
 	r.get("/contacts/:id/segments", s.contactSegments)
 	r.get("/contacts/:id/timeline", s.contactTimeline)
 
-	r.ownWrites().with(s.idempotent("send")).post("/send", s.send)
-	r.post("/send/batch", s.sendBatch)
+	r.ownWrites().with(s.idempotent("send")).post("/send", makes("send", "create"), s.send)
+	r.post("/send/batch", makes("send", "create"), s.sendBatch)
 	r.get("/sends", s.sendList)
 	r.get("/sends/:sendId", s.sendGet)
 
-	r.post("/events", s.eventCreate)
+	r.post("/events", makes("event", "create"), s.eventCreate)
 	r.get("/events", s.eventList)
 	r.get("/events/contacts/:id", s.eventListByContact)
 	r.get("/events/archive", s.archiveList)
 	r.get("/events/archive/:month", s.archiveGet)
 
 	// Sequence enrolments and runs (the sequence engine).
-	r.post("/sequences/:id/contacts", s.enrol)
+	r.post("/sequences/:id/contacts", on("sequence", "enrol", "id"), s.enrol)
 	r.get("/sequences/:id/contacts", s.enrolled)
-	r.delete("/sequences/:id/contacts/:contactId", s.unenrol)
+	r.delete("/sequences/:id/contacts/:contactId", on("sequence", "unenrol", "id"), s.unenrol)
 	r.get("/sequences/:id/status", s.sequenceStatus)
-	r.post("/sequences/:id/dry-run", s.dryRun)
+	r.post("/sequences/:id/dry-run", on("sequence", "dryRun", "id").changingNothing(), s.dryRun)
 
 	r.get("/scheduled", s.scheduledList)
 	r.get("/scheduled/:id", s.scheduledGet)
 
-	r.put("/templates/:id", s.templatePut)
+	r.put("/templates/:id", on("template", "put", "id"), s.templatePut)
 	r.get("/templates", s.templateList)
 	r.get("/templates/:id", s.templateGet)
-	r.delete("/templates/:id", s.templateDelete)
+	r.delete("/templates/:id", on("template", "delete", "id"), s.templateDelete)
 	r.get("/templates/:id/versions", s.templateVersions)
-	r.post("/templates/:id/preview", s.templatePreview)
+	r.post("/templates/:id/preview", on("template", "preview", "id").changingNothing(), s.templatePreview)
 
-	r.put("/sequences/:id", s.sequencePut)
+	r.put("/sequences/:id", on("sequence", "put", "id"), s.sequencePut)
 	r.get("/sequences", s.sequenceList)
 	r.get("/sequences/:id", s.sequenceGet)
-	r.patch("/sequences/:id", s.sequencePatch)
-	r.delete("/sequences/:id", s.sequenceDelete)
+	r.patch("/sequences/:id", on("sequence", "update", "id"), s.sequencePatch)
+	r.delete("/sequences/:id", on("sequence", "delete", "id"), s.sequenceDelete)
 	r.get("/sequences/:id/sends", s.sequenceSends)
 
-	r.post("/segments", s.segmentCreate)
+	r.post("/segments", makes("segment", "create"), s.segmentCreate)
 	r.get("/segments", s.segmentList)
 	r.get("/segments/:id", s.segmentGet)
-	r.patch("/segments/:id", s.segmentUpdate)
-	r.delete("/segments/:id", s.segmentDelete)
+	r.patch("/segments/:id", on("segment", "update", "id"), s.segmentUpdate)
+	r.delete("/segments/:id", on("segment", "delete", "id"), s.segmentDelete)
 	r.get("/segments/:id/members", s.segmentMembers)
-	r.post("/segments/:id/compute", s.segmentCompute)
+	r.post("/segments/:id/compute", on("segment", "compute", "id"), s.segmentCompute)
 
-	r.post("/campaigns", s.campaignCreate)
+	r.post("/campaigns", makes("campaign", "create"), s.campaignCreate)
 	r.get("/campaigns", s.campaignList)
 	r.get("/campaigns/:campaignId", s.campaignGet)
-	r.patch("/campaigns/:campaignId", s.campaignUpdate)
-	r.delete("/campaigns/:campaignId", s.campaignDelete)
-	r.post("/campaigns/:campaignId/sequences/:ref", campaignAssoc(s.campaigns.AddSequence))
-	r.delete("/campaigns/:campaignId/sequences/:ref", campaignAssoc(s.campaigns.RemoveSequence))
-	r.post("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.AddTemplate))
-	r.delete("/campaigns/:campaignId/templates/:ref", campaignAssoc(s.campaigns.RemoveTemplate))
+	r.patch("/campaigns/:campaignId", on("campaign", "update", "campaignId"), s.campaignUpdate)
+	r.delete("/campaigns/:campaignId", on("campaign", "delete", "campaignId"), s.campaignDelete)
+	r.post("/campaigns/:campaignId/sequences/:ref", on("campaign", "addSequence", "campaignId"), campaignAssoc(s.campaigns.AddSequence))
+	r.delete("/campaigns/:campaignId/sequences/:ref", on("campaign", "removeSequence", "campaignId"), campaignAssoc(s.campaigns.RemoveSequence))
+	r.post("/campaigns/:campaignId/templates/:ref", on("campaign", "addTemplate", "campaignId"), campaignAssoc(s.campaigns.AddTemplate))
+	r.delete("/campaigns/:campaignId/templates/:ref", on("campaign", "removeTemplate", "campaignId"), campaignAssoc(s.campaigns.RemoveTemplate))
 
-	r.post("/broadcasts", s.broadcastCreate)
+	r.post("/broadcasts", makes("broadcast", "create"), s.broadcastCreate)
 	r.get("/broadcasts", s.broadcastList)
 	r.get("/broadcasts/:id", s.broadcastGet)
-	r.patch("/broadcasts/:id", s.broadcastUpdate)
-	r.delete("/broadcasts/:id", s.broadcastDelete)
-	r.post("/broadcasts/:id/send", s.broadcastSend)
-	r.post("/broadcasts/:id/pause", s.broadcastMove(s.broadcasts.Pause))
-	r.post("/broadcasts/:id/resume", s.broadcastMove(s.broadcasts.Resume))
-	r.post("/broadcasts/:id/cancel", s.broadcastMove(s.broadcasts.Cancel))
+	r.patch("/broadcasts/:id", on("broadcast", "update", "id"), s.broadcastUpdate)
+	r.delete("/broadcasts/:id", on("broadcast", "delete", "id"), s.broadcastDelete)
+	r.post("/broadcasts/:id/send", on("broadcast", "send", "id"), s.broadcastSend)
+	r.post("/broadcasts/:id/pause", on("broadcast", "pause", "id"), s.broadcastMove(s.broadcasts.Pause))
+	r.post("/broadcasts/:id/resume", on("broadcast", "resume", "id"), s.broadcastMove(s.broadcasts.Resume))
+	r.post("/broadcasts/:id/cancel", on("broadcast", "cancel", "id"), s.broadcastMove(s.broadcasts.Cancel))
 	r.get("/broadcasts/:id/recipients", s.broadcastRecipients)
 
 	r.get("/suppressions", s.suppressionList)
-	r.post("/suppressions", s.suppressionAdd)
-	r.delete("/suppressions/:email", s.suppressionRemove)
+	r.post("/suppressions", makes("suppression", "create"), s.suppressionAdd)
+	r.delete("/suppressions/:email", on("suppression", "delete", "email"), s.suppressionRemove)
 
-	r.post("/topics", s.topicCreate)
+	r.post("/topics", makes("topic", "create"), s.topicCreate)
 	r.get("/topics", s.topicList)
 	r.get("/topics/:id", s.topicGet)
-	r.patch("/topics/:id", s.topicUpdate)
-	r.delete("/topics/:id", s.topicDelete)
+	r.patch("/topics/:id", on("topic", "update", "id"), s.topicUpdate)
+	r.delete("/topics/:id", on("topic", "delete", "id"), s.topicDelete)
 
-	r.post("/webhooks", s.webhookCreate)
+	r.post("/webhooks", makes("webhook", "create"), s.webhookCreate)
 	r.get("/webhooks", s.webhookList)
 	r.get("/webhooks/:id", s.webhookGet)
-	r.patch("/webhooks/:id", s.webhookUpdate)
-	r.delete("/webhooks/:id", s.webhookDelete)
-	r.post("/webhooks/:id/rotate-secret", s.webhookRotate)
-	r.post("/webhooks/:id/test", s.webhookTest)
+	r.patch("/webhooks/:id", on("webhook", "update", "id"), s.webhookUpdate)
+	r.delete("/webhooks/:id", on("webhook", "delete", "id"), s.webhookDelete)
+	r.post("/webhooks/:id/rotate-secret", on("webhook", "rotateSecret", "id"), s.webhookRotate)
+	r.post("/webhooks/:id/test", on("webhook", "test", "id"), s.webhookTest)
 	r.get("/webhooks/:id/deliveries", s.webhookDeliveries)
-	r.post("/webhooks/:id/deliveries/:messageId/retry", s.webhookRetry)
+	r.post("/webhooks/:id/deliveries/:messageId/retry", on("webhook", "retryDelivery", "id"), s.webhookRetry)
 
-	r.post("/domains", s.domainCreate)
+	r.post("/domains", makes("domain", "create"), s.domainCreate)
 	r.get("/domains", s.domainList)
 	r.get("/domains/:domain", s.domainGet)
-	r.patch("/domains/:domain", s.domainUpdate)
-	r.delete("/domains/:domain", s.domainDelete)
-	r.post("/domains/:domain/verify", s.domainVerify)
+	r.patch("/domains/:domain", on("domain", "update", "domain"), s.domainUpdate)
+	r.delete("/domains/:domain", on("domain", "delete", "domain"), s.domainDelete)
+	r.post("/domains/:domain/verify", on("domain", "verify", "domain"), s.domainVerify)
+
+	// The audit log: read only (a write to it is 404 or 405).
+	r.get("/audit-log", s.auditList)
 
 	r.get("/metrics", s.metricsGet)
 	r.get("/metrics/sequences", s.metricsScopedList(metrics.ScopeSequence))
@@ -342,9 +354,12 @@ func FiberConfig(onError fiber.ErrorHandler) fiber.Config {
 }
 
 // routes registers handlers behind a fixed middleware chain; writes (POST,
-// PUT, PATCH) get the writes chain too (Idempotency-Key). Each chain starts
-// by reading the body (readBody), unless the route streams it.
+// PUT, PATCH) get the writes chain too (Idempotency-Key), and every write
+// (DELETE too) names its action for the audit log (act, Server.audited):
+// the methods that register one take it, so none can be left out. Each
+// chain starts by reading the body (readBody), unless the route streams it.
 type routes struct {
+	s      *Server // its audited middleware
 	g      fiber.Router
 	mw     []fiber.Handler
 	writes []fiber.Handler
@@ -352,12 +367,12 @@ type routes struct {
 }
 
 func (r routes) with(mw ...fiber.Handler) routes {
-	return routes{g: r.g, mw: append(append([]fiber.Handler{}, r.mw...), mw...), writes: r.writes, stream: r.stream}
+	return routes{s: r.s, g: r.g, mw: append(append([]fiber.Handler{}, r.mw...), mw...), writes: r.writes, stream: r.stream}
 }
 
 // ownWrites drops the writes chain: the route brings its own (POST
 // /api/send keeps its send-aware Idempotency-Key).
-func (r routes) ownWrites() routes { return routes{g: r.g, mw: r.mw, stream: r.stream} }
+func (r routes) ownWrites() routes { return routes{s: r.s, g: r.g, mw: r.mw, stream: r.stream} }
 
 // streamed leaves the body to the handler, as a stream of any size it
 // bounds itself (POST /api/contacts/import).
@@ -377,15 +392,21 @@ func (r routes) chain(h fiber.Handler) []fiber.Handler {
 	return append(append([]fiber.Handler{r.first()}, r.mw...), h)
 }
 
-func (r routes) writeChain(h fiber.Handler) []fiber.Handler {
-	return append(append(append([]fiber.Handler{r.first()}, r.mw...), r.writes...), h)
+// writeChain is a write's chain: the writes chain (Idempotency-Key) for
+// all but DELETE, then its audit entry (Server.audited), then h.
+func (r routes) writeChain(a act, withWrites bool, h fiber.Handler) []fiber.Handler {
+	c := append([]fiber.Handler{r.first()}, r.mw...)
+	if withWrites {
+		c = append(c, r.writes...)
+	}
+	return append(c, r.s.audited(a), h)
 }
 
-func (r routes) get(p string, h fiber.Handler)    { r.g.Get(p, r.chain(h)...) }
-func (r routes) post(p string, h fiber.Handler)   { r.g.Post(p, r.writeChain(h)...) }
-func (r routes) put(p string, h fiber.Handler)    { r.g.Put(p, r.writeChain(h)...) }
-func (r routes) patch(p string, h fiber.Handler)  { r.g.Patch(p, r.writeChain(h)...) }
-func (r routes) delete(p string, h fiber.Handler) { r.g.Delete(p, r.chain(h)...) }
+func (r routes) get(p string, h fiber.Handler)           { r.g.Get(p, r.chain(h)...) }
+func (r routes) post(p string, a act, h fiber.Handler)   { r.g.Post(p, r.writeChain(a, true, h)...) }
+func (r routes) put(p string, a act, h fiber.Handler)    { r.g.Put(p, r.writeChain(a, true, h)...) }
+func (r routes) patch(p string, a act, h fiber.Handler)  { r.g.Patch(p, r.writeChain(a, true, h)...) }
+func (r routes) delete(p string, a act, h fiber.Handler) { r.g.Delete(p, r.writeChain(a, false, h)...) }
 
 // withTimeout gives every handler a context, derived from the server's
 // base, with a deadline so a slow database cannot hold a request forever.

@@ -18,6 +18,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
 	"tidings/internal/idempotency"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -94,7 +95,7 @@ func (s *Server) contactImport(c *fiber.Ctx) error {
 	if n := c.Request().Header.ContentLength(); n > contacts.MaxImportBytes {
 		return apperr.TooLarge(fmt.Sprintf("an import body holds at most %d bytes (512 MiB)", contacts.MaxImportBytes))
 	}
-	up, err := s.imports.BeginUpload(c.UserContext(), tenantID(c))
+	up, err := s.imports.BeginUpload(store.WithoutAudit(c.UserContext()), tenantID(c))
 	if err != nil {
 		return err
 	}
@@ -122,6 +123,8 @@ func (s *Server) contactImport(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(s.base, contacts.StageTimeout)
 	defer cancel()
+	// The upload's own deadline, with the request's audit entry.
+	ctx = store.WithAudit(ctx, store.AuditOf(c.UserContext()))
 	imp, err := up.Stage(ctx, beforeCommit)
 	if err != nil {
 		return err

@@ -102,6 +102,10 @@ var queryDocs = map[string]string{
 	"date":         "The day (YYYY-MM-DD) of period=daily.",
 	"startDate":    "The first day (YYYY-MM-DD) of a range.",
 	"endDate":      "The last day (YYYY-MM-DD) of a range.",
+	"actor":        "Only entries of this actor: an API key's keyId or a session's subject.",
+	"action":       "Only entries of this action (<resourceType>.<verb>, e.g. contact.create).",
+	"resourceType": "Only entries about this type of resource (contact, template, broadcast...).",
+	"since":        "Only entries at or after this time (RFC 3339).",
 }
 
 // Document builds the OpenAPI document of app's routes. An error names a

@@ -161,6 +161,14 @@ var operations = map[string]op{
 	"PATCH /api/topics/:id":           {id: "updateTopic", summary: "Change a topic", req: topicReq{}, res: topicJSON{}},
 	"DELETE /api/topics/:id":          {id: "deleteTopic", summary: "Delete a topic", status: http.StatusNoContent},
 
+	// The audit log.
+	"GET /api/audit-log": {id: "listAuditLog", summary: "The audit log: every write under /api that succeeded, newest first",
+		desc: "One entry per successful POST, PUT, PATCH or DELETE under /api (a batch of sends: one per send), written in the " +
+			"write's own transaction, so a refused or failed write has none; a replayed Idempotency-Key answer adds none. " +
+			"Filters: actor (an API key's keyId or a session's subject), action (`<resourceType>.<verb>`, e.g. contact.create), " +
+			"resourceType, since (ISO 8601, inclusive). Entries are kept a year; no route changes or deletes them.",
+		res: listJSON[auditEntryJSON]{}},
+
 	// Outbound webhooks.
 	"POST /api/webhooks":                                 {id: "createWebhook", summary: "Add a webhook endpoint (the secret is shown once)", req: endpointReq{}, res: endpointJSON{}, status: http.StatusCreated},
 	"GET /api/webhooks":                                  {id: "listWebhooks", summary: "List webhook endpoints", res: listJSON[endpointJSON]{}},

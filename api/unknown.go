@@ -25,6 +25,7 @@ var queryParams = map[string][]string{
 	"GET /api/webhooks":                  {"cursor", "limit"},
 	"GET /api/topics":                    {"cursor", "limit"},
 	"GET /api/suppressions":              {"cursor", "limit", "reason"},
+	"GET /api/audit-log":                 {"cursor", "limit", "actor", "action", "resourceType", "since"},
 	"GET /api/webhooks/:id/deliveries":   {"cursor", "limit", "status"},
 	"GET /api/broadcasts/:id/recipients": {"cursor", "limit", "status"},
 	"GET /api/events":                    {"cursor", "limit", "name"},

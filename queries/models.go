@@ -19,6 +19,19 @@ type ApiKey struct {
 	CreatedAt time.Time
 }
 
+type AuditLog struct {
+	TenantID     string
+	ID           string
+	At           time.Time
+	ActorType    string
+	ActorID      string
+	Action       string
+	ResourceType string
+	ResourceID   string
+	RequestID    string
+	Ip           string
+}
+
 type Broadcast struct {
 	TenantID         string
 	ID               string

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -12,7 +13,8 @@ import (
 // The idempotency sweep (tasks.TypeIdempotencySweep) deletes
 // Idempotency-Key records past their 24 hours (ADDENDUM section 8); a key
 // is also taken over when it has expired, so the sweep only keeps the
-// table small.
+// table small. The same hourly run prunes audit-log entries past their
+// year (ADDENDUM 25, audit.Retention).
 func idempotencySweepPeriodic() Periodic {
 	return Periodic{Name: tasks.TypeIdempotencySweep, Every: time.Hour, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeIdempotencySweep, nil, asynq.MaxRetry(0), asynq.Timeout(5*time.Minute))
@@ -25,7 +27,11 @@ func handleIdempotencySweep(d Deps) asynq.HandlerFunc {
 		if n > 0 {
 			d.Log.Info("expired idempotency keys deleted", "count", n)
 		}
-		return err
+		pruned, aerr := d.Audit.Prune(ctx, time.Now())
+		if pruned > 0 {
+			d.Log.Info("audit entries past their retention deleted", "count", pruned)
+		}
+		return errors.Join(err, aerr)
 	}
 }
 

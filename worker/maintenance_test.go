@@ -50,3 +50,36 @@ func TestIdempotencySweepTask(t *testing.T) {
 		t.Fatalf("keys after the sweep: %v, want [new]", keys)
 	}
 }
+
+// The hourly maintenance sweep also prunes the audit log: entries past a
+// year go, younger ones stay (ADDENDUM 25).
+func TestMaintenancePrunesAuditLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t)
+	d := apptest.Services(t, app.Infra{DB: db})
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A');
+		INSERT INTO audit_log (tenant_id, id, at, actor_type, actor_id, action, resource_type, resource_id, request_id, ip) VALUES
+		  ('ten_a', 'aud_old', now() - interval '366 days', 'apiKey', 'key_1', 'contact.create', 'contact', 'cnt_1', 'r1', '::1'),
+		  ('ten_a', 'aud_young', now() - interval '364 days', 'apiKey', 'key_1', 'contact.update', 'contact', 'cnt_1', 'r2', '::1')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeIdempotencySweep, nil)); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	rows, err := db.Pool.Query(ctx, `SELECT id FROM audit_log ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) != 1 || ids[0] != "aud_young" {
+		t.Fatalf("entries after the sweep: %v, want [aud_young]", ids)
+	}
+}

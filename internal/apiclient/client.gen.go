@@ -57,6 +57,36 @@ type ArchiveItems struct {
 	Items []Archive `json:"items"`
 }
 
+// AuditActor defines model for AuditActor.
+type AuditActor struct {
+	// Id the API key's keyId, or the session's subject
+	Id string `json:"id"`
+
+	// Type session or apiKey
+	Type string `json:"type"`
+}
+
+// AuditEntry defines model for AuditEntry.
+type AuditEntry struct {
+	// Action <resourceType>.<verb>, e.g. contact.create
+	Action  string     `json:"action"`
+	Actor   AuditActor `json:"actor"`
+	At      string     `json:"at"`
+	AuditId string     `json:"auditId"`
+	Ip      string     `json:"ip"`
+
+	// RequestId the X-Request-Id the write was answered with
+	RequestId    string `json:"requestId"`
+	ResourceId   string `json:"resourceId"`
+	ResourceType string `json:"resourceType"`
+}
+
+// AuditEntryList defines model for AuditEntryList.
+type AuditEntryList struct {
+	Items      []AuditEntry `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
+}
+
 // BatchItem defines model for BatchItem.
 type BatchItem struct {
 	Error     *ErrorPayload `json:"error,omitempty"`
@@ -954,6 +984,27 @@ type CreateApiKeyParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListAuditLogParams defines parameters for ListAuditLog.
+type ListAuditLogParams struct {
+	// Cursor Continues a list from the nextCursor of the page before.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Items per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Actor Only entries of this actor: an API key's keyId or a session's subject.
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Only entries of this action (<resourceType>.<verb>, e.g. contact.create).
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+
+	// ResourceType Only entries about this type of resource (contact, template, broadcast...).
+	ResourceType *string `form:"resourceType,omitempty" json:"resourceType,omitempty"`
+
+	// Since Only entries at or after this time (RFC 3339).
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+}
+
 // ListBroadcastsParams defines parameters for ListBroadcasts.
 type ListBroadcastsParams struct {
 	// Cursor Continues a list from the nextCursor of the page before.
@@ -1797,6 +1848,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/api-keys/{keyId} (the `RevokeApiKey` operationId).
 	RevokeApiKey(ctx context.Context, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAuditLog The audit log: every write under /api that succeeded, newest first
+	//
+	// One entry per successful POST, PUT, PATCH or DELETE under /api (a batch of sends: one per send), written in the write's own transaction, so a refused or failed write has none; a replayed Idempotency-Key answer adds none. Filters: actor (an API key's keyId or a session's subject), action (`<resourceType>.<verb>`, e.g. contact.create), resourceType, since (ISO 8601, inclusive). Entries are kept a year; no route changes or deletes them.
+	//
+	// Corresponds with GET /api/audit-log (the `ListAuditLog` operationId).
+	ListAuditLog(ctx context.Context, params *ListAuditLogParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListBroadcasts List broadcasts
 	//
@@ -2729,6 +2787,23 @@ func (c *Client) CreateApiKey(ctx context.Context, params *CreateApiKeyParams, b
 // Corresponds with DELETE /api/api-keys/{keyId} (the `RevokeApiKey` operationId).
 func (c *Client) RevokeApiKey(ctx context.Context, keyId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeApiKeyRequest(c.Server, keyId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAuditLog The audit log: every write under /api that succeeded, newest first
+//
+// One entry per successful POST, PUT, PATCH or DELETE under /api (a batch of sends: one per send), written in the write's own transaction, so a refused or failed write has none; a replayed Idempotency-Key answer adds none. Filters: actor (an API key's keyId or a session's subject), action (`<resourceType>.<verb>`, e.g. contact.create), resourceType, since (ISO 8601, inclusive). Entries are kept a year; no route changes or deletes them.
+//
+// Corresponds with GET /api/audit-log (the `ListAuditLog` operationId).
+func (c *Client) ListAuditLog(ctx context.Context, params *ListAuditLogParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditLogRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5164,6 +5239,120 @@ func NewRevokeApiKeyRequest(server string, keyId string) (*http.Request, error) 
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAuditLogRequest constructs an http.Request for the ListAuditLog method
+func NewListAuditLogRequest(server string, params *ListAuditLogParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/audit-log")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Actor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", *params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resourceType", *params.ResourceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -11266,6 +11455,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/api-keys/{keyId} (the `RevokeApiKey` operationId).
 	RevokeApiKeyWithResponse(ctx context.Context, keyId string, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error)
 
+	// ListAuditLogWithResponse The audit log: every write under /api that succeeded, newest first
+	//
+	// One entry per successful POST, PUT, PATCH or DELETE under /api (a batch of sends: one per send), written in the write's own transaction, so a refused or failed write has none; a replayed Idempotency-Key answer adds none. Filters: actor (an API key's keyId or a session's subject), action (`<resourceType>.<verb>`, e.g. contact.create), resourceType, since (ISO 8601, inclusive). Entries are kept a year; no route changes or deletes them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/audit-log (the `ListAuditLog` operationId).
+	ListAuditLogWithResponse(ctx context.Context, params *ListAuditLogParams, reqEditors ...RequestEditorFn) (*ListAuditLogResponse, error)
+
 	// ListBroadcastsWithResponse List broadcasts
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -12502,6 +12700,76 @@ func (r RevokeApiKeyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeApiKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListAuditLogResponse200Headers the declared response headers of an HTTP 200 response for ListAuditLog
+type ListAuditLogResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// ListAuditLogResponse429Headers the declared response headers of an HTTP 429 response for ListAuditLog
+type ListAuditLogResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListAuditLogResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditEntryList
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAuditLogResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAuditLogResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditLogResponse) GetJSON200() *AuditEntryList {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAuditLogResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListAuditLogResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditLogResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditLogResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditLogResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditLogResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -20185,6 +20453,21 @@ func (c *ClientWithResponses) RevokeApiKeyWithResponse(ctx context.Context, keyI
 	return ParseRevokeApiKeyResponse(rsp)
 }
 
+// ListAuditLogWithResponse The audit log: every write under /api that succeeded, newest first
+//
+// One entry per successful POST, PUT, PATCH or DELETE under /api (a batch of sends: one per send), written in the write's own transaction, so a refused or failed write has none; a replayed Idempotency-Key answer adds none. Filters: actor (an API key's keyId or a session's subject), action (`<resourceType>.<verb>`, e.g. contact.create), resourceType, since (ISO 8601, inclusive). Entries are kept a year; no route changes or deletes them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/audit-log (the `ListAuditLog` operationId).
+func (c *ClientWithResponses) ListAuditLogWithResponse(ctx context.Context, params *ListAuditLogParams, reqEditors ...RequestEditorFn) (*ListAuditLogResponse, error) {
+	rsp, err := c.ListAuditLog(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditLogResponse(rsp)
+}
+
 // ListBroadcastsWithResponse List broadcasts
 //
 // Returns a wrapper object for the known response body format(s).
@@ -22280,6 +22563,76 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 		response.Headers204 = &headers
 	case rsp.StatusCode == 429:
 		var headers RevokeApiKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListAuditLogResponse parses an HTTP response from a ListAuditLogWithResponse call
+func ParseListAuditLogResponse(rsp *http.Response) (*ListAuditLogResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditLogResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditEntryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAuditLogResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAuditLogResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

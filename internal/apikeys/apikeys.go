@@ -52,7 +52,7 @@ func (s *Store) Create(ctx context.Context, tenantID, name string) (Created, err
 	}
 	key := auth.GenerateKey()
 	out := Created{Raw: key.Raw}
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		// The tenant row lock serialises key creation per tenant, so two
 		// concurrent requests cannot both take the last slot.
 		if _, err := q.TenantGetForUpdate(ctx, tenantID); err != nil {
@@ -67,6 +67,7 @@ func (s *Store) Create(ctx context.Context, tenantID, name string) (Created, err
 		}
 		out.ApiKey, err = q.APIKeyInsert(ctx, queries.APIKeyInsertParams{
 			TenantID: tenantID, ID: ids.New(ids.APIKey), Name: name, KeyPrefix: key.Prefix, KeyHash: key.Hash})
+		q.AuditResource(out.ID)
 		return err
 	})
 	if err != nil {
@@ -92,7 +93,12 @@ func Active(k queries.ApiKey) bool { return k.RevokedAt == nil }
 // Revoke revokes key id; revoking twice is harmless. Every instance's cache
 // is told before Revoke returns.
 func (s *Store) Revoke(ctx context.Context, tenantID, id string) error {
-	row, err := s.DB.APIKeyRevoke(ctx, queries.APIKeyRevokeParams{TenantID: tenantID, ID: id})
+	var row queries.ApiKey
+	err := s.DB.InTx(ctx, func(q *store.Tx) error { // with the request's audit entry
+		var err error
+		row, err = q.APIKeyRevoke(ctx, queries.APIKeyRevokeParams{TenantID: tenantID, ID: id})
+		return err
+	})
 	if err != nil {
 		return apperr.Specific(err, apperr.KindNotFound, apperr.NotFound("NOT_FOUND", "API key"))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"tidings/internal/apikeys"
+	"tidings/internal/audit"
 	"tidings/internal/broadcasts"
 	"tidings/internal/campaigns"
 	"tidings/internal/config"
@@ -132,6 +133,10 @@ type Services struct {
 	Topics       *topics.Store
 	Suppressions *contacts.Suppressions
 
+	// Audit reads the audit log (api) and prunes it (worker); the writes'
+	// transactions write it (store.Audit).
+	Audit *audit.Store
+
 	// Ingest records POST /api/events by group commit through Events; its
 	// goroutine starts with the first event, so the worker, which records
 	// none, pays nothing for it. The api closes it after its HTTP drain.
@@ -241,5 +246,6 @@ func New(in Infra) (*Services, error) {
 	s.Archives = &retention.Archives{DB: db, Files: files}
 	s.Topics = &topics.Store{DB: db}
 	s.Suppressions = &contacts.Suppressions{DB: db}
+	s.Audit = &audit.Store{DB: db}
 	return s, nil
 }

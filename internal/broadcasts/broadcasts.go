@@ -235,9 +235,16 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 	if err := s.checkRefs(ctx, tenantID, f); err != nil {
 		return queries.Broadcast{}, err
 	}
-	return s.DB.BroadcastInsert(ctx, queries.BroadcastInsertParams{TenantID: tenantID, ID: ids.New(ids.Broadcast),
-		Name: f.name, TemplateID: f.templateID, SegmentID: f.segmentID, CampaignID: f.campaignID,
-		FromAddress: f.from, Topic: f.topic, SendAt: f.sendAt, LocalSendAt: f.localSendAt, LocalTime: f.localTime})
+	var b queries.Broadcast
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		var err error
+		b, err = q.BroadcastInsert(ctx, queries.BroadcastInsertParams{TenantID: tenantID, ID: ids.New(ids.Broadcast),
+			Name: f.name, TemplateID: f.templateID, SegmentID: f.segmentID, CampaignID: f.campaignID,
+			FromAddress: f.from, Topic: f.topic, SendAt: f.sendAt, LocalSendAt: f.localSendAt, LocalTime: f.localTime})
+		q.AuditResource(b.ID)
+		return err
+	})
+	return b, err
 }
 
 // Get returns one broadcast.

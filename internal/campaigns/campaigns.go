@@ -140,9 +140,16 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 	if err := s.validate(ctx, tenantID, &in, true); err != nil {
 		return queries.Campaign{}, err
 	}
-	return s.DB.CampaignInsert(ctx, queries.CampaignInsertParams{TenantID: tenantID, ID: ids.New(ids.Campaign),
-		Name: *in.Name, Description: deref(in.Description), SegmentID: in.SegmentID, Goals: in.Goals,
-		SequenceIds: in.SequenceIDs, TemplateIds: in.TemplateIDs})
+	var cp queries.Campaign
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		var err error
+		cp, err = q.CampaignInsert(ctx, queries.CampaignInsertParams{TenantID: tenantID, ID: ids.New(ids.Campaign),
+			Name: *in.Name, Description: deref(in.Description), SegmentID: in.SegmentID, Goals: in.Goals,
+			SequenceIds: in.SequenceIDs, TemplateIds: in.TemplateIDs})
+		q.AuditResource(cp.ID)
+		return err
+	})
+	return cp, err
 }
 
 func deref(s *string) string {
@@ -184,17 +191,21 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 	if err := s.validate(ctx, tenantID, &in, false); err != nil {
 		return queries.Campaign{}, err
 	}
-	cp, err := s.DB.CampaignUpdate(ctx, queries.CampaignUpdateParams{TenantID: tenantID, ID: id,
-		Name: in.Name, Description: in.Description, Status: in.Status,
-		SetSegment: in.SetSegment, SegmentID: in.SegmentID, SetGoals: in.SetGoals, Goals: in.Goals})
+	cp, err := s.write(ctx, func(q *queries.Queries) (queries.Campaign, error) {
+		return q.CampaignUpdate(ctx, queries.CampaignUpdateParams{TenantID: tenantID, ID: id,
+			Name: in.Name, Description: in.Description, Status: in.Status,
+			SetSegment: in.SetSegment, SegmentID: in.SegmentID, SetGoals: in.SetGoals, Goals: in.Goals})
+	})
 	return cp, notFound(err)
 }
 
 // Delete removes a campaign; its sequences, templates and segment stay.
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
-	n, err := s.DB.CampaignDelete(ctx, queries.CampaignDeleteParams{TenantID: tenantID, ID: id})
-	if err == nil && n == 0 {
-		return NotFound()
-	}
-	return err
+	return s.DB.Tx(ctx, func(q *queries.Queries) error { // with the request's audit entry
+		n, err := q.CampaignDelete(ctx, queries.CampaignDeleteParams{TenantID: tenantID, ID: id})
+		if err == nil && n == 0 {
+			return NotFound()
+		}
+		return err
+	})
 }

@@ -87,6 +87,7 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		if err := s.reserve(ctx, q, tenantID); err != nil {
 			return err // the insert rolls back
 		}
+		q.AuditResource(c.ID)
 		return setTopics(ctx, q, &c, in.Topics)
 	})
 	return c, tooLarge(err)
@@ -96,6 +97,9 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 // email; created says which.
 func (s *Store) Upsert(ctx context.Context, tenantID string, in Input) (c queries.Contact, created bool, err error) {
 	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+		// The contact named in the request's audit entry, whichever way it
+		// goes.
+		defer func() { q.AuditResource(c.ID) }()
 		c, err = q.ContactUpdateByEmail(ctx, updateByEmailParams(tenantID, in))
 		if err == nil {
 			if err := setTopics(ctx, q, &c, in.Topics); err != nil {

@@ -185,6 +185,7 @@ func (s *Imports) Create(ctx context.Context, tenantID string, c CreateImport) (
 		if err != nil {
 			return err
 		}
+		q.AuditResource(id)
 		if err := q.ContactImportPartsAdd(ctx, queries.ContactImportPartsAddParams{ImportSeq: seq,
 			LastPart: int32(parts - 1)}); err != nil {
 			return err

@@ -76,6 +76,7 @@ func (s *Suppressions) Add(ctx context.Context, tenantID, email string, note *st
 		return sup, false, err
 	}
 	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+		q.AuditResource(norm)
 		// The insert decides: of two concurrent adds of one email, the
 		// second waits on the first's row and then finds it there, so
 		// exactly one answers created.
@@ -129,6 +130,7 @@ func (s *Suppressions) List(ctx context.Context, tenantID, reason string, p page
 func (s *Suppressions) Remove(ctx context.Context, tenantID, email string) error {
 	norm, _ := NormalizeEmail(email)
 	return s.DB.InTx(ctx, func(q *store.Tx) error {
+		q.AuditResource(norm)
 		sup, err := q.SuppressionDelete(ctx, queries.SuppressionDeleteParams{TenantID: tenantID, Email: norm})
 		if err != nil {
 			return apperr.Specific(err, apperr.KindNotFound, SuppressionNotFound())

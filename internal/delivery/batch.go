@@ -205,7 +205,9 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 		}
 		group := pending[:n]
 		pending = pending[n:]
-		unsent, err := s.insertMany(ctx, preps, group, hooks.Recorded)
+		// The records are not yet the write: a request's audit entry goes
+		// with the settling transaction (settleMany).
+		unsent, err := s.insertMany(store.WithoutAudit(ctx), preps, group, hooks.Recorded)
 		if err != nil {
 			for _, i := range group {
 				res[i].Err = fmt.Errorf("%w: %w", ErrNotRecorded, err)
@@ -478,6 +480,9 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 			if err != nil {
 				return err
 			}
+			// The sends a request made (POST /api/send, /api/send/batch)
+			// are its audit entries' resources.
+			q.AuditResources(sendIDs(settled)...)
 			sys := make([]events.System, len(recs))
 			for i, r := range recs {
 				props := map[string]any{"sendId": r.ID, "templateId": r.TemplateID}
@@ -512,4 +517,12 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 		s.Log.Warn("settling a batch of sends failed; retrying", "err", err, "count", len(rows), "attempt", attempt+1)
 	}
 	return false, err
+}
+
+func sendIDs(settled []Settled) []string {
+	out := make([]string, len(settled))
+	for i, st := range settled {
+		out[i] = st.SendID
+	}
+	return out
 }

@@ -394,7 +394,9 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	if err := s.Rate.Wait(ctx, prio); err != nil {
 		return Result{}, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err})
 	}
-	if err := s.recordFirst(ctx, p, o.onRecord); err != nil {
+	// The record is not yet the write: the request's audit entry waits for
+	// the provider's acceptance and goes with the settling transaction.
+	if err := s.recordFirst(store.WithoutAudit(ctx), p, o.onRecord); err != nil {
 		return Result{}, err
 	}
 
@@ -414,6 +416,10 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		return Result{}, providerError(perr)
 	}
 	inDoubt := perr != nil
+	if inDoubt {
+		// Answered as an error (502): a failed write leaves no audit entry.
+		sctx = store.WithoutAudit(sctx)
+	}
 	res := Result{SendID: sendID, MessageID: messageID, InDoubt: inDoubt}
 	res.InRecordDone, err = s.settle(sctx, rec.TenantID, sendID, messageID, inDoubt, o.inRecord)
 	if err != nil {

@@ -96,9 +96,15 @@ func (s *Store) Create(ctx context.Context, tenantID, domain string) (queries.Do
 		return queries.Domain{}, apperr.Invalid("domain", msg)
 	}
 	now := s.now()
-	d, err := s.DB.DomainInsert(ctx, queries.DomainInsertParams{TenantID: tenantID, Domain: name,
-		VerificationToken: newToken(), DkimTokens: []string{newToken(), newToken(), newToken()},
-		NextCheckAt: s.nextCheck(StatusPending, now), CreatedAt: now})
+	var d queries.Domain
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		q.AuditResource(name)
+		var err error
+		d, err = q.DomainInsert(ctx, queries.DomainInsertParams{TenantID: tenantID, Domain: name,
+			VerificationToken: newToken(), DkimTokens: []string{newToken(), newToken(), newToken()},
+			NextCheckAt: s.nextCheck(StatusPending, now), CreatedAt: now})
+		return err
+	})
 	if store.IsUniqueViolation(err, "domains_pkey") {
 		return d, apperr.Invalid("domain", "has already been added")
 	}
@@ -140,8 +146,12 @@ func (s *Store) SetSendingEnabled(ctx context.Context, tenantID, domain string, 
 	if err != nil {
 		return queries.Domain{}, err
 	}
-	d, err := s.DB.DomainSetSendingEnabled(ctx, queries.DomainSetSendingEnabledParams{
-		SendingEnabled: enabled, TenantID: tenantID, Domain: name})
+	var d queries.Domain
+	err = s.DB.Tx(ctx, func(q *queries.Queries) error { // with the request's audit entry
+		d, err = q.DomainSetSendingEnabled(ctx, queries.DomainSetSendingEnabledParams{
+			SendingEnabled: enabled, TenantID: tenantID, Domain: name})
+		return err
+	})
 	if !store.IsNoRows(err) {
 		return d, err
 	}
@@ -158,11 +168,13 @@ func (s *Store) Delete(ctx context.Context, tenantID, domain string) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.DB.DomainDelete(ctx, queries.DomainDeleteParams{TenantID: tenantID, Domain: name})
-	if err == nil && n == 0 {
-		return NotFound()
-	}
-	return err
+	return s.DB.Tx(ctx, func(q *queries.Queries) error { // with the request's audit entry
+		n, err := q.DomainDelete(ctx, queries.DomainDeleteParams{TenantID: tenantID, Domain: name})
+		if err == nil && n == 0 {
+			return NotFound()
+		}
+		return err
+	})
 }
 
 // CheckFrom applies ADDENDUM section 8 to a from address ("a@b" or

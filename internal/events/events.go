@@ -131,6 +131,11 @@ type Custom struct {
 	Properties    []byte
 	Timestamp     time.Time
 	UpdateContact bool
+	// Audit is the posting request's audit entry: the transaction that
+	// stores the event writes it (a group commit's batch runs on no
+	// request's context, so the entry travels with the event). Ingest sets
+	// it from the caller's context.
+	Audit *store.Audit
 }
 
 // Recorded is the stored event with the contact as it now stands.
@@ -189,10 +194,14 @@ type Recorder struct {
 // RecordCustom stores a custom event against an existing contact found by
 // email; CONTACT_NOT_FOUND otherwise (events never create contacts).
 func (r *Recorder) RecordCustom(ctx context.Context, in Custom) (*Recorded, error) {
-	// Without hooks the one statement is atomic on its own: skipping
-	// BEGIN/COMMIT saves two round trips on the hottest write path.
-	if len(r.Hooks) == 0 {
+	// Without hooks or an audit entry the one statement is atomic on its
+	// own: skipping BEGIN/COMMIT saves two round trips on the hottest
+	// write path.
+	if len(r.Hooks) == 0 && in.Audit == nil {
 		return r.recordCustom(ctx, r.DB.Queries, in)
+	}
+	if in.Audit != nil {
+		ctx = store.WithAudit(ctx, in.Audit)
 	}
 	var rec *Recorded
 	err := r.DB.InTx(ctx, func(q *store.Tx) error {
@@ -200,6 +209,7 @@ func (r *Recorder) RecordCustom(ctx context.Context, in Custom) (*Recorded, erro
 		if rec, err = r.recordCustom(ctx, q.Queries, in); err != nil {
 			return err
 		}
+		q.AuditResource(rec.EventID)
 		return r.runHooks(ctx, q, rec)
 	})
 	return rec, err

@@ -6,6 +6,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/groupcommit"
+	"tidings/internal/store"
 	"tidings/internal/telemetry"
 )
 
@@ -46,6 +47,7 @@ func Busy() *apperr.Error {
 // the event (which is then never written); once a batch holds the event it
 // waits for the outcome whatever ctx says.
 func (g *Ingest) Record(ctx context.Context, in Custom) (*Recorded, error) {
+	in.Audit = store.AuditOf(ctx)
 	rec, err := g.c.Submit(ctx, in)
 	if groupcommit.NotWritten(err) {
 		telemetry.IngestNotWritten(errors.Is(err, groupcommit.ErrAbandoned))

@@ -85,6 +85,9 @@ func (r *Recorder) recordRound(ctx context.Context, ins []Custom, idx []int, rec
 		if err := r.runBatchHooks(ctx, q, found); err != nil {
 			return err
 		}
+		if err := auditBatch(ctx, q, ins, idx, batch); err != nil {
+			return err
+		}
 		committing = true
 		return nil
 	})
@@ -159,4 +162,18 @@ func (r *Recorder) runBatchHooks(ctx context.Context, q *store.Tx, recs []*Recor
 		}
 	}
 	return nil
+}
+
+// auditBatch writes, in the batch's transaction, the audit entries of the
+// requests whose events it stored (an event whose contact is unknown is
+// refused: it has none).
+func auditBatch(ctx context.Context, q *store.Tx, ins []Custom, idx []int, batch []*Recorded) error {
+	var as []*store.Audit
+	var eventIDs []string
+	for j, i := range idx {
+		if a := ins[i].Audit; a != nil && batch[j] != nil {
+			as, eventIDs = append(as, a), append(eventIDs, batch[j].EventID)
+		}
+	}
+	return q.AuditMany(ctx, as, eventIDs)
 }

@@ -22,6 +22,7 @@ const (
 	Enrolment     = "enr_"
 	Broadcast     = "brd_"
 	Webhook       = "whk_"
+	Audit         = "aud_"
 )
 
 // New returns prefix followed by a lower-case ULID. ULIDs sort by creation

@@ -117,9 +117,15 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 	if err := s.check(ctx, in, &e); err != nil {
 		return e, err
 	}
-	out, err := s.DB.WebhookEndpointInsert(ctx, queries.WebhookEndpointInsertParams{TenantID: tenantID,
-		ID: ids.New(ids.Webhook), Url: e.Url, Events: e.Events, Description: e.Description, Enabled: e.Enabled,
-		Secret: NewSecret(), MaxEndpoints: MaxEndpoints})
+	var out queries.WebhookEndpoint
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		var err error
+		out, err = q.WebhookEndpointInsert(ctx, queries.WebhookEndpointInsertParams{TenantID: tenantID,
+			ID: ids.New(ids.Webhook), Url: e.Url, Events: e.Events, Description: e.Description, Enabled: e.Enabled,
+			Secret: NewSecret(), MaxEndpoints: MaxEndpoints})
+		q.AuditResource(out.ID)
+		return err
+	})
 	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
 		return out, apperr.Invalid("url", "a tenant has at most 10 webhook endpoints")
 	}
@@ -152,25 +158,41 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 	if err := s.check(ctx, in, &e); err != nil {
 		return e, err
 	}
-	out, err := s.DB.WebhookEndpointUpdate(ctx, queries.WebhookEndpointUpdateParams{TenantID: tenantID, ID: id,
-		Url: e.Url, Events: e.Events, Description: e.Description, Enabled: e.Enabled})
-	return out, notFound(err)
+	return s.write(ctx, func(q *queries.Queries) (queries.WebhookEndpoint, error) {
+		return q.WebhookEndpointUpdate(ctx, queries.WebhookEndpointUpdateParams{TenantID: tenantID, ID: id,
+			Url: e.Url, Events: e.Events, Description: e.Description, Enabled: e.Enabled})
+	})
 }
 
 // Delete removes an endpoint and its deliveries.
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
-	n, err := s.DB.WebhookEndpointDelete(ctx, queries.WebhookEndpointDeleteParams{TenantID: tenantID, ID: id})
-	if err == nil && n == 0 {
-		return NotFound()
-	}
-	return err
+	return s.DB.Tx(ctx, func(q *queries.Queries) error { // with the request's audit entry
+		n, err := q.WebhookEndpointDelete(ctx, queries.WebhookEndpointDeleteParams{TenantID: tenantID, ID: id})
+		if err == nil && n == 0 {
+			return NotFound()
+		}
+		return err
+	})
 }
 
 // Rotate gives the endpoint a new secret; the old one also signs for 24
 // hours.
 func (s *Store) Rotate(ctx context.Context, tenantID, id string) (queries.WebhookEndpoint, error) {
-	e, err := s.DB.WebhookEndpointRotate(ctx, queries.WebhookEndpointRotateParams{TenantID: tenantID, ID: id,
-		Secret: NewSecret()})
+	return s.write(ctx, func(q *queries.Queries) (queries.WebhookEndpoint, error) {
+		return q.WebhookEndpointRotate(ctx, queries.WebhookEndpointRotateParams{TenantID: tenantID, ID: id,
+			Secret: NewSecret()})
+	})
+}
+
+// write runs one statement that changes an endpoint in a transaction of
+// its own, which also writes the request's audit entry (store.Audit).
+func (s *Store) write(ctx context.Context, fn func(q *queries.Queries) (queries.WebhookEndpoint, error)) (queries.WebhookEndpoint, error) {
+	var e queries.WebhookEndpoint
+	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+		var err error
+		e, err = fn(q)
+		return err
+	})
 	return e, notFound(err)
 }
 

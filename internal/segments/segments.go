@@ -190,11 +190,13 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 	if err := in.check(true); err != nil {
 		return seg, err
 	}
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(tx *store.Tx) error {
+		q := tx.Queries
 		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
 			return err
 		}
 		id := ids.New(ids.Segment)
+		tx.AuditResource(id)
 		_, refs, err := parseRules(ctx, q, tenantID, in.Rules, id)
 		if err != nil {
 			return err

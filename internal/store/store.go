@@ -88,6 +88,14 @@ type Tx struct {
 	raw    pgx.Tx
 	after  []func(context.Context)
 	timers []tasks.Timer
+	// audit is the request's audit entry when this transaction holds it
+	// (the first of the request's transactions: InTxOptions), carried
+	// those of others' writes it carries out (AuditMany).
+	audit   *Audit
+	carried []*Audit
+	// auditInCommit: the COMMIT itself writes audit (its resource was
+	// known before the transaction began).
+	auditInCommit bool
 }
 
 // AfterCommit runs fn once the transaction has committed (not at all if it
@@ -145,19 +153,43 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 // InTxOptions is InTx with the transaction's options (a repeatable-read
 // snapshot for work that must read and then delete the same rows).
 func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx *Tx) error) error {
+	// The request's audit entry, if this is the first of its transactions.
+	// One whose resource is known already (named by the route) rides with
+	// the COMMIT (Audit.commitSQL): no round trip of its own.
+	var a *Audit
+	if a = AuditOf(ctx); a != nil && !a.claim() {
+		a = nil
+	}
+	inCommit := a != nil && a.fixed()
+	if inCommit {
+		opts.CommitQuery = a.commitSQL()
+	}
 	raw, err := db.Pool.BeginTx(ctx, opts)
 	if err != nil {
+		if a != nil {
+			a.settle(false)
+		}
 		return err
 	}
 	defer func() { _ = raw.Rollback(ctx) }()
-	tx := &Tx{Queries: translated(raw), raw: raw}
+	tx := &Tx{Queries: translated(raw), raw: raw, audit: a, auditInCommit: inCommit}
+	committed := false
+	// Deferred so that a panic in fn, too, hands the entry back.
+	defer func() { tx.settleAudits(committed) }()
 	if err := fn(tx); err != nil {
 		return err
+	}
+	// The request's audit entry, last, once fn has named the resource.
+	if tx.audit != nil && !tx.auditInCommit {
+		if err := tx.audit.insert(ctx, tx.Queries); err != nil {
+			return err
+		}
 	}
 	// A deferred constraint fails at commit.
 	if err := Translate(raw.Commit(ctx)); err != nil {
 		return err
 	}
+	committed = true
 	if len(tx.after) == 0 && len(tx.timers) == 0 {
 		return nil
 	}

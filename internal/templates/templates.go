@@ -305,14 +305,16 @@ func (s *Store) Get(ctx context.Context, tenantID, id string) (queries.Template,
 
 // Delete removes a template and its versions.
 func (s *Store) Delete(ctx context.Context, tenantID, id string) error {
-	n, err := s.DB.TemplateDelete(ctx, queries.TemplateDeleteParams{TenantID: tenantID, ID: id})
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return NotFound()
-	}
-	return nil
+	return s.DB.Tx(ctx, func(q *queries.Queries) error { // with the request's audit entry
+		n, err := q.TemplateDelete(ctx, queries.TemplateDeleteParams{TenantID: tenantID, ID: id})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return NotFound()
+		}
+		return nil
+	})
 }
 
 func nonNil(s []string) []string {

@@ -57,16 +57,22 @@ func (s *Store) Provision(ctx context.Context, id, name string) (t queries.Tenan
 	if !validName(name) {
 		return t, false, apperr.Invalid("name", "is required, 1-128 characters")
 	}
-	t, err = s.DB.TenantInsert(ctx, queries.TenantInsertParams{ID: id, Name: name})
-	if store.IsNoRows(err) { // ON CONFLICT DO NOTHING: provisioned before
-		t, err = s.DB.TenantGet(ctx, id)
-		if err != nil {
-			return t, false, err
+	// In a transaction, which also writes the request's audit entry (a
+	// repeat, which changes nothing, included).
+	err = s.DB.InTx(ctx, func(q *store.Tx) error {
+		t, err = q.TenantInsert(ctx, queries.TenantInsertParams{ID: id, Name: name})
+		if store.IsNoRows(err) { // ON CONFLICT DO NOTHING: provisioned before
+			t, err = q.TenantGet(ctx, id)
+			return err
 		}
-		t, err = s.monthlySends(ctx, t)
-		return t, false, err
+		created = err == nil
+		return err
+	})
+	if err != nil || created {
+		return t, created, err
 	}
-	return t, err == nil, err
+	t, err = s.monthlySends(ctx, t)
+	return t, false, err
 }
 
 // Get returns the tenant.
@@ -208,11 +214,16 @@ func (s *Store) Update(ctx context.Context, id string, u Settings) (queries.Tena
 			return queries.Tenant{}, err
 		}
 	}
-	t, err := s.DB.TenantUpdate(ctx, queries.TenantUpdateParams{ID: id, Name: u.Name,
-		SetDefaultFrom: u.SetDefaultFrom, DefaultFromAddress: u.DefaultFromAddress,
-		SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus, Timezone: u.Timezone,
-		EventRetentionDays: retentionDays(u.EventRetentionDays), SetFrequencyCap: u.SetFrequencyCap,
-		FrequencyCapMax: capMax(u.FrequencyCap), FrequencyCapPeriod: capPeriod(u.FrequencyCap)})
+	var t queries.Tenant
+	err := s.DB.InTx(ctx, func(q *store.Tx) error { // with the request's audit entry
+		var err error
+		t, err = q.TenantUpdate(ctx, queries.TenantUpdateParams{ID: id, Name: u.Name,
+			SetDefaultFrom: u.SetDefaultFrom, DefaultFromAddress: u.DefaultFromAddress,
+			SetRegion: u.SetRegion, PreferredRegion: u.PreferredRegion, SendingStatus: u.SendingStatus, Timezone: u.Timezone,
+			EventRetentionDays: retentionDays(u.EventRetentionDays), SetFrequencyCap: u.SetFrequencyCap,
+			FrequencyCapMax: capMax(u.FrequencyCap), FrequencyCapPeriod: capPeriod(u.FrequencyCap)})
+		return err
+	})
 	if err != nil {
 		return t, notFound(err)
 	}

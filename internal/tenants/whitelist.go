@@ -6,6 +6,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/contacts"
+	"tidings/internal/store"
 	"tidings/queries"
 )
 
@@ -23,7 +24,7 @@ func (s *Store) AddToWhitelist(ctx context.Context, id, email string) ([]string,
 	if !ok {
 		return nil, apperr.Invalid("email", "must be a valid email address")
 	}
-	return s.editWhitelist(ctx, id, func(list []string) ([]string, error) {
+	return s.editWhitelist(ctx, id, email, func(list []string) ([]string, error) {
 		if slices.Contains(list, email) {
 			return list, nil
 		}
@@ -38,16 +39,18 @@ func (s *Store) AddToWhitelist(ctx context.Context, id, email string) ([]string,
 // lower-cased); removing one that is not there changes nothing.
 func (s *Store) RemoveFromWhitelist(ctx context.Context, id, email string) ([]string, error) {
 	email, _ = contacts.NormalizeEmail(email)
-	return s.editWhitelist(ctx, id, func(list []string) ([]string, error) {
+	return s.editWhitelist(ctx, id, email, func(list []string) ([]string, error) {
 		return slices.DeleteFunc(list, func(e string) bool { return e == email }), nil
 	})
 }
 
 // editWhitelist applies edit under the tenant row lock, so concurrent adds
-// cannot exceed the limit or lose each other's entries.
-func (s *Store) editWhitelist(ctx context.Context, id string, edit func([]string) ([]string, error)) ([]string, error) {
+// cannot exceed the limit or lose each other's entries. email is the entry
+// edited, the resource of the request's audit entry.
+func (s *Store) editWhitelist(ctx context.Context, id, email string, edit func([]string) ([]string, error)) ([]string, error) {
 	var out []string
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
+		q.AuditResource(email)
 		t, err := q.TenantGetForUpdate(ctx, id)
 		if err != nil {
 			return notFound(err)

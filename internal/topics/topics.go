@@ -101,7 +101,9 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		return queries.Topic{}, err
 	}
 	var out queries.Topic
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(tx *store.Tx) error {
+		q := tx.Queries
+		tx.AuditResource(*in.ID)
 		// The tenant's row lock serialises creates, so the count holds.
 		if _, err := q.TenantGetForUpdate(ctx, tenantID); err != nil {
 			return err
@@ -160,8 +162,13 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 		n := strings.TrimSpace(*in.Name)
 		name = &n
 	}
-	t, err := s.DB.TopicUpdate(ctx, queries.TopicUpdateParams{TenantID: tenantID, ID: id, Name: name,
-		Description: in.Description})
+	var t queries.Topic
+	err := s.DB.Tx(ctx, func(q *queries.Queries) error { // with the request's audit entry
+		var err error
+		t, err = q.TopicUpdate(ctx, queries.TopicUpdateParams{TenantID: tenantID, ID: id, Name: name,
+			Description: in.Description})
+		return err
+	})
 	return t, notFound(err)
 }
 
