@@ -192,37 +192,51 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	var idx []int // the messages handed to the provider, in order
+	// A message gets its record only once a provider call slot and the
+	// rate are both free for it: a recorded message never waits, so a
+	// worker that dies leaves no record whose request was never written.
+	fail := func(group []int, err error) {
+		for _, i := range group {
+			res[i].Err = err
+		}
+	}
 	for len(pending) > 0 {
-		n, err := s.Rate.Take(ctx, prio, len(pending))
+		slots, err := acquire(ctx, sem, len(pending))
+		if err == nil {
+			var n int
+			n, err = s.Rate.Take(ctx, prio, slots)
+			for range slots - n {
+				<-sem
+			}
+			slots = n
+		}
 		if err != nil {
 			// A wait cut short sends nothing and writes no record: the
 			// step is tried again, the transactional message is a 502.
-			perr := providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err})
-			for _, i := range pending {
-				res[i].Err = perr
-			}
+			fail(pending, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err}))
 			break
 		}
-		group := pending[:n]
-		pending = pending[n:]
+		group := pending[:slots]
+		pending = pending[slots:]
 		// The records are not yet the write: a request's audit entry goes
 		// with the settling transaction (settleMany).
 		unsent, err := s.insertMany(store.WithoutAudit(ctx), preps, group, hooks.Recorded)
 		if err != nil {
-			for _, i := range group {
-				res[i].Err = fmt.Errorf("%w: %w", ErrNotRecorded, err)
+			for range group {
+				<-sem
 			}
+			fail(group, fmt.Errorf("%w: %w", ErrNotRecorded, err))
 			continue
 		}
 		for _, i := range group {
 			if err, ok := unsent[i]; ok {
 				// Over the frequency cap, a record there already, or
 				// withdrawn: no new record, no message; that step's alone.
+				<-sem
 				res[i].Err = err
 				continue
 			}
 			idx = append(idx, i)
-			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
 				id, err := s.Provider.Send(ctx, preps[i].msg)
@@ -439,6 +453,26 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
 type answer struct {
 	id  string
 	err error
+}
+
+// acquire takes at least one slot of sem (waiting for it, or ctx's end)
+// and then as many more as are free at once, at most n.
+func acquire(ctx context.Context, sem chan struct{}, n int) (int, error) {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	got := 1
+	for got < n {
+		select {
+		case sem <- struct{}{}:
+			got++
+		default:
+			return got, nil
+		}
+	}
+	return got, nil
 }
 
 // settleRow is one row of SendSettleMany's JSON.
