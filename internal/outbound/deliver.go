@@ -2,7 +2,9 @@ package outbound
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unicode"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -23,9 +27,12 @@ import (
 // Timeout bounds one attempt, connection to last byte read (ADDENDUM 14).
 const Timeout = 15 * time.Second
 
-// maxResponseBytes is how much of an answer is read (and kept as the
-// error): a receiver cannot make us read more.
-const maxResponseBytes = 1024
+// maxResponseBytes is how much of a non-2xx answer is read and kept (as
+// the delivery's lastError, for 30 days): enough for a receiver's own
+// error message ("invalid signature", a short JSON error), too little for
+// a webhook to serve as a reader of whatever a host answers, and a bound
+// on what each failed attempt stores.
+const maxResponseBytes = 256
 
 // DefaultSchedule is WEBHOOK_RETRY_SCHEDULE's default.
 var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
@@ -36,7 +43,7 @@ var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * tim
 // through), no proxy from the environment, no redirect followed, Timeout
 // for the whole attempt.
 func NewClient(g *Guard) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, Control: g.control}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, Control: g.control, Resolver: g.Resolver}
 	tr := &http.Transport{Proxy: nil, DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
 		MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: Timeout}
@@ -145,7 +152,13 @@ func (d *Deliverer) attempt(ctx context.Context, r queries.WebhookDeliveryClaimR
 	if code != 0 {
 		res.StatusCode = &code
 	}
-	msg := err.Error()
+	// The stored error names no address (describe); the log keeps the
+	// whole of it for the operator.
+	if d.Log != nil {
+		d.Log.Debug("outbound webhook attempt failed", "tenant_id", r.TenantID, "endpoint_id", r.EndpointID,
+			"message_id", r.MessageID, "err", err)
+	}
+	msg := describe(err)
 	res.Error = &msg
 	if n := int(r.Attempts); n < len(d.Schedule) {
 		next := time.Now().Add(d.Schedule[n])
@@ -186,7 +199,64 @@ func (d *Deliverer) post(ctx context.Context, r queries.WebhookDeliveryClaimRow)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp.StatusCode, nil
 	}
-	return resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.ToValidUTF8(string(head), "?"))
+	return resp.StatusCode, &statusError{code: resp.StatusCode, head: printable(head)}
+}
+
+// statusError is a non-2xx answer and the start of its body.
+type statusError struct {
+	code int
+	head string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.head) }
+
+// printable is b as valid UTF-8 with its control characters (but tab)
+// replaced: what is kept of an answer is read as text.
+func printable(b []byte) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\t' || !unicode.IsControl(r) {
+			return r
+		}
+		return '?'
+	}, strings.ToValidUTF8(string(b), "?"))
+}
+
+// describe says what failed in an attempt, in words that name no address:
+// a Go network error carries the resolver's address ("lookup x on
+// 10.0.0.2:53"), the address dialled and the URL, which the API would
+// otherwise answer to the tenant (the log keeps them). A non-2xx answer is
+// its status and the start of its body, the receiver's own words.
+func describe(err error) string {
+	var status *statusError
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var record tls.RecordHeaderError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &status):
+		return status.Error()
+	case errors.Is(err, ErrPort):
+		return "refused: the " + ErrPort.Error()
+	case errors.Is(err, ErrPrivateTarget):
+		return "refused: the host's address is not a public internet address"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return "the host name does not resolve"
+	case errors.As(err, &dns):
+		return "the host name could not be resolved"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		return "no answer within " + Timeout.String()
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
+		return "the host is unreachable"
+	case errors.As(err, &cert):
+		return "TLS: the certificate is not valid for the host"
+	case errors.As(err, &record):
+		return "TLS: the answer is not TLS"
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection was closed before an answer"
+	}
+	return "the request failed (no HTTP answer)"
 }
 
 // Sign is the webhook-signature header of a message: "v1,<base64>" for the
