@@ -331,6 +331,9 @@ type Send struct {
 	Sending         bool
 	InDoubt         bool
 	BroadcastID     *string
+	HitWindowAt     *time.Time
+	HitWindowOpens  int32
+	HitWindowClicks int32
 }
 
 type Sequence struct {
@@ -449,6 +452,7 @@ type WebhookDelivery struct {
 	LastError      *string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	LeasedUntil    *time.Time
 }
 
 type WebhookEndpoint struct {
