@@ -12,21 +12,44 @@ import (
 )
 
 const webhookDeliveryClaim = `-- name: WebhookDeliveryClaim :many
-WITH due AS (
-    SELECT d.tenant_id, d.endpoint_id, d.message_id FROM webhook_deliveries d
-    WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-    ORDER BY d.next_attempt_at
-    LIMIT $2
-    FOR UPDATE OF d SKIP LOCKED
-), ranked AS (
-    SELECT due.tenant_id, due.endpoint_id, due.message_id, row_number() OVER (PARTITION BY due.tenant_id, due.endpoint_id) AS n FROM due
-    JOIN webhook_endpoints e ON e.tenant_id = due.tenant_id AND e.id = due.endpoint_id AND e.enabled
+WITH RECURSIVE tenants_pending AS (
+    (SELECT d.tenant_id FROM webhook_deliveries d WHERE d.status = 'pending' ORDER BY d.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.tenant_id FROM webhook_deliveries d WHERE d.status = 'pending' AND d.tenant_id > t.tenant_id
+            ORDER BY d.tenant_id LIMIT 1)
+    FROM tenants_pending t WHERE t.tenant_id IS NOT NULL
+), busy AS (
+    SELECT l.tenant_id, l.endpoint_id, count(*)::int AS n FROM webhook_deliveries l
+    WHERE l.leased_until IS NOT NULL AND l.leased_until > now()
+    GROUP BY l.tenant_id, l.endpoint_id
+), busy_tenant AS (
+    SELECT busy.tenant_id, sum(busy.n)::int AS n FROM busy GROUP BY busy.tenant_id
+), due AS (
+    SELECT c.tenant_id, c.endpoint_id, c.message_id, c.next_attempt_at,
+        row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.next_attempt_at, c.message_id)
+            + coalesce(bt.n, 0) AS tenant_n
+    FROM tenants_pending t
+    JOIN webhook_endpoints e ON e.tenant_id = t.tenant_id AND e.enabled
+    LEFT JOIN busy b ON b.tenant_id = e.tenant_id AND b.endpoint_id = e.id
+    LEFT JOIN busy_tenant bt ON bt.tenant_id = e.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT d.tenant_id, d.endpoint_id, d.message_id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.tenant_id = e.tenant_id AND d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+        ORDER BY d.next_attempt_at
+        LIMIT greatest($2::int - coalesce(b.n, 0), 0)
+    ) c
+    WHERE coalesce(bt.n, 0) < $3::int
 ), picked AS (
-    SELECT tenant_id, endpoint_id, message_id, n FROM ranked WHERE n <= $3::int LIMIT $4
+    SELECT due.tenant_id, due.endpoint_id, due.message_id FROM due
+    WHERE due.tenant_n <= $3::int
+    ORDER BY due.next_attempt_at
+    LIMIT $4
 )
-UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $1::float8), updated_at = now()
+UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $1::float8),
+    leased_until = now() + make_interval(secs => $1::float8), updated_at = now()
 FROM picked
 WHERE d.tenant_id = picked.tenant_id AND d.endpoint_id = picked.endpoint_id AND d.message_id = picked.message_id
+    AND d.status = 'pending' AND d.next_attempt_at <= now()
 RETURNING d.tenant_id, d.endpoint_id, d.message_id, d.attempts,
     (SELECT m.type FROM webhook_messages m WHERE m.tenant_id = d.tenant_id AND m.id = d.message_id) AS type,
     (SELECT m.data FROM webhook_messages m WHERE m.tenant_id = d.tenant_id AND m.id = d.message_id) AS data,
@@ -39,8 +62,8 @@ RETURNING d.tenant_id, d.endpoint_id, d.message_id, d.attempts,
 
 type WebhookDeliveryClaimParams struct {
 	LeaseSeconds float64
-	Scan         int32
 	PerEndpoint  int32
+	PerTenant    int32
 	Lim          int32
 }
 
@@ -57,15 +80,20 @@ type WebhookDeliveryClaimRow struct {
 	PreviousSecret string
 }
 
-// Claims up to lim due deliveries of enabled endpoints, at most
-// @per_endpoint of one endpoint (a slow endpoint cannot take every slot),
-// moving each a lease ahead: a worker that dies mid-attempt leaves it due
-// again then. Deliveries of a disabled endpoint wait.
+// Claims up to lim due deliveries of enabled endpoints, moving each a
+// lease ahead (next_attempt_at, and leased_until, which the outcome
+// clears): a worker that dies mid-attempt leaves it due again then. A
+// tenant has at most @per_tenant deliveries in flight, one endpoint at
+// most @per_endpoint, counting those other claims hold (schema 0046): one
+// tenant's hanging endpoints cannot take every slot, nor one endpoint its
+// tenant's. Every tenant with pending deliveries is looked at, each
+// endpoint's oldest first, then the oldest across tenants are taken.
+// Deliveries of a disabled endpoint wait.
 func (q *Queries) WebhookDeliveryClaim(ctx context.Context, arg WebhookDeliveryClaimParams) ([]WebhookDeliveryClaimRow, error) {
 	rows, err := q.db.Query(ctx, webhookDeliveryClaim,
 		arg.LeaseSeconds,
-		arg.Scan,
 		arg.PerEndpoint,
+		arg.PerTenant,
 		arg.Lim,
 	)
 	if err != nil {
@@ -95,6 +123,18 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, arg WebhookDeliveryC
 		return nil, err
 	}
 	return items, nil
+}
+
+const webhookDeliveryClaimLock = `-- name: WebhookDeliveryClaimLock :exec
+SELECT pg_advisory_xact_lock(hashtext('webhook_delivery_claim'))
+`
+
+// Serialises claims (WebhookDeliveryClaim, in the same transaction, after
+// this): each claim then counts the leases of every claim before it, so a
+// tenant's share holds across workers exactly.
+func (q *Queries) WebhookDeliveryClaimLock(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, webhookDeliveryClaimLock)
+	return err
 }
 
 const webhookDeliveryCounts = `-- name: WebhookDeliveryCounts :many
@@ -146,7 +186,7 @@ WITH done AS (
     UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
         status = CASE WHEN r.ok THEN 'succeeded' WHEN r.next_attempt_at IS NULL THEN 'failed' ELSE 'pending' END,
         next_attempt_at = coalesce(r.next_attempt_at, d.next_attempt_at),
-        last_status_code = r.status_code, last_error = r.error, updated_at = now()
+        last_status_code = r.status_code, last_error = r.error, leased_until = NULL, updated_at = now()
     FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, endpoint_id text, message_id text, ok boolean,
         status_code integer, error text, next_attempt_at timestamptz)
     WHERE d.tenant_id = r.tenant_id AND d.endpoint_id = r.endpoint_id AND d.message_id = r.message_id
@@ -174,7 +214,7 @@ func (q *Queries) WebhookDeliveryFinish(ctx context.Context, rows json.RawMessag
 }
 
 const webhookDeliveryList = `-- name: WebhookDeliveryList :many
-SELECT d.tenant_id, d.endpoint_id, d.message_id, d.status, d.attempts, d.next_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at, m.type FROM webhook_deliveries d
+SELECT d.tenant_id, d.endpoint_id, d.message_id, d.status, d.attempts, d.next_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at, d.leased_until, m.type FROM webhook_deliveries d
 JOIN webhook_messages m ON m.tenant_id = d.tenant_id AND m.id = d.message_id
 WHERE d.tenant_id = $1 AND d.endpoint_id = $2
   AND ($3::text IS NULL OR d.status = $3)
@@ -203,6 +243,7 @@ type WebhookDeliveryListRow struct {
 	LastError      *string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	LeasedUntil    *time.Time
 	Type           string
 }
 
@@ -233,6 +274,7 @@ func (q *Queries) WebhookDeliveryList(ctx context.Context, arg WebhookDeliveryLi
 			&i.LastError,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.LeasedUntil,
 			&i.Type,
 		); err != nil {
 			return nil, err

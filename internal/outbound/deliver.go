@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -58,14 +59,26 @@ type Deliverer struct {
 	// Schedule is WEBHOOK_RETRY_SCHEDULE: the waits after each failed
 	// attempt; past its end a delivery has failed.
 	Schedule []time.Duration
-	// Parallel bounds a batch's concurrent posts; PerEndpoint how many of
-	// one endpoint a batch takes.
-	Parallel, PerEndpoint int
-	Log                   *slog.Logger
+	// Parallel bounds a batch's concurrent posts. PerTenant is how many
+	// deliveries of one tenant may be in flight at once, across every
+	// worker (0: DefaultPerTenant); PerEndpoint how many of one endpoint
+	// (0: DefaultPerEndpoint).
+	Parallel, PerTenant, PerEndpoint int
+	Log                              *slog.Logger
 }
 
 // DefaultBatch is how many deliveries one claim takes.
 const DefaultBatch = 100
+
+// DefaultPerTenant and DefaultPerEndpoint are a tenant's and an endpoint's
+// shares of the deliveries in flight: half a batch for a tenant, so a
+// tenant whose endpoints all hang for the whole 15 s holds at most 50
+// posts and every claim still has room for others; half of that for an
+// endpoint, so one endpoint of a tenant cannot hold its others back.
+const (
+	DefaultPerTenant   = DefaultBatch / 2
+	DefaultPerEndpoint = DefaultPerTenant / 2
+)
 
 // lease is how long a claimed delivery is held: longer than an attempt.
 const lease = 2 * Timeout
@@ -98,38 +111,88 @@ func (d *Deliverer) FanOut(ctx context.Context) (int64, error) {
 	}
 }
 
-// Run fans the outbox out, claims a batch of due deliveries, posts them
-// concurrently, and writes the outcomes in one statement. It returns how
-// many it claimed.
+// Run fans the outbox out, claims a batch of due deliveries (within each
+// tenant's share), posts them concurrently, and writes their outcomes as
+// they come: an outcome waits for the write in progress, never for the
+// batch's slowest attempt, so one tenant's hanging endpoint delays no
+// other's delivery. It returns how many it claimed, once every attempt
+// has ended.
 func (d *Deliverer) Run(ctx context.Context) (int, error) {
 	if _, err := d.FanOut(ctx); err != nil {
 		return 0, err
 	}
-	per := max(d.PerEndpoint, 1)
-	rows, err := d.DB.WebhookDeliveryClaim(ctx, queries.WebhookDeliveryClaimParams{Scan: 4 * DefaultBatch,
-		PerEndpoint: int32(per), Lim: DefaultBatch, LeaseSeconds: lease.Seconds()})
+	rows, err := d.claim(ctx)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
-	out := make([]finishRow, len(rows))
-	sem := make(chan struct{}, max(d.Parallel, 1))
-	var wg sync.WaitGroup
-	for i, r := range rows {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			out[i] = d.attempt(ctx, r)
-		})
+	done := make(chan finishRow, len(rows)) // an attempt never waits for a write
+	go func() {
+		sem := make(chan struct{}, max(d.Parallel, 1))
+		var wg sync.WaitGroup
+		for _, r := range rows {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				done <- d.attempt(ctx, r)
+			})
+		}
+		wg.Wait()
+		close(done)
+	}()
+	return len(rows), d.finish(ctx, done)
+}
+
+// claim takes a batch under the claim lock (WebhookDeliveryClaimLock).
+func (d *Deliverer) claim(ctx context.Context) ([]queries.WebhookDeliveryClaimRow, error) {
+	var rows []queries.WebhookDeliveryClaimRow
+	err := d.DB.InTx(ctx, func(q *store.Tx) error {
+		if err := q.WebhookDeliveryClaimLock(ctx); err != nil {
+			return err
+		}
+		var err error
+		rows, err = q.WebhookDeliveryClaim(ctx, queries.WebhookDeliveryClaimParams{
+			PerTenant: int32(cmp.Or(d.PerTenant, DefaultPerTenant)), PerEndpoint: int32(cmp.Or(d.PerEndpoint, DefaultPerEndpoint)),
+			Lim: DefaultBatch, LeaseSeconds: lease.Seconds()})
+		return err
+	})
+	return rows, err
+}
+
+// finish writes the outcomes arriving on done until it closes: whatever
+// has arrived while a write was in progress goes in the next one, so a
+// fast batch still writes in few statements. It returns the first error,
+// after every attempt has ended.
+func (d *Deliverer) finish(ctx context.Context, done <-chan finishRow) error {
+	var first error
+	write := func(out []finishRow) {
+		b, err := json.Marshal(out)
+		if err == nil {
+			// Written even if the task is being stopped: the posts happened.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err = d.DB.WebhookDeliveryFinish(wctx, b)
+			cancel()
+		}
+		if first == nil {
+			first = err
+		}
 	}
-	wg.Wait()
-	b, err := json.Marshal(out)
-	if err != nil {
-		return len(rows), err
+	for r := range done {
+		out := []finishRow{r}
+	more:
+		for {
+			select {
+			case r, ok := <-done:
+				if !ok {
+					break more
+				}
+				out = append(out, r)
+			default:
+				break more
+			}
+		}
+		write(out)
 	}
-	// Written even if the task is being stopped: the posts happened.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return len(rows), d.DB.WebhookDeliveryFinish(wctx, b)
+	return first
 }
 
 // Body is a delivery's JSON body.

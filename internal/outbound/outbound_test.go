@@ -602,3 +602,102 @@ func TestSignedAtSendTime(t *testing.T) {
 		t.Fatalf("body timestamp %q (%v), want the message's %s", body.Timestamp, err, created.UTC())
 	}
 }
+
+// One tenant's hanging endpoints do not delay another tenant's delivery:
+// a claim takes at most a tenant's share of deliveries in flight (counted
+// across every deliverer, in the database), and each outcome is written
+// as its attempt ends, not when the batch's slowest does. Tenant A's four
+// endpoints hang until released; tenant B's delivery, due after all of
+// A's, is delivered and recorded while they hang.
+func TestHangingTenantDoesNotDelayAnother(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	started, ended := 0, 0
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		started++
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		ended++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	fast := newReceiver(t)
+	for range 4 {
+		if _, err := f.svc.Outbound.Create(f.ctx, tenant, outbound.Input{URL: ptr(hang.URL)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := f.svc.Outbound.Create(f.ctx, "ten_other", outbound.Input{URL: ptr(fast.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`INSERT INTO contacts (tenant_id, id, email) SELECT $1, 'cnt_' || g, 'c' || g || '@example.com'
+		FROM generate_series(1, 60) g`, tenant)
+	if _, err := f.svc.Deliverer.FanOut(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE webhook_deliveries SET next_attempt_at = now() - interval '1 minute' WHERE tenant_id = $1`, tenant)
+	if err := f.svc.Outbound.Test(f.ctx, "ten_other", b.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() { _, err := f.svc.Deliverer.Run(f.ctx); done <- err }()
+	for {
+		ds, _, err := f.svc.Outbound.Deliveries(f.ctx, "ten_other", b.ID, "succeeded", page.Params{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 1 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the batch ended (%v) before tenant B's delivery was recorded: it waited for A's hanging endpoints", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	mu.Lock()
+	e := ended
+	mu.Unlock()
+	if e != 0 {
+		t.Fatalf("%d of A's attempts ended before B's was recorded", e)
+	}
+	// A's share is in flight: another deliverer (another worker) takes
+	// none of A's 200 due deliveries.
+	var inFlight int
+	if err := f.svc.DB.Pool.QueryRow(f.ctx, `SELECT count(*) FROM webhook_deliveries WHERE tenant_id = $1 AND leased_until > now()`,
+		tenant).Scan(&inFlight); err != nil {
+		t.Fatal(err)
+	}
+	if inFlight == 0 || inFlight > outbound.DefaultPerTenant {
+		t.Fatalf("%d of A's deliveries in flight, want 1 to %d", inFlight, outbound.DefaultPerTenant)
+	}
+	if n, err := f.svc.Deliverer.Run(f.ctx); err != nil || n != 0 {
+		t.Fatalf("a second deliverer claimed %d (%v) while A's share was in flight", n, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if started != inFlight {
+		t.Fatalf("A's receiver saw %d attempts, %d were claimed", started, inFlight)
+	}
+}
