@@ -129,23 +129,36 @@ WITH RECURSIVE tenants_pending AS (
     GROUP BY l.tenant_id, l.endpoint_id
 ), busy_tenant AS (
     SELECT busy.tenant_id, sum(busy.n)::int AS n FROM busy GROUP BY busy.tenant_id
-), due AS (
-    SELECT c.tenant_id, c.endpoint_id, c.message_id, c.next_attempt_at,
-        row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.next_attempt_at, c.message_id)
-            + coalesce(bt.n, 0) AS tenant_n
+), heads AS (
+    -- Each endpoint with room, by its oldest due delivery; the lim oldest
+    -- hold every delivery the claim can take.
+    SELECT e.tenant_id, e.id AS endpoint_id, coalesce(b.n, 0) AS busy_endpoint, coalesce(bt.n, 0) AS busy_tenant
     FROM tenants_pending t
     JOIN webhook_endpoints e ON e.tenant_id = t.tenant_id AND e.enabled
     LEFT JOIN busy b ON b.tenant_id = e.tenant_id AND b.endpoint_id = e.id
     LEFT JOIN busy_tenant bt ON bt.tenant_id = e.tenant_id
     CROSS JOIN LATERAL (
-        SELECT d.tenant_id, d.endpoint_id, d.message_id, d.next_attempt_at FROM webhook_deliveries d
+        SELECT d.next_attempt_at FROM webhook_deliveries d
         WHERE d.tenant_id = e.tenant_id AND d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now()
         ORDER BY d.next_attempt_at
-        LIMIT greatest(sqlc.arg(per_endpoint)::int - coalesce(b.n, 0), 0)
+        LIMIT 1
+    ) h
+    WHERE coalesce(b.n, 0) < sqlc.arg(per_endpoint)::int AND coalesce(bt.n, 0) < @per_tenant::int
+    ORDER BY h.next_attempt_at
+    LIMIT @lim
+), due AS (
+    SELECT c.tenant_id, c.endpoint_id, c.message_id, c.created_at, c.next_attempt_at,
+        row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.next_attempt_at, c.message_id) + h.busy_tenant AS tenant_n
+    FROM heads h
+    CROSS JOIN LATERAL (
+        SELECT d.tenant_id, d.endpoint_id, d.message_id, d.created_at, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.tenant_id = h.tenant_id AND d.endpoint_id = h.endpoint_id AND d.status = 'pending'
+            AND d.next_attempt_at <= now()
+        ORDER BY d.next_attempt_at
+        LIMIT sqlc.arg(per_endpoint)::int - h.busy_endpoint
     ) c
-    WHERE coalesce(bt.n, 0) < @per_tenant::int
 ), picked AS (
-    SELECT due.tenant_id, due.endpoint_id, due.message_id FROM due
+    SELECT due.tenant_id, due.endpoint_id, due.message_id, due.created_at FROM due
     WHERE due.tenant_n <= @per_tenant::int
     ORDER BY due.next_attempt_at
     LIMIT @lim
@@ -153,8 +166,12 @@ WITH RECURSIVE tenants_pending AS (
 UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => @lease_seconds::float8),
     leased_until = now() + make_interval(secs => @lease_seconds::float8), updated_at = now()
 FROM picked
+-- created_at too: joined on the key alone, the planner took the list index
+-- (tenant, endpoint, created_at, message) for as cheap as the primary key
+-- and walked a backlog's whole endpoint for each row (9-25 ms a row with
+-- 200,000 waiting); with it, either index finds the row at once.
 WHERE d.tenant_id = picked.tenant_id AND d.endpoint_id = picked.endpoint_id AND d.message_id = picked.message_id
-    AND d.status = 'pending' AND d.next_attempt_at <= now()
+    AND d.created_at = picked.created_at AND d.status = 'pending' AND d.next_attempt_at <= now()
 RETURNING d.tenant_id, d.endpoint_id, d.message_id, d.attempts,
     (SELECT m.type FROM webhook_messages m WHERE m.tenant_id = d.tenant_id AND m.id = d.message_id) AS type,
     (SELECT m.data FROM webhook_messages m WHERE m.tenant_id = d.tenant_id AND m.id = d.message_id) AS data,
