@@ -88,6 +88,7 @@ type finishRow struct {
 	TenantID      string     `json:"tenant_id"`
 	EndpointID    string     `json:"endpoint_id"`
 	MessageID     string     `json:"message_id"`
+	CreatedAt     time.Time  `json:"created_at"`
 	OK            bool       `json:"ok"`
 	StatusCode    *int       `json:"status_code"`
 	Error         *string    `json:"error"`
@@ -204,7 +205,7 @@ type Body struct {
 
 // attempt posts one delivery and says what became of it.
 func (d *Deliverer) attempt(ctx context.Context, r queries.WebhookDeliveryClaimRow) finishRow {
-	res := finishRow{TenantID: r.TenantID, EndpointID: r.EndpointID, MessageID: r.MessageID}
+	res := finishRow{TenantID: r.TenantID, EndpointID: r.EndpointID, MessageID: r.MessageID, CreatedAt: r.CreatedAt}
 	start := time.Now()
 	code, err := d.post(ctx, r)
 	telemetry.WebhookDelivery(err == nil, time.Since(start))
