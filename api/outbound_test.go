@@ -14,7 +14,7 @@ func TestWebhookRoutes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *config.Config) { c.WebhookAllowPrivateTargets = true })
 	tok := b.apiKey(b.tenant("org_whk"))
-	r := b.expect("POST", "/api/webhooks", tok, map[string]any{"url": "http://127.0.0.1:9/hook",
+	r := b.expect("POST", "/api/webhooks", tok, map[string]any{"url": "http://127.0.0.1:1025/hook",
 		"events": []string{"email.bounced", "contact.unsubscribed"}, "description": "CRM"}, 201)
 	id, secret := r.body["webhookId"].(string), r.body["secret"].(string)
 	if !strings.HasPrefix(id, "whk_") || !strings.HasPrefix(secret, "whsec_") || r.body["enabled"] != true ||
@@ -34,6 +34,7 @@ func TestWebhookRoutes(t *testing.T) {
 	}
 	b.expectError("PATCH", "/api/webhooks/"+id, tok, map[string]any{"events": []string{"email.nope"}}, 400, "VALIDATION_ERROR")
 	b.expectError("PATCH", "/api/webhooks/"+id, tok, map[string]any{"enabeld": true}, 400, "VALIDATION_ERROR")
+	b.expectError("PATCH", "/api/webhooks/"+id, tok, map[string]any{"url": "http://127.0.0.1:22/"}, 400, "VALIDATION_ERROR")
 	rot := b.expect("POST", "/api/webhooks/"+id+"/rotate-secret", tok, nil, 200)
 	if s, _ := rot.body["secret"].(string); !strings.HasPrefix(s, "whsec_") || s == secret {
 		t.Fatalf("%s", rot.raw)
@@ -59,12 +60,14 @@ func TestWebhookRoutes(t *testing.T) {
 }
 
 // Without WEBHOOK_ALLOW_PRIVATE_TARGETS a private or loopback target is
-// refused with the field named.
+// refused with the field named; so is a port outside 80, 443 and
+// 1024-65535, whatever the address.
 func TestWebhookPrivateTargetRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	tok := b.apiKey(b.tenant("org_whkp"))
-	for _, u := range []string{"http://127.0.0.1/x", "https://10.1.2.3/x", "http://[::1]/x", "http://169.254.169.254/x", "ftp://8.8.8.8/"} {
+	for _, u := range []string{"http://127.0.0.1/x", "https://10.1.2.3/x", "http://[::1]/x", "http://169.254.169.254/x", "ftp://8.8.8.8/",
+		"https://8.8.8.8:22/x", "http://[fec0::1]/x", "http://[2001::1]/x"} {
 		r := b.expectError("POST", "/api/webhooks", tok, map[string]any{"url": u}, 400, "VALIDATION_ERROR")
 		if _, ok := r.fields()["url"]; !ok {
 			t.Errorf("%s: %s", u, r.raw)

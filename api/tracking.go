@@ -17,7 +17,8 @@ import (
 // token is the capability, and it names the tenant, so every lookup is made
 // in the token's tenant and a token of one tenant cannot reach another's
 // rows. Opens and clicks are recorded synchronously, one small transaction
-// per hit (docs/decisions.md "Tracking").
+// per hit (docs/decisions.md "Tracking"); past delivery.MaxHitEvents of a
+// kind per send in an hour, a hit is only counted on the send.
 
 // pixelGIF is a 1x1 transparent GIF.
 var pixelGIF = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00" +

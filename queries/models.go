@@ -351,6 +351,9 @@ type Send struct {
 	Sending         bool
 	InDoubt         bool
 	BroadcastID     *string
+	HitWindowAt     *time.Time
+	HitWindowOpens  int32
+	HitWindowClicks int32
 }
 
 type Sequence struct {
@@ -469,6 +472,7 @@ type WebhookDelivery struct {
 	LastError      *string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	LeasedUntil    *time.Time
 }
 
 type WebhookEndpoint struct {

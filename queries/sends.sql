@@ -126,8 +126,10 @@ FOR UPDATE OF s;
 UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type, in_doubt = r.in_doubt,
     delivered_at = r.delivered_at, opened_at = r.opened_at, clicked_at = r.clicked_at,
     bounced_at = r.bounced_at, complained_at = r.complained_at, rejected_at = r.rejected_at,
-    open_count = r.open_count, click_count = r.click_count
+    open_count = r.open_count, click_count = r.click_count, hit_window_at = r.hit_window_at,
+    hit_window_opens = r.hit_window_opens, hit_window_clicks = r.hit_window_clicks
 FROM jsonb_to_recordset(@rows::jsonb) AS r(tenant_id text, id text, delivery_status text, bounce_type text,
     delivered_at timestamptz, opened_at timestamptz, clicked_at timestamptz, bounced_at timestamptz,
-    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer, in_doubt boolean)
+    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer, in_doubt boolean,
+    hit_window_at timestamptz, hit_window_opens integer, hit_window_clicks integer)
 WHERE s.tenant_id = r.tenant_id AND s.id = r.id;

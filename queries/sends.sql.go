@@ -31,7 +31,7 @@ func (q *Queries) SendDelete(ctx context.Context, arg SendDeleteParams) (int64, 
 }
 
 const sendGet = `-- name: SendGet :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends WHERE tenant_id = $1 AND id = $2
 `
 
 type SendGetParams struct {
@@ -69,12 +69,15 @@ func (q *Queries) SendGet(ctx context.Context, arg SendGetParams) (Send, error) 
 		&i.Sending,
 		&i.InDoubt,
 		&i.BroadcastID,
+		&i.HitWindowAt,
+		&i.HitWindowOpens,
+		&i.HitWindowClicks,
 	)
 	return i, err
 }
 
 const sendGetForUpdate = `-- name: SendGetForUpdate :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SendGetForUpdateParams struct {
@@ -114,6 +117,9 @@ func (q *Queries) SendGetForUpdate(ctx context.Context, arg SendGetForUpdatePara
 		&i.Sending,
 		&i.InDoubt,
 		&i.BroadcastID,
+		&i.HitWindowAt,
+		&i.HitWindowOpens,
+		&i.HitWindowClicks,
 	)
 	return i, err
 }
@@ -125,7 +131,7 @@ INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_
 VALUES ($1, $2, '', $3, $4, $5,
         $6, $7, $8, $9, $10, $11, $12, $13,
         true, true)
-RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id
+RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks
 `
 
 type SendInsertParams struct {
@@ -192,13 +198,16 @@ func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, e
 		&i.Sending,
 		&i.InDoubt,
 		&i.BroadcastID,
+		&i.HitWindowAt,
+		&i.HitWindowOpens,
+		&i.HitWindowClicks,
 	)
 	return i, err
 }
 
 const sendList = `-- name: SendList :many
 
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends
 WHERE tenant_id = $1
   AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
   AND (NOT $5::boolean OR in_doubt)
@@ -262,6 +271,9 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -274,7 +286,7 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 }
 
 const sendListByBroadcast = `-- name: SendListByBroadcast :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends
 WHERE tenant_id = $1 AND broadcast_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR template_id = $6)
@@ -343,6 +355,9 @@ func (q *Queries) SendListByBroadcast(ctx context.Context, arg SendListByBroadca
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -355,7 +370,7 @@ func (q *Queries) SendListByBroadcast(ctx context.Context, arg SendListByBroadca
 }
 
 const sendListByContact = `-- name: SendListByContact :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends
 WHERE tenant_id = $1 AND contact_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR sequence_id = $6)
@@ -429,6 +444,9 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -441,7 +459,7 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 }
 
 const sendListBySequence = `-- name: SendListBySequence :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends
 WHERE tenant_id = $1 AND sequence_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR template_id = $6)
@@ -509,6 +527,9 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -521,7 +542,7 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 }
 
 const sendListByStatus = `-- name: SendListByStatus :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends
 WHERE tenant_id = $1 AND delivery_status = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND (NOT $6::boolean OR in_doubt)
@@ -583,6 +604,9 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -595,7 +619,7 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 }
 
 const sendListByTemplate = `-- name: SendListByTemplate :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends
 WHERE tenant_id = $1 AND template_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR delivery_status = $6)
@@ -660,6 +684,9 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -672,7 +699,7 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 }
 
 const sendListInDoubt = `-- name: SendListInDoubt :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks FROM sends
 WHERE tenant_id = $1 AND in_doubt
   AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
 ORDER BY sent_at DESC, id DESC
@@ -729,6 +756,9 @@ func (q *Queries) SendListInDoubt(ctx context.Context, arg SendListInDoubtParams
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -781,7 +811,7 @@ func (q *Queries) SendListSending(ctx context.Context, arg SendListSendingParams
 }
 
 const sendLockMany = `-- name: SendLockMany :many
-SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt, s.broadcast_id FROM sends s
+SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt, s.broadcast_id, s.hit_window_at, s.hit_window_opens, s.hit_window_clicks FROM sends s
 JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
   ON s.tenant_id = k.tenant_id AND s.id = k.id
 ORDER BY s.tenant_id, s.id
@@ -832,6 +862,9 @@ func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]S
 			&i.Sending,
 			&i.InDoubt,
 			&i.BroadcastID,
+			&i.HitWindowAt,
+			&i.HitWindowOpens,
+			&i.HitWindowClicks,
 		); err != nil {
 			return nil, err
 		}
@@ -888,10 +921,12 @@ const sendUpdateOutcomes = `-- name: SendUpdateOutcomes :exec
 UPDATE sends s SET delivery_status = r.delivery_status, bounce_type = r.bounce_type, in_doubt = r.in_doubt,
     delivered_at = r.delivered_at, opened_at = r.opened_at, clicked_at = r.clicked_at,
     bounced_at = r.bounced_at, complained_at = r.complained_at, rejected_at = r.rejected_at,
-    open_count = r.open_count, click_count = r.click_count
+    open_count = r.open_count, click_count = r.click_count, hit_window_at = r.hit_window_at,
+    hit_window_opens = r.hit_window_opens, hit_window_clicks = r.hit_window_clicks
 FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, delivery_status text, bounce_type text,
     delivered_at timestamptz, opened_at timestamptz, clicked_at timestamptz, bounced_at timestamptz,
-    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer, in_doubt boolean)
+    complained_at timestamptz, rejected_at timestamptz, open_count integer, click_count integer, in_doubt boolean,
+    hit_window_at timestamptz, hit_window_opens integer, hit_window_clicks integer)
 WHERE s.tenant_id = r.tenant_id AND s.id = r.id
 `
 

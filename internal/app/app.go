@@ -240,7 +240,8 @@ func New(in Infra) (*Services, error) {
 	guard := &outbound.Guard{AllowPrivate: cfg.WebhookAllowPrivateTargets}
 	s.Outbound = &outbound.Store{DB: db, Guard: guard}
 	s.Deliverer = &outbound.Deliverer{DB: db, Client: outbound.NewClient(guard), Schedule: cfg.WebhookRetrySchedule,
-		Parallel: outbound.DefaultBatch, PerEndpoint: outbound.DefaultBatch / 3, Log: in.Log}
+		Parallel: outbound.DefaultBatch, PerTenant: outbound.DefaultPerTenant, PerEndpoint: outbound.DefaultPerEndpoint,
+		Log: in.Log}
 	files := retention.Dir(cfg.ArchiveDir)
 	s.Archiver = &retention.Archiver{DB: db, Files: files, Log: in.Log}
 	s.Archives = &retention.Archives{DB: db, Files: files}

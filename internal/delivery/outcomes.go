@@ -489,17 +489,64 @@ func step(s *queries.Send, o Outcome) effect {
 		}
 		return e
 	case sendgridevents.Opened, sendgridevents.Clicked:
-		if why := machineOf(s, o); why != "" {
-			// A machine's hit: an event that says so, counted apart, and
-			// nothing else (ADDENDUM 17).
-			e := effect{event: events.Opened, machine: true, props: map[string]any{"machine": true, "machineReason": why}}
-			e.counts.MachineOpened = 1
-			if o.Kind == sendgridevents.Clicked {
-				e.event, e.counts = events.Clicked, metrics.Counts{MachineClicked: 1}
-				e.props["url"] = o.URL
-			}
-			return e
+		e := hit(s, o)
+		if !inHitWindow(s, o.Kind, at) {
+			// Past the window's events: counted (the send's counts, the
+			// machine metrics), no event row, no webhook.
+			e.event, e.props = "", nil
 		}
+		return e
+	case sendgridevents.Unsubscribed:
+		return effect{unsubscribe: true}
+	}
+	return effect{}
+}
+
+// MaxHitEvents is how many opens, and how many clicks, of one send are
+// recorded as events (a row each, a timeline entry, a webhook message)
+// within HitWindow; past it a hit only moves the send's openCount or
+// clickCount and the machine metrics. A person opens an email a few times
+// and clicks a few of its links; hits past twenty an hour are a pixel
+// fetched in a loop, a link hammered or a message forwarded to a list,
+// whose rows would only grow the tables (docs/decisions.md "Outbound
+// webhooks: hardened").
+const MaxHitEvents = 20
+
+// HitWindow is the window MaxHitEvents counts in: it starts with a send's
+// first hit after the previous one has passed.
+const HitWindow = time.Hour
+
+// inHitWindow counts a hit of kind at `at` in the send's window (starting
+// a new one when the current has passed) and reports whether it is still
+// among the window's MaxHitEvents of its kind. A hit older than the window
+// (a provider's late event) counts in the current one.
+func inHitWindow(s *queries.Send, k sendgridevents.Outcome, at time.Time) bool {
+	if s.HitWindowAt == nil || !at.Before(s.HitWindowAt.Add(HitWindow)) {
+		start := at
+		s.HitWindowAt, s.HitWindowOpens, s.HitWindowClicks = &start, 0, 0
+	}
+	n := &s.HitWindowOpens
+	if k == sendgridevents.Clicked {
+		n = &s.HitWindowClicks
+	}
+	*n++
+	return *n <= MaxHitEvents
+}
+
+// hit is what an open or click does, its window aside.
+func hit(s *queries.Send, o Outcome) effect {
+	at := o.At
+	if why := machineOf(s, o); why != "" {
+		// A machine's hit: an event that says so, counted apart, and
+		// nothing else (ADDENDUM 17) but the send's hit window.
+		e := effect{changed: true, event: events.Opened, machine: true,
+			props: map[string]any{"machine": true, "machineReason": why}}
+		e.counts.MachineOpened = 1
+		if o.Kind == sendgridevents.Clicked {
+			e.event, e.counts = events.Clicked, metrics.Counts{MachineClicked: 1}
+			e.props["url"] = o.URL
+		}
+		return e
 	}
 	switch o.Kind {
 	case sendgridevents.Opened:
@@ -513,7 +560,7 @@ func step(s *queries.Send, o Outcome) effect {
 			e.opens, e.counts.Opened = 1, 1
 		}
 		return e
-	case sendgridevents.Clicked:
+	default:
 		first := s.ClickedAt == nil
 		if first || at.Before(*s.ClickedAt) {
 			s.ClickedAt = &at
@@ -524,10 +571,7 @@ func step(s *queries.Send, o Outcome) effect {
 			e.clicks, e.counts.Clicked = 1, 1
 		}
 		return e
-	case sendgridevents.Unsubscribed:
-		return effect{unsubscribe: true}
 	}
-	return effect{}
 }
 
 // sendProps are the properties every outcome event carries (API.md
@@ -561,11 +605,14 @@ type outcomeRow struct {
 	OpenCount      int32      `json:"open_count"`
 	ClickCount     int32      `json:"click_count"`
 	InDoubt        bool       `json:"in_doubt"`
+	HitWindowAt    *time.Time `json:"hit_window_at"`
+	HitWindowOpens int32      `json:"hit_window_opens"`
+	HitWindowClick int32      `json:"hit_window_clicks"`
 }
 
 func outcomeRowOf(s *queries.Send) outcomeRow {
 	return outcomeRow{TenantID: s.TenantID, ID: s.ID, DeliveryStatus: s.DeliveryStatus, BounceType: s.BounceType,
 		DeliveredAt: s.DeliveredAt, OpenedAt: s.OpenedAt, ClickedAt: s.ClickedAt, BouncedAt: s.BouncedAt,
 		ComplainedAt: s.ComplainedAt, RejectedAt: s.RejectedAt, OpenCount: s.OpenCount, ClickCount: s.ClickCount,
-		InDoubt: s.InDoubt}
+		InDoubt: s.InDoubt, HitWindowAt: s.HitWindowAt, HitWindowOpens: s.HitWindowOpens, HitWindowClick: s.HitWindowClicks}
 }

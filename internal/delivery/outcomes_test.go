@@ -490,3 +490,60 @@ func TestParkedEventsApplyWhenTheRecordAppears(t *testing.T) {
 		t.Fatalf("third pass: %+v %v", res, err)
 	}
 }
+
+// Opens and clicks of one send are events (a row each, and a webhook
+// message) up to MaxHitEvents of each kind within HitWindow; beyond that
+// only the send's openCount and clickCount grow, so a pixel fetched in a
+// loop or a link hammered writes no row per hit. A hit once the window has
+// passed is an event again.
+func TestTrackingHitsBoundedPerSend(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	b.contact("ten_a", "cnt_1")
+	b.send("ten_a", "snd_1", "cnt_1", "")
+	start := time.Now() // the send went out an hour ago: no hit is too soon to be a person's
+	hit := func(k sendgridevents.Outcome, at time.Time) {
+		t.Helper()
+		if err := b.outcomes.Record(b.ctx, Outcome{TenantID: "ten_a", SendID: "snd_1", Kind: k, At: at,
+			URL: "https://x.example/", Method: "GET", UserAgent: "Mozilla/5.0 (Macintosh)"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const extra = 7
+	for i := range MaxHitEvents + extra {
+		at := start.Add(time.Duration(i) * 10 * time.Second)
+		hit(sendgridevents.Opened, at)
+		hit(sendgridevents.Clicked, at)
+	}
+	rows := func() map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		r, err := b.db.Pool.Query(b.ctx, `SELECT name, count(*) FROM events WHERE tenant_id = 'ten_a'
+			AND properties->>'sendId' = 'snd_1' GROUP BY name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for r.Next() {
+			var name string
+			var n int
+			if err := r.Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = n
+		}
+		return out
+	}
+	got := rows()
+	if got[events.Opened] != MaxHitEvents || got[events.Clicked] != MaxHitEvents {
+		t.Fatalf("%v events, want %d opens and %d clicks", got, MaxHitEvents, MaxHitEvents)
+	}
+	s := b.getSend("ten_a", "snd_1")
+	if s.OpenCount != MaxHitEvents+extra || s.ClickCount != MaxHitEvents+extra {
+		t.Fatalf("openCount %d, clickCount %d, want %d each (every hit counted)", s.OpenCount, s.ClickCount, MaxHitEvents+extra)
+	}
+	hit(sendgridevents.Opened, start.Add(HitWindow+time.Second))
+	if got := rows(); got[events.Opened] != MaxHitEvents+1 || got[events.Clicked] != MaxHitEvents {
+		t.Fatalf("after the window: %v", got)
+	}
+}

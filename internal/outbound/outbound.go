@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -77,6 +78,8 @@ func (s *Store) check(ctx context.Context, in Input, e *queries.WebhookEndpoint)
 			f.Add("url", "must not carry a user name or password")
 		case len(*in.URL) > maxURLLen:
 			f.Add("url", "must be at most 2048 characters")
+		case !allowedURLPort(u):
+			f.Add("url", "must use port 80, 443 or 1024-65535")
 		default:
 			if err := s.Guard.Check(ctx, u.Hostname()); err != nil {
 				f.Add("url", "must reach a public internet address: "+err.Error())
@@ -106,6 +109,17 @@ func (s *Store) check(ctx context.Context, in Input, e *queries.WebhookEndpoint)
 		e.Enabled = *in.Enabled
 	}
 	return f.Err()
+}
+
+// allowedURLPort reports whether u's port, or its scheme's default, is one
+// AllowedPort allows.
+func allowedURLPort(u *url.URL) bool {
+	p := u.Port()
+	if p == "" {
+		return true // 80 or 443
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && AllowedPort(uint16(n))
 }
 
 // Create adds an endpoint with a new secret (shown in the answer only).

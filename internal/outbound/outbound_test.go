@@ -3,9 +3,12 @@ package outbound_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -354,7 +357,7 @@ func TestDelivery(t *testing.T) {
 	}
 	ds, _, _ = f.svc.Outbound.Deliveries(f.ctx, tenant, e.ID, "failed", page.Params{Limit: 10})
 	if len(ds) != 1 || ds[0].Attempts != 3 || ds[0].LastStatusCode == nil || *ds[0].LastStatusCode != 500 ||
-		ds[0].LastError == nil || len(*ds[0].LastError) > 1100 {
+		ds[0].LastError == nil || len(*ds[0].LastError) > len("HTTP 500: ")+256 {
 		t.Fatalf("%+v", ds)
 	}
 	before := rcv.count()
@@ -474,5 +477,227 @@ func TestFanOutOnceEach(t *testing.T) {
 	}
 	if msgs != n || distinct != n || left != 0 {
 		t.Fatalf("%d messages (%d distinct) for %d facts, %d left in the outbox", msgs, distinct, n, left)
+	}
+}
+
+// addressLike matches an IPv4 address or an IPv6 one (two groups around a
+// colon, or "::"), as a resolver's, a resolved or a dialled address would
+// appear in an error.
+var addressLike = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|[0-9a-fA-F]{1,4}::?[0-9a-fA-F]{1,4}:|::[0-9a-fA-F]|\[::`)
+
+// What a failed delivery stores (and GET .../deliveries answers) says what
+// failed without the resolver's address, the addresses a name resolved to,
+// or the address dialled; so does the create-time refusal of a name.
+func TestDeliveryErrorsNameNoAddress(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, false)
+	rcv := newReceiver(t)
+	_, port, _ := strings.Cut(strings.TrimPrefix(rcv.srv.URL, "http://"), ":")
+	for id, url := range map[string]string{
+		"whk_literal":  rcv.srv.URL,                          // 127.0.0.1: refused as it is dialled
+		"whk_resolved": "http://localhost:" + port + "/hook", // resolves to loopback
+		"whk_nohost":   "http://nonexistent.invalid:8080/x",  // the resolver's answer
+	} {
+		f.exec(`INSERT INTO webhook_endpoints (tenant_id, id, url, secret) VALUES ($1, $2, $3, $4)`, tenant, id, url,
+			outbound.NewSecret())
+		if err := f.svc.Outbound.Test(f.ctx, tenant, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.deliver()
+	want := map[string]string{"whk_literal": "public", "whk_resolved": "public", "whk_nohost": "resolve"}
+	for id, w := range want {
+		ds, _, err := f.svc.Outbound.Deliveries(f.ctx, tenant, id, "", page.Params{Limit: 10})
+		if err != nil || len(ds) != 1 || ds[0].LastError == nil {
+			t.Fatalf("%s: %+v %v", id, ds, err)
+		}
+		msg := *ds[0].LastError
+		if addressLike.MatchString(msg) || strings.Contains(msg, "lookup") || !strings.Contains(msg, w) {
+			t.Errorf("%s: stored error %q names an address (or not what failed: want %q)", id, msg, w)
+		}
+	}
+	if rcv.count() != 0 {
+		t.Fatal("a loopback target was reached")
+	}
+	_, err := f.svc.Outbound.Create(f.ctx, tenant, outbound.Input{URL: ptr("https://nonexistent.invalid/hook")})
+	if !apperr.IsCode(err, "VALIDATION_ERROR") || addressLike.MatchString(err.Error()) ||
+		addressLike.MatchString(fmt.Sprintf("%+v", err)) {
+		t.Fatalf("create of a name that does not resolve: %+v", err)
+	}
+}
+
+// A webhook URL's port is 80, 443 or 1024-65535, on create and PATCH, and
+// again as a delivery dials (an endpoint stored before the rule): any other
+// would let a webhook read the banner of an SSH or SMTP server.
+func TestEndpointPorts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	s := f.svc.Outbound
+	for _, u := range []string{"https://8.8.8.8:22/x", "http://8.8.8.8:25/x", "https://8.8.8.8:0/x", "https://8.8.8.8:1023/x",
+		"http://8.8.8.8:6/x", "https://8.8.8.8:65536/x"} {
+		if _, err := s.Create(f.ctx, tenant, outbound.Input{URL: ptr(u)}); !apperr.IsCode(err, "VALIDATION_ERROR") {
+			t.Errorf("create %s: %v", u, err)
+		}
+	}
+	var e queries.WebhookEndpoint
+	for _, u := range []string{"https://8.8.8.8/x", "http://8.8.8.8/x", "http://8.8.8.8:80/x", "https://8.8.8.8:443/x",
+		"https://8.8.8.8:1024/x", "https://8.8.8.8:8443/x", "https://8.8.8.8:65535/x"} {
+		var err error
+		if e, err = s.Create(f.ctx, tenant, outbound.Input{URL: ptr(u)}); err != nil {
+			t.Errorf("create %s: %v", u, err)
+		}
+	}
+	if _, err := s.Update(f.ctx, tenant, e.ID, outbound.Input{URL: ptr("https://8.8.8.8:25/x")}); !apperr.IsCode(err, "VALIDATION_ERROR") {
+		t.Errorf("PATCH to port 25: %v", err)
+	}
+	if got, _ := s.Get(f.ctx, tenant, e.ID); got.Url != "https://8.8.8.8:65535/x" {
+		t.Errorf("a refused PATCH changed the URL to %s", got.Url)
+	}
+	// Stored before the rule: refused as it is dialled, and said so.
+	f.exec(`INSERT INTO webhook_endpoints (tenant_id, id, url, secret) VALUES ($1, 'whk_ssh', 'http://127.0.0.1:22/', $2)`,
+		tenant, outbound.NewSecret())
+	if err := s.Test(f.ctx, tenant, "whk_ssh"); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver()
+	ds, _, _ := s.Deliveries(f.ctx, tenant, "whk_ssh", "", page.Params{Limit: 10})
+	if len(ds) != 1 || ds[0].LastError == nil || !strings.Contains(*ds[0].LastError, "port") {
+		t.Fatalf("%+v", ds)
+	}
+}
+
+// An attempt is signed at the time it is sent (its webhook-timestamp), not
+// at the message's creation: a receiver checking the timestamp's tolerance
+// (5 minutes in the reference library) accepts a retry made hours after
+// the fact. The body's timestamp stays the fact's.
+func TestSignedAtSendTime(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	rcv := newReceiver(t)
+	e, err := f.svc.Outbound.Create(f.ctx, tenant, outbound.Input{URL: ptr(rcv.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Outbound.Test(f.ctx, tenant, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now().Add(-3 * time.Hour).Truncate(time.Millisecond)
+	f.exec(`UPDATE webhook_messages SET created_at = $2 WHERE tenant_id = $1`, tenant, created)
+	before := time.Now().Unix()
+	f.deliver()
+	if rcv.count() != 1 {
+		t.Fatalf("%d attempts", rcv.count())
+	}
+	h := rcv.got[0].Header
+	ts, err := strconv.ParseInt(h.Get("webhook-timestamp"), 10, 64)
+	if err != nil || ts < before {
+		t.Fatalf("webhook-timestamp %q, sent at or after %d", h.Get("webhook-timestamp"), before)
+	}
+	wh, _ := standardwebhooks.NewWebhook(e.Secret)
+	if err := wh.Verify(rcv.bodies[0], h); err != nil {
+		t.Fatalf("a delivery of a 3-hour-old message does not verify: %v", err)
+	}
+	var body outbound.Body
+	if err := json.Unmarshal(rcv.bodies[0], &body); err != nil || body.Timestamp != created.UTC().Format("2006-01-02T15:04:05.000Z") {
+		t.Fatalf("body timestamp %q (%v), want the message's %s", body.Timestamp, err, created.UTC())
+	}
+}
+
+// One tenant's hanging endpoints do not delay another tenant's delivery:
+// a claim takes at most a tenant's share of deliveries in flight (counted
+// across every deliverer, in the database), and each outcome is written
+// as its attempt ends, not when the batch's slowest does. Tenant A's four
+// endpoints hang until released; tenant B's delivery, due after all of
+// A's, is delivered and recorded while they hang.
+func TestHangingTenantDoesNotDelayAnother(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	started, ended := 0, 0
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		started++
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		ended++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	fast := newReceiver(t)
+	for range 4 {
+		if _, err := f.svc.Outbound.Create(f.ctx, tenant, outbound.Input{URL: ptr(hang.URL)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := f.svc.Outbound.Create(f.ctx, "ten_other", outbound.Input{URL: ptr(fast.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`INSERT INTO contacts (tenant_id, id, email) SELECT $1, 'cnt_' || g, 'c' || g || '@example.com'
+		FROM generate_series(1, 60) g`, tenant)
+	if _, err := f.svc.Deliverer.FanOut(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE webhook_deliveries SET next_attempt_at = now() - interval '1 minute' WHERE tenant_id = $1`, tenant)
+	if err := f.svc.Outbound.Test(f.ctx, "ten_other", b.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() { _, err := f.svc.Deliverer.Run(f.ctx); done <- err }()
+	for {
+		ds, _, err := f.svc.Outbound.Deliveries(f.ctx, "ten_other", b.ID, "succeeded", page.Params{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 1 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the batch ended (%v) before tenant B's delivery was recorded: it waited for A's hanging endpoints", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	mu.Lock()
+	e := ended
+	mu.Unlock()
+	if e != 0 {
+		t.Fatalf("%d of A's attempts ended before B's was recorded", e)
+	}
+	// A's share is in flight: another deliverer (another worker) takes
+	// none of A's 200 due deliveries.
+	var inFlight int
+	if err := f.svc.DB.Pool.QueryRow(f.ctx, `SELECT count(*) FROM webhook_deliveries WHERE tenant_id = $1 AND leased_until > now()`,
+		tenant).Scan(&inFlight); err != nil {
+		t.Fatal(err)
+	}
+	if inFlight == 0 || inFlight > outbound.DefaultPerTenant {
+		t.Fatalf("%d of A's deliveries in flight, want 1 to %d", inFlight, outbound.DefaultPerTenant)
+	}
+	if n, err := f.svc.Deliverer.Run(f.ctx); err != nil || n != 0 {
+		t.Fatalf("a second deliverer claimed %d (%v) while A's share was in flight", n, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if started != inFlight {
+		t.Fatalf("A's receiver saw %d attempts, %d were claimed", started, inFlight)
 	}
 }

@@ -18,6 +18,10 @@ func addSanitizeSeeds(f *testing.F) {
 	f.Add(`<div style="x:expression&#40;alert(1))">`)
 	f.Add(`<div style="background:url(da/* x */ /**/ta:image/png,x)">`)
 	f.Add("<style>\n/* header */\n.a { color: red; /* brand */ }\n</style>")
+	// An event handler right after a single-quoted value: the tokenizer
+	// starts the attribute name at the quote (a mutation audit found the
+	// guard's check of "'" untested).
+	f.Add(`<a title='x'onclick=alert(1)>`)
 }
 
 // FuzzSanitize checks that Sanitize's output has nothing findDanger objects

@@ -113,6 +113,7 @@ var xssVectors = []struct {
 	{desc: "tab reference", in: `<a href="java&Tab;script:alert(1)">x</a>`, want: `<a >x</a>`},
 	{desc: "leading control characters", in: "<a href=\"\x01\x02 javascript:alert(1)\">x</a>", want: `<a >x</a>`},
 	{desc: "attribute after quoted value without space", in: `<a href="x"onclick="alert(1)">x</a>`, want: `<a href="x">x</a>`},
+	{desc: "handler right after a single-quoted value", in: `<a title='x'onclick=alert(1)>x</a>`, want: `<a title='x'>x</a>`},
 	{desc: "duplicate attribute", in: `<a href="https://ok" HREF="javascript:alert(1)">x</a>`, want: `<a href="https://ok" >x</a>`},
 	{desc: "space around equals", in: `<a onclick = "alert(1)" href="/">x</a>`, want: `<a  href="/">x</a>`},
 	{desc: "valueless handler", in: `<body onload>`, want: `<body >`},
