@@ -25,7 +25,11 @@ const MaxActive = 10
 // revoked and when it is created (an instance may remember its hash as
 // unknown); *keycache.Cache implements it.
 type Evicter interface {
+	// Evict drops the key, known or unknown (a revocation).
 	Evict(ctx context.Context, hash []byte) error
+	// ForgetUnknown drops only an "unknown" answer for it (a creation): a
+	// late message must not drop the new key's entry after a revocation.
+	ForgetUnknown(ctx context.Context, hash []byte) error
 }
 
 // Store keeps API keys.
@@ -73,10 +77,14 @@ func (s *Store) Create(ctx context.Context, tenantID, name string) (Created, err
 	if err != nil {
 		return out, err
 	}
-	// A cache that remembers this hash as unknown forgets it, as for a
-	// revocation. The key is committed whatever happens: a failed publish
-	// is logged (an unknown entry lasts seconds at most).
-	if err := s.Cache.Evict(ctx, key.Hash); err != nil {
+	// A cache that remembers this hash as unknown forgets it. The key is
+	// committed whatever happens: a failed publish is logged (an unknown
+	// entry lasts seconds at most). No cache (a benchmark's bare store):
+	// nothing to tell.
+	if s.Cache == nil {
+		return out, nil
+	}
+	if err := s.Cache.ForgetUnknown(ctx, key.Hash); err != nil {
 		s.Log.Error("API key created but the eviction was not published", "key_id", out.ID, "err", err)
 	}
 	return out, nil

@@ -30,6 +30,9 @@ func (e *evictions) Evict(_ context.Context, hash []byte) error {
 	return e.fail
 }
 
+// ForgetUnknown is recorded as an eviction: both tell the other instances.
+func (e *evictions) ForgetUnknown(ctx context.Context, hash []byte) error { return e.Evict(ctx, hash) }
+
 type bundle struct {
 	ctx   context.Context
 	store *apikeys.Store

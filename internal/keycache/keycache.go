@@ -15,9 +15,11 @@ package keycache
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +76,9 @@ type Cache struct {
 	// stores what it read only if the epoch is unchanged since before the
 	// read, so a read that raced an eviction cannot bring the key back.
 	epoch uint64
+	// unknownEpoch changes with every ForgetUnknown: an "unknown" answer is
+	// stored only if it is unchanged too.
+	unknownEpoch uint64
 	// live is true while the eviction channel is subscribed: entries are
 	// trusted only then, since evictions published meanwhile are lost.
 	live bool
@@ -103,7 +108,7 @@ func (c *Cache) Lookup(ctx context.Context, hash []byte) (Key, error) {
 	c.mu.RLock()
 	e, ok := c.entries[string(hash)]
 	u, isUnknown := c.unknown[string(hash)]
-	live, epoch := c.live, c.epoch
+	live, epoch, uepoch := c.live, c.epoch, c.unknownEpoch
 	c.mu.RUnlock()
 	now := time.Now()
 	if ok && live && now.Before(e.expires) {
@@ -118,7 +123,7 @@ func (c *Cache) Lookup(ctx context.Context, hash []byte) (Key, error) {
 	}
 	if err != nil {
 		if apperr.IsKind(err, apperr.KindNotFound) {
-			c.storeUnknown(string(hash), err, now, epoch)
+			c.storeUnknown(string(hash), err, now, epoch, uepoch)
 		}
 		return k, err
 	}
@@ -137,10 +142,10 @@ func (c *Cache) Lookup(ctx context.Context, hash []byte) (Key, error) {
 
 // storeUnknown remembers that hash named no key when read at now, under
 // the same rule as a key: only if no eviction came since the read began.
-func (c *Cache) storeUnknown(hash string, err error, now time.Time, epoch uint64) {
+func (c *Cache) storeUnknown(hash string, err error, now time.Time, epoch, uepoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.live || c.epoch != epoch {
+	if !c.live || c.epoch != epoch || c.unknownEpoch != uepoch {
 		return
 	}
 	if len(c.unknown) >= maxUnknown {
@@ -156,6 +161,28 @@ func (c *Cache) storeUnknown(hash string, err error, now time.Time, epoch uint64
 func (c *Cache) Evict(ctx context.Context, hash []byte) error {
 	c.evictLocal(string(hash))
 	return c.rdb.Publish(ctx, c.channel, hash).Err()
+}
+
+// ForgetUnknown tells every instance, this one at once, to stop calling
+// the key with this hash unknown: call it after a creation is committed.
+// A known entry is left as it is: the message may arrive after the new key
+// was cached, and then after a revocation's own eviction, which must win.
+func (c *Cache) ForgetUnknown(ctx context.Context, hash []byte) error {
+	c.forgetUnknownLocal(string(hash))
+	return c.rdb.Publish(ctx, c.channel, unknownPrefix+string(hash)).Err()
+}
+
+// unknownPrefix marks a ForgetUnknown message on the channel (hashes are
+// SHA-256 sums, 32 bytes: a 33-byte message is never an eviction).
+const unknownPrefix = "?"
+
+func (c *Cache) forgetUnknownLocal(hash string) {
+	c.mu.Lock()
+	delete(c.unknown, hash)
+	// A lookup that began before the creation stores no "unknown"; a known
+	// entry it reads is stored as usual (epoch stays).
+	c.unknownEpoch++
+	c.mu.Unlock()
 }
 
 func (c *Cache) evictLocal(hash string) {
@@ -241,6 +268,10 @@ func (c *Cache) receive(ctx context.Context) bool {
 				c.setLive(true)
 			}
 		case *redis.Message:
+			if h, ok := strings.CutPrefix(m.Payload, unknownPrefix); ok && len(m.Payload) == sha256.Size+1 {
+				c.forgetUnknownLocal(h)
+				continue
+			}
 			c.evictLocal(m.Payload)
 		}
 	}
