@@ -32,8 +32,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"tidings/bench/benchenv"
 	"tidings/api"
+	"tidings/bench/benchenv"
 	"tidings/internal/app"
 	"tidings/internal/auth"
 	"tidings/internal/config"

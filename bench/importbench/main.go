@@ -42,8 +42,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"tidings/bench/benchenv"
 	"tidings/api"
+	"tidings/bench/benchenv"
 	"tidings/internal/app"
 	"tidings/internal/auth"
 	"tidings/internal/config"
