@@ -1,10 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net/http/httptest"
 	"testing"
 )
 
@@ -18,20 +14,7 @@ func TestIdempotencyKeyOnEveryWrite(t *testing.T) {
 	tok := b.apiKey(b.tenant("org_idem"))
 	do := func(method, path, key string, body any) resp {
 		t.Helper()
-		j, _ := json.Marshal(body)
-		req := httptest.NewRequest(method, path, bytes.NewReader(j))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Idempotency-Key", key)
-		res, err := b.app.Test(req, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(res.Body)
-		r := resp{status: res.StatusCode, header: res.Header, raw: raw}
-		_ = json.Unmarshal(raw, &r.body)
-		return r
+		return b.doKey(method, path, tok, key, body)
 	}
 	first := do("POST", "/api/contacts", "k-1", map[string]any{"email": "ann@example.com"})
 	if first.status != 201 {

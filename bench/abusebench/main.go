@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -32,9 +31,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"tidings/api"
+	"tidings/bench/benchenv"
 	"tidings/internal/app"
 	"tidings/internal/auth"
 	"tidings/internal/config"
@@ -83,7 +82,7 @@ func run() error {
 	}
 	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)") //nolint:errcheck
 	dbURL := strings.Replace(*pgAdmin, "/postgres?", "/"+*dbName+"?", 1)
-	redisDB, release, err := leaseRedis(ctx, *redisURL)
+	redisDB, release, err := benchenv.LeaseRedis(ctx, *redisURL, "abusebench", time.Hour)
 	if err != nil {
 		return err
 	}
@@ -329,44 +328,6 @@ func percentiles(ds []time.Duration) string {
 	p := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return fmt.Sprintf("n=%d p50 %.2f ms, p99 %.2f ms, max %.2f ms", len(s), ms(p(0.5)), ms(p(0.99)), ms(s[len(s)-1]))
-}
-
-// leaseRedis takes a free database of the Redis server the way
-// internal/testenv leases its own (as bench/importbench does), flushed;
-// release flushes it and gives it back.
-func leaseRedis(ctx context.Context, server string) (string, func(), error) {
-	opt, err := redis.ParseURL(server)
-	if err != nil {
-		return "", nil, err
-	}
-	ctl := redis.NewClient(opt)
-	defer ctl.Close()
-	for n := 1; n <= 15; n++ {
-		key := fmt.Sprintf("tidings:testlease:%d", n)
-		ok, err := ctl.SetNX(ctx, key, "abusebench", time.Hour).Result()
-		if err != nil {
-			return "", nil, err
-		}
-		if !ok {
-			continue
-		}
-		o := *opt
-		o.DB = n
-		rdb := redis.NewClient(&o)
-		if err := rdb.FlushDB(ctx).Err(); err != nil {
-			return "", nil, err
-		}
-		u, _ := url.Parse(server)
-		u.Path = fmt.Sprintf("/%d", n)
-		return u.String(), func() {
-			rdb.FlushDB(context.Background())
-			rdb.Close()
-			c := redis.NewClient(opt)
-			c.Del(context.Background(), key)
-			c.Close()
-		}, nil
-	}
-	return "", nil, errors.New("no free Redis database (1-15 are all leased)")
 }
 
 func loadAvg() string {

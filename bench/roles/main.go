@@ -40,7 +40,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,8 +49,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
+	"tidings/bench/benchenv"
 	"tidings/internal/app"
 	"tidings/internal/config"
 	"tidings/internal/segments"
@@ -121,7 +120,7 @@ func run() error {
 		defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)") //nolint:errcheck
 	}
 	dbURL := strings.Replace(*pgAdmin, "/postgres?", "/"+*dbName+"?", 1)
-	redisDB, release, err := leaseRedis(ctx, *redisURL)
+	redisDB, release, err := benchenv.LeaseRedis(ctx, *redisURL, "bench-roles", 2*time.Hour)
 	if err != nil {
 		return err
 	}
@@ -458,42 +457,4 @@ func fakeSendGrid() *httptest.Server {
 		w.Header().Set("X-Message-Id", fmt.Sprintf("bench-%d", seq.Add(1)))
 		w.WriteHeader(http.StatusAccepted)
 	}))
-}
-
-// leaseRedis takes a free database of the Redis server the way
-// internal/testenv leases its own (so a test running beside the benchmark
-// never shares it), flushed; release flushes it and gives it back.
-func leaseRedis(ctx context.Context, server string) (string, func(), error) {
-	opt, err := redis.ParseURL(server)
-	if err != nil {
-		return "", nil, err
-	}
-	ctl := redis.NewClient(opt)
-	defer ctl.Close()
-	for n := 1; n <= 15; n++ {
-		key := fmt.Sprintf("tidings:testlease:%d", n)
-		ok, err := ctl.SetNX(ctx, key, "bench-roles", 2*time.Hour).Result()
-		if err != nil {
-			return "", nil, err
-		}
-		if !ok {
-			continue
-		}
-		o := *opt
-		o.DB = n
-		rdb := redis.NewClient(&o)
-		if err := rdb.FlushDB(ctx).Err(); err != nil {
-			return "", nil, err
-		}
-		u, _ := url.Parse(server)
-		u.Path = fmt.Sprintf("/%d", n)
-		return u.String(), func() {
-			rdb.FlushDB(context.Background())
-			rdb.Close()
-			c := redis.NewClient(opt)
-			c.Del(context.Background(), key)
-			c.Close()
-		}, nil
-	}
-	return "", nil, errors.New("no free Redis database (1-15 are all leased)")
 }
