@@ -234,6 +234,15 @@ func New(d Deps) (*fiber.App, error) {
 	r.delete("/templates/:id", s.templateDelete)
 	r.get("/templates/:id/versions", s.templateVersions)
 	r.post("/templates/:id/preview", s.templatePreview)
+	r.put("/templates/:id/locales/:locale", s.localePut)
+	r.get("/templates/:id/locales", s.localeList)
+	r.get("/templates/:id/locales/:locale", s.localeGet)
+	r.delete("/templates/:id/locales/:locale", s.localeDelete)
+
+	r.put("/partials/:id", s.partialPut)
+	r.get("/partials", s.partialList)
+	r.get("/partials/:id", s.partialGet)
+	r.delete("/partials/:id", s.partialDelete)
 
 	r.put("/sequences/:id", s.sequencePut)
 	r.get("/sequences", s.sequenceList)

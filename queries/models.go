@@ -241,6 +241,16 @@ type MetricCount struct {
 	MachineClicked int64
 }
 
+type Partial struct {
+	TenantID  string
+	ID        string
+	Content   string
+	Refs      []string
+	Version   int32
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
 type ProviderEvent struct {
 	Provider   string
 	EventID    string
@@ -332,6 +342,7 @@ type Send struct {
 	Sending         bool
 	InDoubt         bool
 	BroadcastID     *string
+	Locale          *string
 }
 
 type Sequence struct {
@@ -370,6 +381,25 @@ type Template struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	Topic             *string
+	Layout            *string
+	StrictVariables   bool
+	Refs              []string
+	MissingPartials   []string
+	Locales           []string
+}
+
+type TemplateLocale struct {
+	TenantID          string
+	TemplateID        string
+	Locale            string
+	Subject           string
+	Content           string
+	CompiledHtml      string
+	RequiredVariables []string
+	Refs              []string
+	MissingPartials   []string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 type TemplateVersion struct {
@@ -381,6 +411,7 @@ type TemplateVersion struct {
 	Content      string
 	CompiledHtml string
 	CreatedAt    time.Time
+	Layout       *string
 }
 
 type Tenant struct {
