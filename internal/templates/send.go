@@ -62,7 +62,7 @@ func refuse(reason string, names []string) error {
 		msg = "uses partials that do not exist: " + strings.Join(names, ", ")
 	default:
 		field, key = "variables", "missingVariables"
-		msg = "lacks variables the template reads (strictVariables): " + strings.Join(names, ", ")
+		msg = "lack what the template reads (strictVariables): " + strings.Join(names, ", ")
 	}
 	e := apperr.Invalid(field, msg)
 	e.Details[key] = names

@@ -37,7 +37,7 @@ type bundle struct {
 	tenant   string // a free-plan tenant, provisioned
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	db := testenv.DB(t)
 	b := &bundle{
@@ -52,7 +52,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // newTenant provisions a tenant on the free plan, as POST /api/tenant does.
-func (b *bundle) newTenant(t *testing.T, id string) string {
+func (b *bundle) newTenant(t testing.TB, id string) string {
 	t.Helper()
 	if _, err := b.db.TenantInsert(t.Context(), queries.TenantInsertParams{ID: id, Name: "Org " + id}); err != nil {
 		t.Fatal(err)
