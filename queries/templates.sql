@@ -5,7 +5,7 @@ SELECT count(*) FROM templates WHERE tenant_id = @tenant_id;
 INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables, topic,
                        layout, strict_variables, refs, missing_partials)
 VALUES (@tenant_id, @id, @name, @subject, @content, @compiled_html, @required_variables::text[], sqlc.narg(topic),
-        sqlc.narg(layout), @strict_variables, @refs::text[], @missing_partials::text[])
+        sqlc.narg(layout), @strict_variables, coalesce(@refs::text[], '{}'), coalesce(@missing_partials::text[], '{}'))
 ON CONFLICT (tenant_id, id) DO NOTHING
 RETURNING *;
 

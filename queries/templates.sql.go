@@ -112,7 +112,7 @@ const templateInsert = `-- name: TemplateInsert :one
 INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables, topic,
                        layout, strict_variables, refs, missing_partials)
 VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8,
-        $9, $10, $11::text[], $12::text[])
+        $9, $10, coalesce($11::text[], '{}'), coalesce($12::text[], '{}'))
 ON CONFLICT (tenant_id, id) DO NOTHING
 RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic, layout, strict_variables, refs, missing_partials, locales
 `
