@@ -1299,6 +1299,15 @@ type GetTemplateMetricsParams struct {
 	YearMonth *string `form:"yearMonth,omitempty" json:"yearMonth,omitempty"`
 }
 
+// ListPartialsParams defines parameters for ListPartials.
+type ListPartialsParams struct {
+	// Cursor Continues a list from the nextCursor of the page before.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Items per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // PutPartialParams defines parameters for PutPartial.
 type PutPartialParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
@@ -2222,7 +2231,7 @@ type ClientInterface interface {
 	// ListPartials List partials
 	//
 	// Corresponds with GET /api/partials (the `ListPartials` operationId).
-	ListPartials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListPartials(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeletePartial Delete a partial no template or partial uses
 	//
@@ -3843,8 +3852,8 @@ func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // ListPartials List partials
 //
 // Corresponds with GET /api/partials (the `ListPartials` operationId).
-func (c *Client) ListPartials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListPartialsRequest(c.Server)
+func (c *Client) ListPartials(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPartialsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8282,7 +8291,7 @@ func NewOpenapiRequest(server string) (*http.Request, error) {
 }
 
 // NewListPartialsRequest constructs an http.Request for the ListPartials method
-func NewListPartialsRequest(server string) (*http.Request, error) {
+func NewListPartialsRequest(server string, params *ListPartialsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8298,6 +8307,45 @@ func NewListPartialsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -12350,7 +12398,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/partials (the `ListPartials` operationId).
-	ListPartialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPartialsResponse, error)
+	ListPartialsWithResponse(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*ListPartialsResponse, error)
 
 	// DeletePartialWithResponse Delete a partial no template or partial uses
 	//
@@ -22293,8 +22341,8 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/partials (the `ListPartials` operationId).
-func (c *ClientWithResponses) ListPartialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPartialsResponse, error) {
-	rsp, err := c.ListPartials(ctx, reqEditors...)
+func (c *ClientWithResponses) ListPartialsWithResponse(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*ListPartialsResponse, error) {
+	rsp, err := c.ListPartials(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,9 @@ func (s *Store) PutPartial(ctx context.Context, tenantID, id, content string) (p
 	if err != nil {
 		return p, false, err
 	}
+	if cur, err := s.DB.PartialGet(ctx, queries.PartialGetParams{TenantID: tenantID, ID: id}); err == nil && cur.Content == own {
+		return cur, false, nil // the same body again: nothing to compile
+	}
 	compiler := newMemo(s.Compiler)
 	// Compile the dependents before the transaction (MJML is slow and must
 	// not run while rows are locked); inside, only what changed meanwhile
