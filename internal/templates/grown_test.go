@@ -247,18 +247,27 @@ func TestPartialMissingAndCycles(t *testing.T) {
 	if e := wantErr(t, err, "VALIDATION_ERROR"); !strings.Contains(e.Error(), "cycle") {
 		t.Fatalf("want a cycle named: %v", e)
 	}
-	// Depth is bounded.
-	for i := range render.MaxIncludeDepth + 1 {
-		next := fmt.Sprintf("<p>{%% include 'd%d' %%}</p>", i+1)
-		if i == render.MaxIncludeDepth {
-			next = "<p>end</p>"
+	// Depth is bounded: a chain of partials grows one at a time, from its
+	// end or from its start, and the one past MaxIncludeDepth is refused.
+	for i := range render.MaxIncludeDepth - 1 {
+		if _, _, err := b.store.PutPartial(ctx, b.tenant, fmt.Sprintf("d%d", i+1), fmt.Sprintf("<p>{%% include 'd%d' %%}</p>", i+2)); err != nil {
+			t.Fatalf("d%d: %v", i+1, err)
 		}
-		_, _, err = b.store.PutPartial(ctx, b.tenant, fmt.Sprintf("d%d", i), next)
 	}
+	b.put(t, b.tenant, "deep", create("Deep", "s", "<p>{% include 'd1' %}</p>")) // d1 ... d8 (missing): 8 deep
 	_, _, err = b.store.PutPartial(ctx, b.tenant, "d0", "<p>{% include 'd1' %}</p>")
-	if err == nil {
-		b.put(t, b.tenant, "deep", create("Deep", "s", "<p>{% include 'd0' %}</p>"))
-		t.Fatal("a chain deeper than MaxIncludeDepth was accepted")
+	if e := wantErr(t, err, "VALIDATION_ERROR"); !strings.Contains(e.Error(), "deeper than 8") {
+		t.Fatalf("a chain deeper than MaxIncludeDepth at its start: %v", e)
+	}
+	_, _, err = b.store.PutPartial(ctx, b.tenant, "d8", "<p>{% include 'd9' %}</p>")
+	if e := wantErr(t, err, "VALIDATION_ERROR"); !strings.Contains(e.Error(), "deeper than 8") {
+		t.Fatalf("a chain deeper than MaxIncludeDepth at its end: %v", e)
+	}
+	if _, _, err := b.store.PutPartial(ctx, b.tenant, "d8", "<p>end</p>"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.renderer.Preview(ctx, b.tenant, "deep", nil, ""); err != nil || !strings.Contains(m.HTML, "end") {
+		t.Fatalf("%v", err)
 	}
 	// An include that does not name a partial.
 	_, _, err = b.store.Put(ctx, b.tenant, "badinc", create("X", "s", "<p>{% include footer %}</p>"))

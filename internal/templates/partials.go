@@ -157,11 +157,16 @@ func (s *Store) recompileDependents(ctx context.Context, q *queries.Queries, c C
 }
 
 // checkIncludes refuses a partial whose includes lead back to it, or nest
-// deeper than render.MaxIncludeDepth.
+// deeper than render.MaxIncludeDepth, counted from it and from every
+// partial that includes it (directly or not): a chain grows at either end.
 func checkIncludes(ps partialSet, id string) error {
-	_, err := render.Compose("{% include '"+id+"' %}", "", ps.content)
-	if err != nil {
-		return apperr.Invalid("content", err.Error())
+	for p := range ps.content {
+		if p != id && !ps.reaches(ps.refs[p], id) {
+			continue
+		}
+		if _, err := render.Compose("{% include '"+p+"' %}", "", ps.content); err != nil {
+			return apperr.Invalid("content", err.Error())
+		}
 	}
 	return nil
 }
