@@ -72,6 +72,9 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	}
 	// A contact import, staged (its worker has not run).
 	vimp := b.importFile(f.key, "text/csv", "email,firstName\nann@example.com,Victim import\n")
+	// A partial and a locale version (ADDENDUM 24).
+	b.expect("PUT", "/api/partials/vpartial", f.key, map[string]any{"content": "<p>Victim partial</p>"}, 201)
+	b.expect("PUT", "/api/templates/tips/locales/de", f.key, map[string]any{"subject": "Victim locale", "content": "<p>x</p>"}, 201)
 	keys := b.expect("GET", "/api/api-keys", f.key, nil, 200).items()
 	keyID := keys[0].(map[string]any)["keyId"].(string)
 	victim := f.org
@@ -79,7 +82,8 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 	// What must never appear in an attacker's response. Ids chosen by the
 	// caller (welcome, vseq) are not secret: the attacker may use them too.
 	markers := []string{contact, "ann@example.com", sendID, schID, seg, cmp, brd, whk, whMsg, "victim-hook", keyID, "victim.example", "Victim launch", "Victim news",
-		"victim_archived_event", "Victim topic", "victim-listed@example.com", "Victim note", vimp, "Victim import"}
+		"victim_archived_event", "Victim topic", "victim-listed@example.com", "Victim note", vimp, "Victim import",
+		"Victim partial", "Victim locale"}
 
 	// The attacker, with a campaign and a sequence of its own for the
 	// routes that join two ids.
@@ -166,31 +170,39 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"GET", "/api/scheduled?contactId=" + contact, nil, []int{200}},
 			{"GET", "/api/scheduled?status=pending", nil, []int{200}},
 		},
-		"GET /api/scheduled/:id":            {{"GET", "/api/scheduled/" + schID + "?scheduledFor=" + at, nil, nil}},
-		"PUT /api/templates/:id":            {{"PUT", "/api/templates/welcome", map[string]any{"name": "Mine", "subject": "Mine", "content": "<p>mine</p>"}, []int{201}}},
-		"GET /api/templates":                {{"GET", "/api/templates", nil, []int{200}}},
-		"GET /api/templates/:id":            {{"GET", "/api/templates/tips", nil, nil}},
-		"DELETE /api/templates/:id":         {{"DELETE", "/api/templates/tips", nil, nil}},
-		"GET /api/templates/:id/versions":   {{"GET", "/api/templates/tips/versions", nil, nil}},
-		"POST /api/templates/:id/preview":   {{"POST", "/api/templates/tips/preview", map[string]any{"variables": map[string]any{}}, nil}},
-		"PUT /api/sequences/:id":            {{"PUT", "/api/sequences/vseq", map[string]any{"content": "name: Mine\ntrigger: {event: m}\nsteps: [{send: own}]\n"}, []int{201}}},
-		"GET /api/sequences":                {{"GET", "/api/sequences", nil, []int{200}}},
-		"GET /api/sequences/:id":            {{"GET", "/api/sequences/vseq", nil, []int{200}}}, // the attacker's own vseq, made above
-		"PATCH /api/sequences/:id":          {{"PATCH", "/api/sequences/vseq", map[string]any{"enabled": false}, []int{200}}},
-		"DELETE /api/sequences/:id":         {{"DELETE", "/api/sequences/vseq", nil, []int{204}}},
-		"GET /api/sequences/:id/sends":      {{"GET", "/api/sequences/vseq/sends", nil, nil}},
-		"POST /api/segments":                {{"POST", "/api/segments", map[string]any{"name": "S", "rules": map[string]any{"operator": "and", "conditions": []any{map[string]any{"type": "segment", "segmentId": seg}}}}, []int{400}}},
-		"GET /api/segments":                 {{"GET", "/api/segments", nil, []int{200}}},
-		"GET /api/segments/:id":             {{"GET", "/api/segments/" + seg, nil, nil}},
-		"PATCH /api/segments/:id":           {{"PATCH", "/api/segments/" + seg, map[string]any{"name": "x"}, nil}},
-		"DELETE /api/segments/:id":          {{"DELETE", "/api/segments/" + seg, nil, nil}},
-		"GET /api/segments/:id/members":     {{"GET", "/api/segments/" + seg + "/members", nil, nil}},
-		"POST /api/segments/:id/compute":    {{"POST", "/api/segments/" + seg + "/compute", nil, nil}},
-		"POST /api/campaigns":               {{"POST", "/api/campaigns", map[string]any{"name": "C", "sequenceIds": []string{"tips-none"}, "segmentId": seg}, []int{400}}},
-		"GET /api/campaigns":                {{"GET", "/api/campaigns", nil, []int{200}}},
-		"GET /api/campaigns/:campaignId":    {{"GET", "/api/campaigns/" + cmp, nil, nil}},
-		"PATCH /api/campaigns/:campaignId":  {{"PATCH", "/api/campaigns/" + cmp, map[string]any{"name": "x"}, nil}},
-		"DELETE /api/campaigns/:campaignId": {{"DELETE", "/api/campaigns/" + cmp, nil, nil}},
+		"GET /api/scheduled/:id":                    {{"GET", "/api/scheduled/" + schID + "?scheduledFor=" + at, nil, nil}},
+		"PUT /api/templates/:id":                    {{"PUT", "/api/templates/welcome", map[string]any{"name": "Mine", "subject": "Mine", "content": "<p>mine</p>"}, []int{201}}},
+		"GET /api/templates":                        {{"GET", "/api/templates", nil, []int{200}}},
+		"GET /api/templates/:id":                    {{"GET", "/api/templates/tips", nil, nil}},
+		"DELETE /api/templates/:id":                 {{"DELETE", "/api/templates/tips", nil, nil}},
+		"GET /api/templates/:id/versions":           {{"GET", "/api/templates/tips/versions", nil, nil}},
+		"POST /api/templates/:id/preview":           {{"POST", "/api/templates/tips/preview", map[string]any{"variables": map[string]any{}}, nil}},
+		"PUT /api/templates/:id/locales/:locale":    {{"PUT", "/api/templates/tips/locales/de", map[string]any{"subject": "s", "content": "<p>x</p>"}, nil}},
+		"GET /api/templates/:id/locales":            {{"GET", "/api/templates/tips/locales", nil, nil}},
+		"GET /api/templates/:id/locales/:locale":    {{"GET", "/api/templates/tips/locales/de", nil, nil}},
+		"DELETE /api/templates/:id/locales/:locale": {{"DELETE", "/api/templates/tips/locales/de", nil, nil}},
+		"PUT /api/partials/:id":                     {{"PUT", "/api/partials/vpartial", map[string]any{"content": "<p>mine</p>"}, []int{201}}},
+		"GET /api/partials":                         {{"GET", "/api/partials", nil, []int{200}}},
+		"GET /api/partials/:id":                     {{"GET", "/api/partials/vpartial", nil, []int{200}}},
+		"DELETE /api/partials/:id":                  {{"DELETE", "/api/partials/vpartial", nil, []int{204}}},
+		"PUT /api/sequences/:id":                    {{"PUT", "/api/sequences/vseq", map[string]any{"content": "name: Mine\ntrigger: {event: m}\nsteps: [{send: own}]\n"}, []int{201}}},
+		"GET /api/sequences":                        {{"GET", "/api/sequences", nil, []int{200}}},
+		"GET /api/sequences/:id":                    {{"GET", "/api/sequences/vseq", nil, []int{200}}}, // the attacker's own vseq, made above
+		"PATCH /api/sequences/:id":                  {{"PATCH", "/api/sequences/vseq", map[string]any{"enabled": false}, []int{200}}},
+		"DELETE /api/sequences/:id":                 {{"DELETE", "/api/sequences/vseq", nil, []int{204}}},
+		"GET /api/sequences/:id/sends":              {{"GET", "/api/sequences/vseq/sends", nil, nil}},
+		"POST /api/segments":                        {{"POST", "/api/segments", map[string]any{"name": "S", "rules": map[string]any{"operator": "and", "conditions": []any{map[string]any{"type": "segment", "segmentId": seg}}}}, []int{400}}},
+		"GET /api/segments":                         {{"GET", "/api/segments", nil, []int{200}}},
+		"GET /api/segments/:id":                     {{"GET", "/api/segments/" + seg, nil, nil}},
+		"PATCH /api/segments/:id":                   {{"PATCH", "/api/segments/" + seg, map[string]any{"name": "x"}, nil}},
+		"DELETE /api/segments/:id":                  {{"DELETE", "/api/segments/" + seg, nil, nil}},
+		"GET /api/segments/:id/members":             {{"GET", "/api/segments/" + seg + "/members", nil, nil}},
+		"POST /api/segments/:id/compute":            {{"POST", "/api/segments/" + seg + "/compute", nil, nil}},
+		"POST /api/campaigns":                       {{"POST", "/api/campaigns", map[string]any{"name": "C", "sequenceIds": []string{"tips-none"}, "segmentId": seg}, []int{400}}},
+		"GET /api/campaigns":                        {{"GET", "/api/campaigns", nil, []int{200}}},
+		"GET /api/campaigns/:campaignId":            {{"GET", "/api/campaigns/" + cmp, nil, nil}},
+		"PATCH /api/campaigns/:campaignId":          {{"PATCH", "/api/campaigns/" + cmp, map[string]any{"name": "x"}, nil}},
+		"DELETE /api/campaigns/:campaignId":         {{"DELETE", "/api/campaigns/" + cmp, nil, nil}},
 		"POST /api/campaigns/:campaignId/sequences/:ref": {
 			{"POST", "/api/campaigns/" + cmp + "/sequences/aseq", nil, nil},
 			{"POST", "/api/campaigns/" + acmp + "/sequences/" + "tips-none", nil, []int{400}},

@@ -249,6 +249,15 @@ func New(d Deps) (*fiber.App, error) {
 	r.delete("/templates/:id", on("template", "delete", "id"), s.templateDelete)
 	r.get("/templates/:id/versions", s.templateVersions)
 	r.post("/templates/:id/preview", on("template", "preview", "id").changingNothing(), s.templatePreview)
+	r.put("/templates/:id/locales/:locale", on("template", "putLocale", "id"), s.localePut)
+	r.get("/templates/:id/locales", s.localeList)
+	r.get("/templates/:id/locales/:locale", s.localeGet)
+	r.delete("/templates/:id/locales/:locale", on("template", "deleteLocale", "id"), s.localeDelete)
+
+	r.put("/partials/:id", on("partial", "put", "id"), s.partialPut)
+	r.get("/partials", s.partialList)
+	r.get("/partials/:id", s.partialGet)
+	r.delete("/partials/:id", on("partial", "delete", "id"), s.partialDelete)
 
 	r.put("/sequences/:id", on("sequence", "put", "id"), s.sequencePut)
 	r.get("/sequences", s.sequenceList)

@@ -117,7 +117,28 @@ var operations = map[string]op{
 	"GET /api/templates/:id":          {id: "getTemplate", summary: "A template with its content", res: templateJSON{}},
 	"DELETE /api/templates/:id":       {id: "deleteTemplate", summary: "Delete a template", status: http.StatusNoContent},
 	"GET /api/templates/:id/versions": {id: "listTemplateVersions", summary: "A template's versions", res: itemsJSON[templateVersionJSON]{}},
-	"POST /api/templates/:id/preview": {id: "previewTemplate", summary: "Render a template with sample variables", req: previewReq{}, res: previewJSON{}},
+	"POST /api/templates/:id/preview": {id: "previewTemplate", summary: "Render a template with sample variables", req: previewReq{},
+		desc: "locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). " +
+			"warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.",
+		res: previewJSON{}},
+	"PUT /api/templates/:id/locales/:locale": {id: "putTemplateLocale", summary: "Create or replace a template's version in a language (BCP 47 tag)",
+		desc: "Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag " +
+			"(any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.",
+		req: localePutReq{}, res: localeJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
+	"GET /api/templates/:id/locales":            {id: "listTemplateLocales", summary: "A template's locale versions", res: itemsJSON[localeJSON]{}},
+	"GET /api/templates/:id/locales/:locale":    {id: "getTemplateLocale", summary: "A template's locale version, with its content", res: localeJSON{}},
+	"DELETE /api/templates/:id/locales/:locale": {id: "deleteTemplateLocale", summary: "Delete a template's locale version", status: http.StatusNoContent},
+
+	// Partials: layouts and includes shared by templates.
+	"PUT /api/partials/:id": {id: "putPartial", summary: "Create or replace a partial (a layout or an include)",
+		desc: "MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout " +
+			"(whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at " +
+			"their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.",
+		req: partialPutReq{}, res: partialJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
+	"GET /api/partials":     {id: "listPartials", summary: "List partials", res: listJSON[partialJSON]{}},
+	"GET /api/partials/:id": {id: "getPartial", summary: "A partial", res: partialJSON{}},
+	"DELETE /api/partials/:id": {id: "deletePartial", summary: "Delete a partial no template or partial uses",
+		desc: "409 PARTIAL_REFERENCED while a template, a locale version or another partial names it.", status: http.StatusNoContent},
 
 	// Segments.
 	"POST /api/segments":             {id: "createSegment", summary: "Create a rule-based segment", req: segmentReq{}, res: segmentJSON{}, status: http.StatusCreated},

@@ -74,7 +74,11 @@ func (s *Server) send(c *fiber.Ctx) error {
 }
 
 func sendAnswer(c *fiber.Ctx, res delivery.Result) error {
-	return c.JSON(sentJSON{MessageID: res.MessageID, Status: "sent", SendID: res.SendID})
+	warnings := res.Warnings
+	if warnings == nil {
+		warnings = []string{}
+	}
+	return c.JSON(sentJSON{MessageID: res.MessageID, Status: "sent", SendID: res.SendID, Warnings: warnings})
 }
 
 // sentJSON is POST /api/send's answer.
@@ -82,6 +86,9 @@ type sentJSON struct {
 	MessageID string `json:"messageId"`
 	Status    string `json:"status"`
 	SendID    string `json:"sendId"`
+	// Warnings name the variables the template reads that the send's
+	// context lacks: they rendered empty (ADDENDUM 24).
+	Warnings []string `json:"warnings"`
 }
 
 // idempotencyClaim is the c.Locals key of the request's Idempotency-Key

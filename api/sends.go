@@ -38,6 +38,9 @@ type sendJSON struct {
 	OpenCount      int32   `json:"openCount"`
 	ClickCount     int32   `json:"clickCount"`
 	InDoubt        bool    `json:"inDoubt"`
+	// Locale is the tag of the template's locale version the message
+	// used; null for the template's own (ADDENDUM 24).
+	Locale *string `json:"locale"`
 }
 
 func sendView(r queries.Send) sendJSON {
@@ -47,7 +50,7 @@ func sendView(r queries.Send) sendJSON {
 		SentAt: formatTime(r.SentAt), DeliveredAt: formatTimePtr(r.DeliveredAt), OpenedAt: formatTimePtr(r.OpenedAt),
 		ClickedAt: formatTimePtr(r.ClickedAt), BouncedAt: formatTimePtr(r.BouncedAt),
 		ComplainedAt: formatTimePtr(r.ComplainedAt), OpenCount: r.OpenCount, ClickCount: r.ClickCount,
-		InDoubt: delivery.InDoubt(r)}
+		InDoubt: delivery.InDoubt(r), Locale: r.Locale}
 }
 
 // sendFilter reads the filters of GET /api/sends; contactID, when given, is

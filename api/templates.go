@@ -21,6 +21,8 @@ type templateJSON struct {
 	DisableReason     *string  `json:"disableReason,omitempty"`
 	RequiredVariables []string `json:"requiredVariables"`
 	Topic             *string  `json:"topic"`
+	Layout            *string  `json:"layout"`
+	StrictVariables   bool     `json:"strictVariables"`
 	CreatedAt         string   `json:"createdAt"`
 	UpdatedAt         string   `json:"updatedAt"`
 }
@@ -28,7 +30,7 @@ type templateJSON struct {
 func templateView(t queries.Template, withContent bool) templateJSON {
 	v := templateJSON{TemplateID: t.ID, Name: t.Name, Subject: t.Subject, CurrentVersion: t.CurrentVersion,
 		Enabled: t.Enabled, DisableReason: t.DisableReason, RequiredVariables: t.RequiredVariables, Topic: t.Topic,
-		CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt)}
+		Layout: t.Layout, StrictVariables: t.StrictVariables, CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt)}
 	if withContent {
 		v.Content = &t.Content
 	}
@@ -42,6 +44,9 @@ type templatePutReq struct {
 	Enabled       Opt[bool]   `json:"enabled"`
 	DisableReason Opt[string] `json:"disableReason"`
 	Topic         Opt[string] `json:"topic"`
+	// Layout names a partial holding {{ content }}; null clears it.
+	Layout          Opt[string] `json:"layout"`
+	StrictVariables Opt[bool]   `json:"strictVariables"`
 }
 
 func (r templatePutReq) validate() (templates.Put, error) {
@@ -66,6 +71,12 @@ func (r templatePutReq) validate() (templates.Put, error) {
 		p.Enabled = &v
 	} else if r.Enabled.Set {
 		f.Add("enabled", "must be a boolean")
+	}
+	p.Layout, p.SetLayout = r.Layout.Ptr(), r.Layout.Set
+	if v, ok := r.StrictVariables.Value(); ok {
+		p.StrictVariables = &v
+	} else if r.StrictVariables.Set {
+		f.Add("strictVariables", "must be a boolean")
 	}
 	return p, f.Err()
 }
@@ -119,7 +130,7 @@ func (s *Server) templateList(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = templateView(queries.Template{TenantID: r.TenantID, ID: r.ID, Name: r.Name, Subject: r.Subject,
 			RequiredVariables: r.RequiredVariables, CurrentVersion: r.CurrentVersion, Enabled: r.Enabled,
-			DisableReason: r.DisableReason, Topic: r.Topic, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, false)
+			DisableReason: r.DisableReason, Topic: r.Topic, Layout: r.Layout, StrictVariables: r.StrictVariables, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, false)
 	}
 	return c.JSON(list(items, s.pages.Next(next)))
 }
@@ -158,15 +169,20 @@ type templateVersionJSON struct {
 }
 
 type previewJSON struct {
-	Subject         string   `json:"subject"`
-	HTML            string   `json:"html"`
-	Text            string   `json:"text"`
-	TemplateVersion int32    `json:"templateVersion"`
-	Warnings        []string `json:"warnings"`
+	Subject         string `json:"subject"`
+	HTML            string `json:"html"`
+	Text            string `json:"text"`
+	TemplateVersion int32  `json:"templateVersion"`
+	// Locale is the tag of the locale version rendered; null for the
+	// template's own.
+	Locale   *string  `json:"locale"`
+	Warnings []string `json:"warnings"`
 }
 
 type previewReq struct {
 	Variables Opt[map[string]any] `json:"variables"`
+	// Locale renders the locale version a contact of this locale gets.
+	Locale Opt[string] `json:"locale"`
 }
 
 func (s *Server) templatePreview(c *fiber.Ctx) error {
@@ -180,10 +196,191 @@ func (s *Server) templatePreview(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	m, version, warnings, err := s.renderer.Preview(c.UserContext(), tenantID(c), id, req.Variables.V)
+	m, err := s.renderer.Preview(c.UserContext(), tenantID(c), id, req.Variables.V, req.Locale.V)
 	if err != nil {
 		return err
 	}
-	return c.JSON(previewJSON{Subject: m.Subject, HTML: m.HTML, Text: m.Text, TemplateVersion: version,
-		Warnings: warnings})
+	return c.JSON(previewJSON{Subject: m.Subject, HTML: m.HTML, Text: m.Text, TemplateVersion: m.Version,
+		Locale: m.Locale, Warnings: m.Warnings})
+}
+
+// Partials (ADDENDUM 24).
+
+type partialJSON struct {
+	PartialID string `json:"partialId"`
+	Content   string `json:"content"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+func partialView(p queries.Partial) partialJSON {
+	return partialJSON{PartialID: p.ID, Content: p.Content, CreatedAt: formatTime(p.CreatedAt), UpdatedAt: formatTime(p.UpdatedAt)}
+}
+
+type partialPutReq struct {
+	Content Opt[string] `json:"content" required:"true"`
+}
+
+func (s *Server) partialPut(c *fiber.Ctx) error {
+	id, err := callerIDParam(c, "partialId")
+	if err != nil {
+		return err
+	}
+	var req partialPutReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	content, ok := req.Content.Value()
+	if !ok {
+		return apperr.Invalid("content", "is required")
+	}
+	p, created, err := s.templates.PutPartial(c.UserContext(), tenantID(c), id, content)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.Status(status).JSON(partialView(p))
+}
+
+func (s *Server) partialGet(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	p, err := s.templates.GetPartial(c.UserContext(), tenantID(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(partialView(p))
+}
+
+func (s *Server) partialList(c *fiber.Ctx) error {
+	p, err := s.pages.Parse(c.Query("cursor"), c.Query("limit"), page.DefaultLimit, page.MaxLimit)
+	if err != nil {
+		return err
+	}
+	rows, next, err := s.templates.ListPartials(c.UserContext(), tenantID(c), p)
+	if err != nil {
+		return err
+	}
+	items := make([]partialJSON, len(rows))
+	for i, r := range rows {
+		items[i] = partialView(r)
+	}
+	return c.JSON(list(items, s.pages.Next(next)))
+}
+
+func (s *Server) partialDelete(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := s.templates.DeletePartial(c.UserContext(), tenantID(c), id); err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+// Locale versions of a template (ADDENDUM 24).
+
+type localeJSON struct {
+	Locale    string  `json:"locale"`
+	Subject   string  `json:"subject"`
+	Content   *string `json:"content,omitempty"`
+	UpdatedAt string  `json:"updatedAt"`
+}
+
+func localeView(l queries.TemplateLocale, withContent bool) localeJSON {
+	v := localeJSON{Locale: l.Locale, Subject: l.Subject, UpdatedAt: formatTime(l.UpdatedAt)}
+	if withContent {
+		v.Content = &l.Content
+	}
+	return v
+}
+
+type localePutReq struct {
+	Subject Opt[string] `json:"subject" required:"true"`
+	Content Opt[string] `json:"content" required:"true"`
+}
+
+func (s *Server) localePut(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	tag, err := pathParam(c, "locale")
+	if err != nil {
+		return err
+	}
+	var req localePutReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var f apperr.Fields
+	subject, ok := req.Subject.Value()
+	f.Check(ok, "subject", "is required")
+	content, ok := req.Content.Value()
+	f.Check(ok, "content", "is required")
+	if err := f.Err(); err != nil {
+		return err
+	}
+	l, created, err := s.templates.PutLocale(c.UserContext(), tenantID(c), id, tag, subject, content)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.Status(status).JSON(localeView(l, true))
+}
+
+func (s *Server) localeList(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	rows, err := s.templates.Locales(c.UserContext(), tenantID(c), id)
+	if err != nil {
+		return err
+	}
+	items := make([]localeJSON, len(rows))
+	for i, l := range rows {
+		items[i] = localeView(l, false)
+	}
+	return c.JSON(whole(items))
+}
+
+func (s *Server) localeGet(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	tag, err := pathParam(c, "locale")
+	if err != nil {
+		return err
+	}
+	l, err := s.templates.GetLocale(c.UserContext(), tenantID(c), id, tag)
+	if err != nil {
+		return err
+	}
+	return c.JSON(localeView(l, true))
+}
+
+func (s *Server) localeDelete(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	tag, err := pathParam(c, "locale")
+	if err != nil {
+		return err
+	}
+	if err := s.templates.DeleteLocale(c.UserContext(), tenantID(c), id, tag); err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
 }

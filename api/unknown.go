@@ -36,6 +36,7 @@ var queryParams = map[string][]string{
 	"GET /api/scheduled":                 {"status", "contactId", "cancelReason", "limit"},
 	"GET /api/scheduled/:id":             {"scheduledFor"},
 	"GET /api/templates":                 {"cursor", "limit"},
+	"GET /api/partials":                  {"cursor", "limit"},
 	"GET /api/segments":                  {"cursor", "limit"},
 	"GET /api/segments/:id/members":      {"cursor", "limit"},
 	"GET /api/campaigns":                 {"cursor", "limit", "status"},

@@ -260,6 +260,16 @@ type MetricCount struct {
 	MachineClicked int64
 }
 
+type Partial struct {
+	TenantID  string
+	ID        string
+	Content   string
+	Refs      []string
+	Version   int32
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
 type ProviderEvent struct {
 	Provider   string
 	EventID    string
@@ -354,6 +364,7 @@ type Send struct {
 	HitWindowAt     *time.Time
 	HitWindowOpens  int32
 	HitWindowClicks int32
+	Locale          *string
 }
 
 type Sequence struct {
@@ -392,6 +403,25 @@ type Template struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	Topic             *string
+	Layout            *string
+	StrictVariables   bool
+	Refs              []string
+	MissingPartials   []string
+	Locales           []string
+}
+
+type TemplateLocale struct {
+	TenantID          string
+	TemplateID        string
+	Locale            string
+	Subject           string
+	Content           string
+	CompiledHtml      string
+	RequiredVariables []string
+	Refs              []string
+	MissingPartials   []string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 type TemplateVersion struct {
@@ -403,6 +433,7 @@ type TemplateVersion struct {
 	Content      string
 	CompiledHtml string
 	CreatedAt    time.Time
+	Layout       *string
 }
 
 type Tenant struct {

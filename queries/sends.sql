@@ -5,10 +5,10 @@
 -- send_id, so whatever happens next, the message has its record.
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
-                   sending, in_doubt)
+                   sending, in_doubt, locale)
 VALUES (@tenant_id, @id, '', @contact_id, @template_id, @template_version,
         @sequence_id, @step_id, @scheduled_send_id, sqlc.narg(broadcast_id), @from_address, @to_address, @subject, @sent_at,
-        true, true)
+        true, true, sqlc.narg(locale))
 RETURNING *;
 
 -- name: SendDelete :execrows

@@ -39,7 +39,7 @@ func (q *Queries) TemplateDelete(ctx context.Context, arg TemplateDeleteParams) 
 }
 
 const templateGet = `-- name: TemplateGet :one
-SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic FROM templates WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic, layout, strict_variables, refs, missing_partials, locales FROM templates WHERE tenant_id = $1 AND id = $2
 `
 
 type TemplateGetParams struct {
@@ -64,12 +64,17 @@ func (q *Queries) TemplateGet(ctx context.Context, arg TemplateGetParams) (Templ
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Topic,
+		&i.Layout,
+		&i.StrictVariables,
+		&i.Refs,
+		&i.MissingPartials,
+		&i.Locales,
 	)
 	return i, err
 }
 
 const templateGetForUpdate = `-- name: TemplateGetForUpdate :one
-SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic FROM templates WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic, layout, strict_variables, refs, missing_partials, locales FROM templates WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type TemplateGetForUpdateParams struct {
@@ -94,15 +99,22 @@ func (q *Queries) TemplateGetForUpdate(ctx context.Context, arg TemplateGetForUp
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Topic,
+		&i.Layout,
+		&i.StrictVariables,
+		&i.Refs,
+		&i.MissingPartials,
+		&i.Locales,
 	)
 	return i, err
 }
 
 const templateInsert = `-- name: TemplateInsert :one
-INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables, topic)
-VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8)
+INSERT INTO templates (tenant_id, id, name, subject, content, compiled_html, required_variables, topic,
+                       layout, strict_variables, refs, missing_partials)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8,
+        $9, $10, coalesce($11::text[], '{}'), coalesce($12::text[], '{}'))
 ON CONFLICT (tenant_id, id) DO NOTHING
-RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic
+RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic, layout, strict_variables, refs, missing_partials, locales
 `
 
 type TemplateInsertParams struct {
@@ -114,6 +126,10 @@ type TemplateInsertParams struct {
 	CompiledHtml      string
 	RequiredVariables []string
 	Topic             *string
+	Layout            *string
+	StrictVariables   bool
+	Refs              []string
+	MissingPartials   []string
 }
 
 func (q *Queries) TemplateInsert(ctx context.Context, arg TemplateInsertParams) (Template, error) {
@@ -126,6 +142,10 @@ func (q *Queries) TemplateInsert(ctx context.Context, arg TemplateInsertParams) 
 		arg.CompiledHtml,
 		arg.RequiredVariables,
 		arg.Topic,
+		arg.Layout,
+		arg.StrictVariables,
+		arg.Refs,
+		arg.MissingPartials,
 	)
 	var i Template
 	err := row.Scan(
@@ -142,12 +162,18 @@ func (q *Queries) TemplateInsert(ctx context.Context, arg TemplateInsertParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Topic,
+		&i.Layout,
+		&i.StrictVariables,
+		&i.Refs,
+		&i.MissingPartials,
+		&i.Locales,
 	)
 	return i, err
 }
 
 const templateList = `-- name: TemplateList :many
-SELECT tenant_id, id, name, subject, required_variables, current_version, enabled, disable_reason, topic, created_at, updated_at
+SELECT tenant_id, id, name, subject, required_variables, current_version, enabled, disable_reason, topic,
+       layout, strict_variables, created_at, updated_at
 FROM templates
 WHERE tenant_id = $1
   AND (created_at, id) < ($2::timestamptz, $3::text)
@@ -172,6 +198,8 @@ type TemplateListRow struct {
 	Enabled           bool
 	DisableReason     *string
 	Topic             *string
+	Layout            *string
+	StrictVariables   bool
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -200,6 +228,8 @@ func (q *Queries) TemplateList(ctx context.Context, arg TemplateListParams) ([]T
 			&i.Enabled,
 			&i.DisableReason,
 			&i.Topic,
+			&i.Layout,
+			&i.StrictVariables,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -213,6 +243,317 @@ func (q *Queries) TemplateList(ctx context.Context, arg TemplateListParams) ([]T
 	return items, nil
 }
 
+const templateLocaleDelete = `-- name: TemplateLocaleDelete :execrows
+DELETE FROM template_locales WHERE tenant_id = $1 AND template_id = $2 AND locale = $3
+`
+
+type TemplateLocaleDeleteParams struct {
+	TenantID   string
+	TemplateID string
+	Locale     string
+}
+
+func (q *Queries) TemplateLocaleDelete(ctx context.Context, arg TemplateLocaleDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, templateLocaleDelete, arg.TenantID, arg.TemplateID, arg.Locale)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const templateLocaleGet = `-- name: TemplateLocaleGet :one
+SELECT tenant_id, template_id, locale, subject, content, compiled_html, required_variables, refs, missing_partials, created_at, updated_at FROM template_locales WHERE tenant_id = $1 AND template_id = $2 AND locale = $3
+`
+
+type TemplateLocaleGetParams struct {
+	TenantID   string
+	TemplateID string
+	Locale     string
+}
+
+func (q *Queries) TemplateLocaleGet(ctx context.Context, arg TemplateLocaleGetParams) (TemplateLocale, error) {
+	row := q.db.QueryRow(ctx, templateLocaleGet, arg.TenantID, arg.TemplateID, arg.Locale)
+	var i TemplateLocale
+	err := row.Scan(
+		&i.TenantID,
+		&i.TemplateID,
+		&i.Locale,
+		&i.Subject,
+		&i.Content,
+		&i.CompiledHtml,
+		&i.RequiredVariables,
+		&i.Refs,
+		&i.MissingPartials,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const templateLocaleList = `-- name: TemplateLocaleList :many
+SELECT tenant_id, template_id, locale, subject, content, compiled_html, required_variables, refs, missing_partials, created_at, updated_at FROM template_locales WHERE tenant_id = $1 AND template_id = $2 ORDER BY locale
+`
+
+type TemplateLocaleListParams struct {
+	TenantID   string
+	TemplateID string
+}
+
+func (q *Queries) TemplateLocaleList(ctx context.Context, arg TemplateLocaleListParams) ([]TemplateLocale, error) {
+	rows, err := q.db.Query(ctx, templateLocaleList, arg.TenantID, arg.TemplateID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TemplateLocale{}
+	for rows.Next() {
+		var i TemplateLocale
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.TemplateID,
+			&i.Locale,
+			&i.Subject,
+			&i.Content,
+			&i.CompiledHtml,
+			&i.RequiredVariables,
+			&i.Refs,
+			&i.MissingPartials,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const templateLocaleRecompiled = `-- name: TemplateLocaleRecompiled :exec
+UPDATE template_locales SET compiled_html = $1, required_variables = $2::text[],
+    refs = $3::text[], missing_partials = $4::text[]
+WHERE tenant_id = $5 AND template_id = $6 AND locale = $7
+`
+
+type TemplateLocaleRecompiledParams struct {
+	CompiledHtml      string
+	RequiredVariables []string
+	Refs              []string
+	MissingPartials   []string
+	TenantID          string
+	TemplateID        string
+	Locale            string
+}
+
+func (q *Queries) TemplateLocaleRecompiled(ctx context.Context, arg TemplateLocaleRecompiledParams) error {
+	_, err := q.db.Exec(ctx, templateLocaleRecompiled,
+		arg.CompiledHtml,
+		arg.RequiredVariables,
+		arg.Refs,
+		arg.MissingPartials,
+		arg.TenantID,
+		arg.TemplateID,
+		arg.Locale,
+	)
+	return err
+}
+
+const templateLocaleRefsList = `-- name: TemplateLocaleRefsList :many
+SELECT l.template_id, l.locale, l.subject, l.content, t.layout, l.refs
+FROM template_locales l
+JOIN templates t ON t.tenant_id = l.tenant_id AND t.id = l.template_id
+WHERE l.tenant_id = $1 AND cardinality(l.refs) > 0
+`
+
+type TemplateLocaleRefsListRow struct {
+	TemplateID string
+	Locale     string
+	Subject    string
+	Content    string
+	Layout     *string
+	Refs       []string
+}
+
+// The locale versions whose source names a partial, with what a recompile
+// needs (the template's layout included).
+func (q *Queries) TemplateLocaleRefsList(ctx context.Context, tenantID string) ([]TemplateLocaleRefsListRow, error) {
+	rows, err := q.db.Query(ctx, templateLocaleRefsList, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TemplateLocaleRefsListRow{}
+	for rows.Next() {
+		var i TemplateLocaleRefsListRow
+		if err := rows.Scan(
+			&i.TemplateID,
+			&i.Locale,
+			&i.Subject,
+			&i.Content,
+			&i.Layout,
+			&i.Refs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const templateLocaleUpsert = `-- name: TemplateLocaleUpsert :one
+INSERT INTO template_locales (tenant_id, template_id, locale, subject, content, compiled_html, required_variables,
+                              refs, missing_partials)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text[],
+        $8::text[], $9::text[])
+ON CONFLICT (tenant_id, template_id, locale) DO UPDATE SET
+    subject = excluded.subject, content = excluded.content, compiled_html = excluded.compiled_html,
+    required_variables = excluded.required_variables, refs = excluded.refs,
+    missing_partials = excluded.missing_partials, updated_at = now()
+RETURNING tenant_id, template_id, locale, subject, content, compiled_html, required_variables, refs, missing_partials, created_at, updated_at
+`
+
+type TemplateLocaleUpsertParams struct {
+	TenantID          string
+	TemplateID        string
+	Locale            string
+	Subject           string
+	Content           string
+	CompiledHtml      string
+	RequiredVariables []string
+	Refs              []string
+	MissingPartials   []string
+}
+
+func (q *Queries) TemplateLocaleUpsert(ctx context.Context, arg TemplateLocaleUpsertParams) (TemplateLocale, error) {
+	row := q.db.QueryRow(ctx, templateLocaleUpsert,
+		arg.TenantID,
+		arg.TemplateID,
+		arg.Locale,
+		arg.Subject,
+		arg.Content,
+		arg.CompiledHtml,
+		arg.RequiredVariables,
+		arg.Refs,
+		arg.MissingPartials,
+	)
+	var i TemplateLocale
+	err := row.Scan(
+		&i.TenantID,
+		&i.TemplateID,
+		&i.Locale,
+		&i.Subject,
+		&i.Content,
+		&i.CompiledHtml,
+		&i.RequiredVariables,
+		&i.Refs,
+		&i.MissingPartials,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const templateRecompiled = `-- name: TemplateRecompiled :exec
+UPDATE templates SET compiled_html = $1, required_variables = $2::text[],
+    missing_partials = $3::text[]
+WHERE tenant_id = $4 AND id = $5
+`
+
+type TemplateRecompiledParams struct {
+	CompiledHtml      string
+	RequiredVariables []string
+	MissingPartials   []string
+	TenantID          string
+	ID                string
+}
+
+// A partial the template uses changed: its message is compiled again. Not
+// a new version (the template's own source did not change).
+func (q *Queries) TemplateRecompiled(ctx context.Context, arg TemplateRecompiledParams) error {
+	_, err := q.db.Exec(ctx, templateRecompiled,
+		arg.CompiledHtml,
+		arg.RequiredVariables,
+		arg.MissingPartials,
+		arg.TenantID,
+		arg.ID,
+	)
+	return err
+}
+
+const templateRefsList = `-- name: TemplateRefsList :many
+SELECT id, subject, content, layout, refs FROM templates
+WHERE tenant_id = $1 AND cardinality(refs) > 0
+`
+
+type TemplateRefsListRow struct {
+	ID      string
+	Subject string
+	Content string
+	Layout  *string
+	Refs    []string
+}
+
+// The templates whose source names a partial (layout or include), with
+// what a recompile needs.
+func (q *Queries) TemplateRefsList(ctx context.Context, tenantID string) ([]TemplateRefsListRow, error) {
+	rows, err := q.db.Query(ctx, templateRefsList, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TemplateRefsListRow{}
+	for rows.Next() {
+		var i TemplateRefsListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Subject,
+			&i.Content,
+			&i.Layout,
+			&i.Refs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const templateSetLocales = `-- name: TemplateSetLocales :exec
+UPDATE templates SET locales = $1::text[] WHERE tenant_id = $2 AND id = $3
+`
+
+type TemplateSetLocalesParams struct {
+	Locales  []string
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) TemplateSetLocales(ctx context.Context, arg TemplateSetLocalesParams) error {
+	_, err := q.db.Exec(ctx, templateSetLocales, arg.Locales, arg.TenantID, arg.ID)
+	return err
+}
+
+const templateSourcesLock = `-- name: TemplateSourcesLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended('template-sources:' || $1::text, 0))
+`
+
+// Serialises the writes that change what a tenant's templates compile
+// from (a template's source, a partial, a locale version): each compiles
+// against the partials as they stand once it holds the lock, so none
+// commits a message built from a partial another has just replaced.
+func (q *Queries) TemplateSourcesLock(ctx context.Context, tenantID string) error {
+	_, err := q.db.Exec(ctx, templateSourcesLock, tenantID)
+	return err
+}
+
 const templateUpdate = `-- name: TemplateUpdate :one
 UPDATE templates SET
     name               = $1,
@@ -224,9 +565,13 @@ UPDATE templates SET
     enabled            = $7,
     disable_reason     = $8,
     topic              = $9,
+    layout             = $10,
+    strict_variables   = $11,
+    refs               = $12::text[],
+    missing_partials   = $13::text[],
     updated_at         = now()
-WHERE tenant_id = $10 AND id = $11
-RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic
+WHERE tenant_id = $14 AND id = $15
+RETURNING tenant_id, id, name, subject, content, compiled_html, required_variables, current_version, enabled, disable_reason, created_at, updated_at, topic, layout, strict_variables, refs, missing_partials, locales
 `
 
 type TemplateUpdateParams struct {
@@ -239,6 +584,10 @@ type TemplateUpdateParams struct {
 	Enabled           bool
 	DisableReason     *string
 	Topic             *string
+	Layout            *string
+	StrictVariables   bool
+	Refs              []string
+	MissingPartials   []string
 	TenantID          string
 	ID                string
 }
@@ -254,6 +603,10 @@ func (q *Queries) TemplateUpdate(ctx context.Context, arg TemplateUpdateParams) 
 		arg.Enabled,
 		arg.DisableReason,
 		arg.Topic,
+		arg.Layout,
+		arg.StrictVariables,
+		arg.Refs,
+		arg.MissingPartials,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -272,12 +625,17 @@ func (q *Queries) TemplateUpdate(ctx context.Context, arg TemplateUpdateParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Topic,
+		&i.Layout,
+		&i.StrictVariables,
+		&i.Refs,
+		&i.MissingPartials,
+		&i.Locales,
 	)
 	return i, err
 }
 
 const templateVersionGet = `-- name: TemplateVersionGet :one
-SELECT tenant_id, template_id, version, name, subject, content, compiled_html, created_at FROM template_versions
+SELECT tenant_id, template_id, version, name, subject, content, compiled_html, created_at, layout FROM template_versions
 WHERE tenant_id = $1 AND template_id = $2 AND version = $3
 `
 
@@ -299,13 +657,14 @@ func (q *Queries) TemplateVersionGet(ctx context.Context, arg TemplateVersionGet
 		&i.Content,
 		&i.CompiledHtml,
 		&i.CreatedAt,
+		&i.Layout,
 	)
 	return i, err
 }
 
 const templateVersionInsert = `-- name: TemplateVersionInsert :exec
-INSERT INTO template_versions (tenant_id, template_id, version, name, subject, content, compiled_html)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO template_versions (tenant_id, template_id, version, name, subject, content, compiled_html, layout)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 `
 
 type TemplateVersionInsertParams struct {
@@ -316,6 +675,7 @@ type TemplateVersionInsertParams struct {
 	Subject      string
 	Content      string
 	CompiledHtml string
+	Layout       *string
 }
 
 func (q *Queries) TemplateVersionInsert(ctx context.Context, arg TemplateVersionInsertParams) error {
@@ -327,6 +687,7 @@ func (q *Queries) TemplateVersionInsert(ctx context.Context, arg TemplateVersion
 		arg.Subject,
 		arg.Content,
 		arg.CompiledHtml,
+		arg.Layout,
 	)
 	return err
 }

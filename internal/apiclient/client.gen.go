@@ -561,6 +561,25 @@ type ImportStarted struct {
 	Status   string `json:"status"`
 }
 
+// Locale defines model for Locale.
+type Locale struct {
+	Content   *string `json:"content,omitempty"`
+	Locale    string  `json:"locale"`
+	Subject   string  `json:"subject"`
+	UpdatedAt string  `json:"updatedAt"`
+}
+
+// LocaleItems defines model for LocaleItems.
+type LocaleItems struct {
+	Items []Locale `json:"items"`
+}
+
+// LocalePutRequest defines model for LocalePutRequest.
+type LocalePutRequest struct {
+	Content string `json:"content"`
+	Subject string `json:"subject"`
+}
+
 // Member defines model for Member.
 type Member struct {
 	ComputedAt *string `json:"computedAt"`
@@ -588,9 +607,29 @@ type MetricsReport struct {
 	YearMonth *string     `json:"yearMonth,omitempty"`
 }
 
+// Partial defines model for Partial.
+type Partial struct {
+	Content   string `json:"content"`
+	CreatedAt string `json:"createdAt"`
+	PartialId string `json:"partialId"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+// PartialList defines model for PartialList.
+type PartialList struct {
+	Items      []Partial `json:"items"`
+	NextCursor *string   `json:"nextCursor"`
+}
+
+// PartialPutRequest defines model for PartialPutRequest.
+type PartialPutRequest struct {
+	Content string `json:"content"`
+}
+
 // Preview defines model for Preview.
 type Preview struct {
 	Html            string   `json:"html"`
+	Locale          *string  `json:"locale"`
 	Subject         string   `json:"subject"`
 	TemplateVersion int      `json:"templateVersion"`
 	Text            string   `json:"text"`
@@ -599,6 +638,7 @@ type Preview struct {
 
 // PreviewRequest defines model for PreviewRequest.
 type PreviewRequest struct {
+	Locale    *string                 `json:"locale,omitempty"`
 	Variables *map[string]interface{} `json:"variables,omitempty"`
 }
 
@@ -727,6 +767,7 @@ type Send struct {
 	DeliveryStatus string  `json:"deliveryStatus"`
 	FromAddress    string  `json:"fromAddress"`
 	InDoubt        bool    `json:"inDoubt"`
+	Locale         *string `json:"locale"`
 	MessageId      string  `json:"messageId"`
 	OpenCount      int     `json:"openCount"`
 	OpenedAt       *string `json:"openedAt"`
@@ -756,9 +797,10 @@ type SendRequest struct {
 
 // Sent defines model for Sent.
 type Sent struct {
-	MessageId string `json:"messageId"`
-	SendId    string `json:"sendId"`
-	Status    string `json:"status"`
+	MessageId string   `json:"messageId"`
+	SendId    string   `json:"sendId"`
+	Status    string   `json:"status"`
+	Warnings  []string `json:"warnings"`
 }
 
 // Sequence defines model for Sequence.
@@ -841,8 +883,10 @@ type Template struct {
 	CurrentVersion    int      `json:"currentVersion"`
 	DisableReason     *string  `json:"disableReason,omitempty"`
 	Enabled           bool     `json:"enabled"`
+	Layout            *string  `json:"layout"`
 	Name              string   `json:"name"`
 	RequiredVariables []string `json:"requiredVariables"`
+	StrictVariables   bool     `json:"strictVariables"`
 	Subject           string   `json:"subject"`
 	TemplateId        string   `json:"templateId"`
 	Topic             *string  `json:"topic"`
@@ -863,12 +907,14 @@ type TemplatePreview struct {
 
 // TemplatePutRequest defines model for TemplatePutRequest.
 type TemplatePutRequest struct {
-	Content       *string `json:"content,omitempty"`
-	DisableReason *string `json:"disableReason,omitempty"`
-	Enabled       *bool   `json:"enabled,omitempty"`
-	Name          *string `json:"name,omitempty"`
-	Subject       *string `json:"subject,omitempty"`
-	Topic         *string `json:"topic,omitempty"`
+	Content         *string `json:"content,omitempty"`
+	DisableReason   *string `json:"disableReason,omitempty"`
+	Enabled         *bool   `json:"enabled,omitempty"`
+	Layout          *string `json:"layout,omitempty"`
+	Name            *string `json:"name,omitempty"`
+	StrictVariables *bool   `json:"strictVariables,omitempty"`
+	Subject         *string `json:"subject,omitempty"`
+	Topic           *string `json:"topic,omitempty"`
 }
 
 // TemplateVersion defines model for TemplateVersion.
@@ -1304,6 +1350,21 @@ type GetTemplateMetricsParams struct {
 	YearMonth *string `form:"yearMonth,omitempty" json:"yearMonth,omitempty"`
 }
 
+// ListPartialsParams defines parameters for ListPartials.
+type ListPartialsParams struct {
+	// Cursor Continues a list from the nextCursor of the page before.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Items per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// PutPartialParams defines parameters for PutPartial.
+type PutPartialParams struct {
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListScheduledParams defines parameters for ListScheduled.
 type ListScheduledParams struct {
 	// Status Only items of this status.
@@ -1490,6 +1551,12 @@ type PutTemplateParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// PutTemplateLocaleParams defines parameters for PutTemplateLocale.
+type PutTemplateLocaleParams struct {
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // PreviewTemplateParams defines parameters for PreviewTemplate.
 type PreviewTemplateParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
@@ -1629,6 +1696,9 @@ type UpdateDomainJSONRequestBody = DomainUpdateRequest
 // CreateEventJSONRequestBody defines body for CreateEvent for application/json ContentType.
 type CreateEventJSONRequestBody = EventRequest
 
+// PutPartialJSONRequestBody defines body for PutPartial for application/json ContentType.
+type PutPartialJSONRequestBody = PartialPutRequest
+
 // CreateSegmentJSONRequestBody defines body for CreateSegment for application/json ContentType.
 type CreateSegmentJSONRequestBody = SegmentRequest
 
@@ -1658,6 +1728,9 @@ type AddSuppressionJSONRequestBody = SuppressionRequest
 
 // PutTemplateJSONRequestBody defines body for PutTemplate for application/json ContentType.
 type PutTemplateJSONRequestBody = TemplatePutRequest
+
+// PutTemplateLocaleJSONRequestBody defines body for PutTemplateLocale for application/json ContentType.
+type PutTemplateLocaleJSONRequestBody = LocalePutRequest
 
 // PreviewTemplateJSONRequestBody defines body for PreviewTemplate for application/json ContentType.
 type PreviewTemplateJSONRequestBody = PreviewRequest
@@ -2213,6 +2286,41 @@ type ClientInterface interface {
 	// Corresponds with GET /api/openapi.json (the `Openapi` operationId).
 	Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListPartials List partials
+	//
+	// Corresponds with GET /api/partials (the `ListPartials` operationId).
+	ListPartials(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePartial Delete a partial no template or partial uses
+	//
+	// 409 PARTIAL_REFERENCED while a template, a locale version or another partial names it.
+	//
+	// Corresponds with DELETE /api/partials/{id} (the `DeletePartial` operationId).
+	DeletePartial(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPartial A partial
+	//
+	// Corresponds with GET /api/partials/{id} (the `GetPartial` operationId).
+	GetPartial(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPartialWithBody Create or replace a partial (a layout or an include)
+	//
+	// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+	PutPartialWithBody(ctx context.Context, id string, params *PutPartialParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPartial Create or replace a partial (a layout or an include)
+	//
+	// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+	PutPartial(ctx context.Context, id string, params *PutPartialParams, body PutPartialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListScheduled Scheduled sends
 	//
 	// Corresponds with GET /api/scheduled (the `ListScheduled` operationId).
@@ -2470,7 +2578,42 @@ type ClientInterface interface {
 	// Corresponds with PUT /api/templates/{id} (the `PutTemplate` operationId).
 	PutTemplate(ctx context.Context, id string, params *PutTemplateParams, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListTemplateLocales A template's locale versions
+	//
+	// Corresponds with GET /api/templates/{id}/locales (the `ListTemplateLocales` operationId).
+	ListTemplateLocales(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteTemplateLocale Delete a template's locale version
+	//
+	// Corresponds with DELETE /api/templates/{id}/locales/{locale} (the `DeleteTemplateLocale` operationId).
+	DeleteTemplateLocale(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTemplateLocale A template's locale version, with its content
+	//
+	// Corresponds with GET /api/templates/{id}/locales/{locale} (the `GetTemplateLocale` operationId).
+	GetTemplateLocale(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTemplateLocaleWithBody Create or replace a template's version in a language (BCP 47 tag)
+	//
+	// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+	PutTemplateLocaleWithBody(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTemplateLocale Create or replace a template's version in a language (BCP 47 tag)
+	//
+	// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+	PutTemplateLocale(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, body PutTemplateLocaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PreviewTemplateWithBody Render a template with sample variables
+	//
+	// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2478,6 +2621,8 @@ type ClientInterface interface {
 	PreviewTemplateWithBody(ctx context.Context, id string, params *PreviewTemplateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewTemplate Render a template with sample variables
+	//
+	// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3781,6 +3926,91 @@ func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// ListPartials List partials
+//
+// Corresponds with GET /api/partials (the `ListPartials` operationId).
+func (c *Client) ListPartials(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPartialsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePartial Delete a partial no template or partial uses
+//
+// 409 PARTIAL_REFERENCED while a template, a locale version or another partial names it.
+//
+// Corresponds with DELETE /api/partials/{id} (the `DeletePartial` operationId).
+func (c *Client) DeletePartial(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePartialRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPartial A partial
+//
+// Corresponds with GET /api/partials/{id} (the `GetPartial` operationId).
+func (c *Client) GetPartial(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPartialRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPartialWithBody Create or replace a partial (a layout or an include)
+//
+// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+func (c *Client) PutPartialWithBody(ctx context.Context, id string, params *PutPartialParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPartialRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPartial Create or replace a partial (a layout or an include)
+//
+// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+func (c *Client) PutPartial(ctx context.Context, id string, params *PutPartialParams, body PutPartialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPartialRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListScheduled Scheduled sends
 //
 // Corresponds with GET /api/scheduled (the `ListScheduled` operationId).
@@ -4448,7 +4678,92 @@ func (c *Client) PutTemplate(ctx context.Context, id string, params *PutTemplate
 	return c.Client.Do(req)
 }
 
+// ListTemplateLocales A template's locale versions
+//
+// Corresponds with GET /api/templates/{id}/locales (the `ListTemplateLocales` operationId).
+func (c *Client) ListTemplateLocales(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTemplateLocalesRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteTemplateLocale Delete a template's locale version
+//
+// Corresponds with DELETE /api/templates/{id}/locales/{locale} (the `DeleteTemplateLocale` operationId).
+func (c *Client) DeleteTemplateLocale(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteTemplateLocaleRequest(c.Server, id, locale)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTemplateLocale A template's locale version, with its content
+//
+// Corresponds with GET /api/templates/{id}/locales/{locale} (the `GetTemplateLocale` operationId).
+func (c *Client) GetTemplateLocale(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTemplateLocaleRequest(c.Server, id, locale)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTemplateLocaleWithBody Create or replace a template's version in a language (BCP 47 tag)
+//
+// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+func (c *Client) PutTemplateLocaleWithBody(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTemplateLocaleRequestWithBody(c.Server, id, locale, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTemplateLocale Create or replace a template's version in a language (BCP 47 tag)
+//
+// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+func (c *Client) PutTemplateLocale(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, body PutTemplateLocaleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTemplateLocaleRequest(c.Server, id, locale, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PreviewTemplateWithBody Render a template with sample variables
+//
+// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4466,6 +4781,8 @@ func (c *Client) PreviewTemplateWithBody(ctx context.Context, id string, params 
 }
 
 // PreviewTemplate Render a template with sample variables
+//
+// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8166,6 +8483,202 @@ func NewOpenapiRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListPartialsRequest constructs an http.Request for the ListPartials method
+func NewListPartialsRequest(server string, params *ListPartialsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/partials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeletePartialRequest constructs an http.Request for the DeletePartial method
+func NewDeletePartialRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/partials/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPartialRequest constructs an http.Request for the GetPartial method
+func NewGetPartialRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/partials/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutPartialRequest calls the generic PutPartial builder with application/json body
+func NewPutPartialRequest(server string, id string, params *PutPartialParams, body PutPartialJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutPartialRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewPutPartialRequestWithBody constructs an http.Request for the PutPartial method, with any body, and a specified content type
+func NewPutPartialRequestWithBody(server string, id string, params *PutPartialParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/partials/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListScheduledRequest constructs an http.Request for the ListScheduled method
 func NewListScheduledRequest(server string, params *ListScheduledParams) (*http.Request, error) {
 	var err error
@@ -9928,6 +10441,191 @@ func NewPutTemplateRequestWithBody(server string, id string, params *PutTemplate
 	}
 
 	operationPath := fmt.Sprintf("/api/templates/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListTemplateLocalesRequest constructs an http.Request for the ListTemplateLocales method
+func NewListTemplateLocalesRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/templates/%s/locales", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteTemplateLocaleRequest constructs an http.Request for the DeleteTemplateLocale method
+func NewDeleteTemplateLocaleRequest(server string, id string, locale string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "locale", locale, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/templates/%s/locales/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTemplateLocaleRequest constructs an http.Request for the GetTemplateLocale method
+func NewGetTemplateLocaleRequest(server string, id string, locale string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "locale", locale, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/templates/%s/locales/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutTemplateLocaleRequest calls the generic PutTemplateLocale builder with application/json body
+func NewPutTemplateLocaleRequest(server string, id string, locale string, params *PutTemplateLocaleParams, body PutTemplateLocaleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutTemplateLocaleRequestWithBody(server, id, locale, params, "application/json", bodyReader)
+}
+
+// NewPutTemplateLocaleRequestWithBody constructs an http.Request for the PutTemplateLocale method, with any body, and a specified content type
+func NewPutTemplateLocaleRequestWithBody(server string, id string, locale string, params *PutTemplateLocaleParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "locale", locale, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/templates/%s/locales/%s", pathParam0, pathParam1)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -11897,6 +12595,47 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/openapi.json (the `Openapi` operationId).
 	OpenapiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OpenapiResponse, error)
 
+	// ListPartialsWithResponse List partials
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/partials (the `ListPartials` operationId).
+	ListPartialsWithResponse(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*ListPartialsResponse, error)
+
+	// DeletePartialWithResponse Delete a partial no template or partial uses
+	//
+	// 409 PARTIAL_REFERENCED while a template, a locale version or another partial names it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/partials/{id} (the `DeletePartial` operationId).
+	DeletePartialWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeletePartialResponse, error)
+
+	// GetPartialWithResponse A partial
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/partials/{id} (the `GetPartial` operationId).
+	GetPartialWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetPartialResponse, error)
+
+	// PutPartialWithBodyWithResponse Create or replace a partial (a layout or an include)
+	//
+	// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+	PutPartialWithBodyWithResponse(ctx context.Context, id string, params *PutPartialParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPartialResponse, error)
+
+	// PutPartialWithResponse Create or replace a partial (a layout or an include)
+	//
+	// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+	PutPartialWithResponse(ctx context.Context, id string, params *PutPartialParams, body PutPartialJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPartialResponse, error)
+
 	// ListScheduledWithResponse Scheduled sends
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -12196,7 +12935,48 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/templates/{id} (the `PutTemplate` operationId).
 	PutTemplateWithResponse(ctx context.Context, id string, params *PutTemplateParams, body PutTemplateJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTemplateResponse, error)
 
+	// ListTemplateLocalesWithResponse A template's locale versions
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/templates/{id}/locales (the `ListTemplateLocales` operationId).
+	ListTemplateLocalesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListTemplateLocalesResponse, error)
+
+	// DeleteTemplateLocaleWithResponse Delete a template's locale version
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/templates/{id}/locales/{locale} (the `DeleteTemplateLocale` operationId).
+	DeleteTemplateLocaleWithResponse(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*DeleteTemplateLocaleResponse, error)
+
+	// GetTemplateLocaleWithResponse A template's locale version, with its content
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/templates/{id}/locales/{locale} (the `GetTemplateLocale` operationId).
+	GetTemplateLocaleWithResponse(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*GetTemplateLocaleResponse, error)
+
+	// PutTemplateLocaleWithBodyWithResponse Create or replace a template's version in a language (BCP 47 tag)
+	//
+	// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+	PutTemplateLocaleWithBodyWithResponse(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTemplateLocaleResponse, error)
+
+	// PutTemplateLocaleWithResponse Create or replace a template's version in a language (BCP 47 tag)
+	//
+	// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+	PutTemplateLocaleWithResponse(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, body PutTemplateLocaleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTemplateLocaleResponse, error)
+
 	// PreviewTemplateWithBodyWithResponse Render a template with sample variables
+	//
+	// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12204,6 +12984,8 @@ type ClientWithResponsesInterface interface {
 	PreviewTemplateWithBodyWithResponse(ctx context.Context, id string, params *PreviewTemplateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewTemplateResponse, error)
 
 	// PreviewTemplateWithResponse Render a template with sample variables
+	//
+	// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16234,6 +17016,294 @@ func (r OpenapiResponse) ContentType() string {
 	return ""
 }
 
+// ListPartialsResponse200Headers the declared response headers of an HTTP 200 response for ListPartials
+type ListPartialsResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// ListPartialsResponse429Headers the declared response headers of an HTTP 429 response for ListPartials
+type ListPartialsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListPartialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PartialList
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListPartialsResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPartialsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPartialsResponse) GetJSON200() *PartialList {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListPartialsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListPartialsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPartialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPartialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPartialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPartialsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeletePartialResponse204Headers the declared response headers of an HTTP 204 response for DeletePartial
+type DeletePartialResponse204Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// DeletePartialResponse429Headers the declared response headers of an HTTP 429 response for DeletePartial
+type DeletePartialResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DeletePartialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeletePartialResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeletePartialResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeletePartialResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeletePartialResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePartialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePartialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePartialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePartialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPartialResponse200Headers the declared response headers of an HTTP 200 response for GetPartial
+type GetPartialResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// GetPartialResponse429Headers the declared response headers of an HTTP 429 response for GetPartial
+type GetPartialResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetPartialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Partial
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetPartialResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPartialResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPartialResponse) GetJSON200() *Partial {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetPartialResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetPartialResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPartialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPartialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPartialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPartialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutPartialResponse200Headers the declared response headers of an HTTP 200 response for PutPartial
+type PutPartialResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// PutPartialResponse201Headers the declared response headers of an HTTP 201 response for PutPartial
+type PutPartialResponse201Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// PutPartialResponse429Headers the declared response headers of an HTTP 429 response for PutPartial
+type PutPartialResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PutPartialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Partial
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Partial
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutPartialResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutPartialResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutPartialResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutPartialResponse) GetJSON200() *Partial {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutPartialResponse) GetJSON201() *Partial {
+	return r.JSON201
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutPartialResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r PutPartialResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutPartialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutPartialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutPartialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutPartialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListScheduledResponse200Headers the declared response headers of an HTTP 200 response for ListScheduled
 type ListScheduledResponse200Headers struct {
 	XRateLimitLimit     int
@@ -18423,6 +19493,294 @@ func (r PutTemplateResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutTemplateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTemplateLocalesResponse200Headers the declared response headers of an HTTP 200 response for ListTemplateLocales
+type ListTemplateLocalesResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// ListTemplateLocalesResponse429Headers the declared response headers of an HTTP 429 response for ListTemplateLocales
+type ListTemplateLocalesResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListTemplateLocalesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LocaleItems
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListTemplateLocalesResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTemplateLocalesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTemplateLocalesResponse) GetJSON200() *LocaleItems {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListTemplateLocalesResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListTemplateLocalesResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTemplateLocalesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTemplateLocalesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTemplateLocalesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTemplateLocalesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteTemplateLocaleResponse204Headers the declared response headers of an HTTP 204 response for DeleteTemplateLocale
+type DeleteTemplateLocaleResponse204Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// DeleteTemplateLocaleResponse429Headers the declared response headers of an HTTP 429 response for DeleteTemplateLocale
+type DeleteTemplateLocaleResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DeleteTemplateLocaleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteTemplateLocaleResponse204Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteTemplateLocaleResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteTemplateLocaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteTemplateLocaleResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteTemplateLocaleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteTemplateLocaleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteTemplateLocaleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteTemplateLocaleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTemplateLocaleResponse200Headers the declared response headers of an HTTP 200 response for GetTemplateLocale
+type GetTemplateLocaleResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// GetTemplateLocaleResponse429Headers the declared response headers of an HTTP 429 response for GetTemplateLocale
+type GetTemplateLocaleResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetTemplateLocaleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Locale
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTemplateLocaleResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTemplateLocaleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTemplateLocaleResponse) GetJSON200() *Locale {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetTemplateLocaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetTemplateLocaleResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTemplateLocaleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTemplateLocaleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTemplateLocaleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTemplateLocaleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutTemplateLocaleResponse200Headers the declared response headers of an HTTP 200 response for PutTemplateLocale
+type PutTemplateLocaleResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// PutTemplateLocaleResponse201Headers the declared response headers of an HTTP 201 response for PutTemplateLocale
+type PutTemplateLocaleResponse201Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// PutTemplateLocaleResponse429Headers the declared response headers of an HTTP 429 response for PutTemplateLocale
+type PutTemplateLocaleResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PutTemplateLocaleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Locale
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Locale
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutTemplateLocaleResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutTemplateLocaleResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutTemplateLocaleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutTemplateLocaleResponse) GetJSON200() *Locale {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutTemplateLocaleResponse) GetJSON201() *Locale {
+	return r.JSON201
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutTemplateLocaleResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r PutTemplateLocaleResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutTemplateLocaleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutTemplateLocaleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutTemplateLocaleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutTemplateLocaleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -21267,6 +22625,77 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 	return ParseOpenapiResponse(rsp)
 }
 
+// ListPartialsWithResponse List partials
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/partials (the `ListPartials` operationId).
+func (c *ClientWithResponses) ListPartialsWithResponse(ctx context.Context, params *ListPartialsParams, reqEditors ...RequestEditorFn) (*ListPartialsResponse, error) {
+	rsp, err := c.ListPartials(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPartialsResponse(rsp)
+}
+
+// DeletePartialWithResponse Delete a partial no template or partial uses
+//
+// 409 PARTIAL_REFERENCED while a template, a locale version or another partial names it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/partials/{id} (the `DeletePartial` operationId).
+func (c *ClientWithResponses) DeletePartialWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeletePartialResponse, error) {
+	rsp, err := c.DeletePartial(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePartialResponse(rsp)
+}
+
+// GetPartialWithResponse A partial
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/partials/{id} (the `GetPartial` operationId).
+func (c *ClientWithResponses) GetPartialWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetPartialResponse, error) {
+	rsp, err := c.GetPartial(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPartialResponse(rsp)
+}
+
+// PutPartialWithBodyWithResponse Create or replace a partial (a layout or an include)
+//
+// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+func (c *ClientWithResponses) PutPartialWithBodyWithResponse(ctx context.Context, id string, params *PutPartialParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPartialResponse, error) {
+	rsp, err := c.PutPartialWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPartialResponse(rsp)
+}
+
+// PutPartialWithResponse Create or replace a partial (a layout or an include)
+//
+// MJML fragment or HTML, with Liquid. Templates include it with {% include 'id' %} or name it as their layout (whose content holds {{ content }}). Every template using it is compiled again: the change takes effect at their next message; a change one of them cannot compile with is VALIDATION_ERROR naming it. 201 when created, 200 when replaced.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/partials/{id} (the `PutPartial` operationId).
+func (c *ClientWithResponses) PutPartialWithResponse(ctx context.Context, id string, params *PutPartialParams, body PutPartialJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPartialResponse, error) {
+	rsp, err := c.PutPartial(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPartialResponse(rsp)
+}
+
 // ListScheduledWithResponse Scheduled sends
 //
 // Returns a wrapper object for the known response body format(s).
@@ -21812,7 +23241,78 @@ func (c *ClientWithResponses) PutTemplateWithResponse(ctx context.Context, id st
 	return ParsePutTemplateResponse(rsp)
 }
 
+// ListTemplateLocalesWithResponse A template's locale versions
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/templates/{id}/locales (the `ListTemplateLocales` operationId).
+func (c *ClientWithResponses) ListTemplateLocalesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListTemplateLocalesResponse, error) {
+	rsp, err := c.ListTemplateLocales(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTemplateLocalesResponse(rsp)
+}
+
+// DeleteTemplateLocaleWithResponse Delete a template's locale version
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/templates/{id}/locales/{locale} (the `DeleteTemplateLocale` operationId).
+func (c *ClientWithResponses) DeleteTemplateLocaleWithResponse(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*DeleteTemplateLocaleResponse, error) {
+	rsp, err := c.DeleteTemplateLocale(ctx, id, locale, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteTemplateLocaleResponse(rsp)
+}
+
+// GetTemplateLocaleWithResponse A template's locale version, with its content
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/templates/{id}/locales/{locale} (the `GetTemplateLocale` operationId).
+func (c *ClientWithResponses) GetTemplateLocaleWithResponse(ctx context.Context, id string, locale string, reqEditors ...RequestEditorFn) (*GetTemplateLocaleResponse, error) {
+	rsp, err := c.GetTemplateLocale(ctx, id, locale, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTemplateLocaleResponse(rsp)
+}
+
+// PutTemplateLocaleWithBodyWithResponse Create or replace a template's version in a language (BCP 47 tag)
+//
+// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+func (c *ClientWithResponses) PutTemplateLocaleWithBodyWithResponse(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTemplateLocaleResponse, error) {
+	rsp, err := c.PutTemplateLocaleWithBody(ctx, id, locale, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTemplateLocaleResponse(rsp)
+}
+
+// PutTemplateLocaleWithResponse Create or replace a template's version in a language (BCP 47 tag)
+//
+// Its own subject and content, in the template's layout with its partials. A contact whose locale property is the tag (any case), or a tag of that language (de-AT for de), gets it. 201 when created, 200 when replaced.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/templates/{id}/locales/{locale} (the `PutTemplateLocale` operationId).
+func (c *ClientWithResponses) PutTemplateLocaleWithResponse(ctx context.Context, id string, locale string, params *PutTemplateLocaleParams, body PutTemplateLocaleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTemplateLocaleResponse, error) {
+	rsp, err := c.PutTemplateLocale(ctx, id, locale, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTemplateLocaleResponse(rsp)
+}
+
 // PreviewTemplateWithBodyWithResponse Render a template with sample variables
+//
+// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21826,6 +23326,8 @@ func (c *ClientWithResponses) PreviewTemplateWithBodyWithResponse(ctx context.Co
 }
 
 // PreviewTemplateWithResponse Render a template with sample variables
+//
+// locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -26110,6 +27612,306 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 	return response, nil
 }
 
+// ParseListPartialsResponse parses an HTTP response from a ListPartialsWithResponse call
+func ParseListPartialsResponse(rsp *http.Response) (*ListPartialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPartialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PartialList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListPartialsResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListPartialsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeletePartialResponse parses an HTTP response from a DeletePartialWithResponse call
+func ParseDeletePartialResponse(rsp *http.Response) (*DeletePartialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePartialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DeletePartialResponse204Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeletePartialResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPartialResponse parses an HTTP response from a GetPartialWithResponse call
+func ParseGetPartialResponse(rsp *http.Response) (*GetPartialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPartialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Partial
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetPartialResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetPartialResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutPartialResponse parses an HTTP response from a PutPartialWithResponse call
+func ParsePutPartialResponse(rsp *http.Response) (*PutPartialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutPartialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Partial
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Partial
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutPartialResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutPartialResponse201Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutPartialResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListScheduledResponse parses an HTTP response from a ListScheduledWithResponse call
 func ParseListScheduledResponse(rsp *http.Response) (*ListScheduledResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -28343,6 +30145,306 @@ func ParsePutTemplateResponse(rsp *http.Response) (*PutTemplateResponse, error) 
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutTemplateResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTemplateLocalesResponse parses an HTTP response from a ListTemplateLocalesWithResponse call
+func ParseListTemplateLocalesResponse(rsp *http.Response) (*ListTemplateLocalesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTemplateLocalesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LocaleItems
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListTemplateLocalesResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListTemplateLocalesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteTemplateLocaleResponse parses an HTTP response from a DeleteTemplateLocaleWithResponse call
+func ParseDeleteTemplateLocaleResponse(rsp *http.Response) (*DeleteTemplateLocaleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteTemplateLocaleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteTemplateLocaleResponse204Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteTemplateLocaleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTemplateLocaleResponse parses an HTTP response from a GetTemplateLocaleWithResponse call
+func ParseGetTemplateLocaleResponse(rsp *http.Response) (*GetTemplateLocaleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTemplateLocaleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Locale
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTemplateLocaleResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetTemplateLocaleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutTemplateLocaleResponse parses an HTTP response from a PutTemplateLocaleWithResponse call
+func ParsePutTemplateLocaleResponse(rsp *http.Response) (*PutTemplateLocaleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutTemplateLocaleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Locale
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Locale
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutTemplateLocaleResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutTemplateLocaleResponse201Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutTemplateLocaleResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

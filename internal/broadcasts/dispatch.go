@@ -12,6 +12,7 @@ import (
 	"tidings/internal/provider"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
+	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/topics"
 	"tidings/queries"
@@ -178,7 +179,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 				row.ScheduledFor, row.LastError = &at, &msg
 			default:
 				n.Failed++
-				msg := res.Err.Error()
+				msg := templates.FailureMessage(res.Err) // partial_missing, missing_variables: ADDENDUM 24
 				finish(r, RecipientFailed).LastError = &msg
 			}
 		}

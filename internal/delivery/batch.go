@@ -357,6 +357,7 @@ type insertRow struct {
 	ToAddress       string    `json:"to_address"`
 	Subject         string    `json:"subject"`
 	SentAt          time.Time `json:"sent_at"`
+	Locale          *string   `json:"locale"`
 }
 
 // insertMany commits the records of the prepared steps, before any of
@@ -387,7 +388,7 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
 			rows = append(rows, insertRow{TenantID: r.TenantID, ID: r.ID, ContactID: r.ContactID, TemplateID: r.TemplateID,
 				TemplateVersion: r.TemplateVersion, SequenceID: r.SequenceID, StepID: r.StepID,
 				ScheduledSendID: r.ScheduledSendID, BroadcastID: r.BroadcastID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
-				Subject: r.Subject, SentAt: r.SentAt})
+				Subject: r.Subject, SentAt: r.SentAt, Locale: r.Locale})
 		}
 		if len(rows) == 0 {
 			return nil

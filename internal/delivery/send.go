@@ -66,6 +66,9 @@ type Result struct {
 	InRecordDone bool
 	// InDoubt: the provider gave no answer; the record stays in doubt.
 	InDoubt bool
+	// Warnings name the variables the template reads that the send's
+	// context lacks (they rendered empty); never nil for a send.
+	Warnings []string
 }
 
 // Sender sends one message to one contact: the transactional send here,
@@ -420,7 +423,7 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		// Answered as an error (502): a failed write leaves no audit entry.
 		sctx = store.WithoutAudit(sctx)
 	}
-	res := Result{SendID: sendID, MessageID: messageID, InDoubt: inDoubt}
+	res := Result{SendID: sendID, MessageID: messageID, InDoubt: inDoubt, Warnings: p.warnings}
 	res.InRecordDone, err = s.settle(sctx, rec.TenantID, sendID, messageID, inDoubt, o.inRecord)
 	if err != nil {
 		// The provider has the message and its record exists: answering an
@@ -461,6 +464,8 @@ type prepared struct {
 	// it needs.
 	capped capped
 	capOn  bool
+	// warnings are the template's (templates.Rendered.Warnings).
+	warnings []string
 }
 
 // prepare renders o for its recipient (tracking links, List-Unsubscribe on
@@ -500,8 +505,9 @@ func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
 	rec := queries.SendInsertParams{TenantID: o.tenant.ID, ID: sendID,
 		ContactID: o.contact.ID, TemplateID: o.tmpl.ID, TemplateVersion: o.tmpl.CurrentVersion,
 		SequenceID: opt(o.sequenceID), StepID: opt(o.stepID), ScheduledSendID: opt(o.scheduledSendID),
-		BroadcastID: opt(o.broadcastID), FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now()}
-	p := prepared{msg: out, rec: rec}
+		BroadcastID: opt(o.broadcastID), FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now(),
+		Locale: msg.Locale}
+	p := prepared{msg: out, rec: rec, warnings: msg.Warnings}
 	if (o.sequenceID != "" || o.broadcastID != "") && tenants.CapOf(o.tenant) != nil {
 		p.capOn, p.capped = true, capped{tenant: o.tenant, contact: o.contact}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/osteele/liquid/parser"
 
@@ -103,19 +104,22 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 		return nil, err
 	}
 
-	source := stored
-	if !sanitize.IsMJML(stored) {
-		source = WrapHTML(stored)
+	if sanitize.IsMJML(stored) {
+		if msgs := WellFormed(stored); len(msgs) > 0 {
+			return nil, mjmlInvalid(msgs)
+		}
 	}
-	html, err := c.Compile(ctx, source)
+	source, html := stored, stored
+	if !IsDocument(stored) {
+		if !sanitize.IsMJML(stored) {
+			source = WrapHTML(stored)
+		}
+		html, err = c.Compile(ctx, source)
+	}
 	if err != nil {
 		var invalid *mjml.ValidationError
 		if errors.As(err, &invalid) {
-			msgs := make([]string, len(invalid.Messages))
-			for i, m := range invalid.Messages {
-				msgs[i] = m.String()
-			}
-			return nil, &ValidationError{Field: "content", Messages: msgs, MJML: invalid.Messages}
+			return nil, mjmlInvalid(invalid.Messages)
 		}
 		return nil, fmt.Errorf("render: compile MJML: %w", err)
 	}
@@ -157,6 +161,28 @@ func Prepare(ctx context.Context, c Compiler, subject, content string) (*Prepare
 		CompiledHTML:      compiled,
 		RequiredVariables: liquid.RequiredVariables(subjectTmpl, contentTmpl),
 	}, nil
+}
+
+// mjmlInvalid is the error of content MJML (or WellFormed) rejects.
+func mjmlInvalid(ms []mjml.Message) *ValidationError {
+	msgs := make([]string, len(ms))
+	for i, m := range ms {
+		msgs[i] = m.String()
+	}
+	return &ValidationError{Field: "content", Messages: msgs, MJML: ms}
+}
+
+// IsDocument reports whether content is a whole HTML document (it starts
+// with <!doctype or <html, as every email editor exports): it is stored
+// and sent as that one document, not wrapped in MJML (ADDENDUM 24), which
+// would nest it in MJML's own document.
+func IsDocument(content string) bool {
+	s := strings.TrimLeftFunc(strings.TrimPrefix(content, "\ufeff"), unicode.IsSpace)
+	return hasPrefixFold(s, "<!doctype") || hasPrefixFold(s, "<html") && (len(s) == 5 || !isNameByte(s[5]))
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // unsafeContent is the error for content that judge still objects to

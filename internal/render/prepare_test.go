@@ -43,7 +43,6 @@ func TestPrepareRawHTML(t *testing.T) {
 	}{
 		{"fragment", `<p>Hello {{ name }}, <a href="{{ resetUrl }}">reset</a>.</p>`},
 		{"table layout with conditional comments", `<table role="presentation" width="100%"><tr><td style="padding:10px">{% for i in items %}<p>{{ i.name }}</p>{% endfor %}</td></tr></table><!--[if mso]><p>Outlook</p><![endif]-->`},
-		{"full document", "<!DOCTYPE html>\n<html><head><style>p { color: #333; }</style></head><body><p>Hi {{ name }}</p></body></html>"},
 		{"leading white space but not MJML", "\n  <div>{{ name }}</div>"},
 	}
 	for _, tt := range tests {
@@ -61,6 +60,27 @@ func TestPrepareRawHTML(t *testing.T) {
 				t.Errorf("compiled HTML lacks the raw HTML:\n%s", p.CompiledHTML)
 			}
 		})
+	}
+}
+
+// A whole document is stored and compiled as given (ADDENDUM 24 amends
+// section 5): wrapped in MJML it would sit inside MJML's own document.
+func TestPrepareWholeDocument(t *testing.T) {
+	t.Parallel()
+	for _, content := range []string{
+		"<!DOCTYPE html>\n<html><head><style>p { color: #333; }</style></head><body><p>Hi {{ name }}</p></body></html>",
+		"\n <HTML lang=\"en\"><body><p>Hi</p></body></HTML>",
+	} {
+		p, err := Prepare(context.Background(), testPool(t), "Hi", content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.StoredContent != content || p.CompiledHTML != content {
+			t.Errorf("stored %q compiled %q, want both as given", p.StoredContent, p.CompiledHTML)
+		}
+	}
+	if IsDocument("<htmlx>") || IsDocument("<p><html>") || !IsDocument("\ufeff<!doctype html>") {
+		t.Error("IsDocument")
 	}
 }
 

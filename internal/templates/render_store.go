@@ -2,12 +2,9 @@ package templates
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"tidings/internal/apperr"
 	"tidings/internal/render"
-	"tidings/internal/render/liquid"
 	"tidings/internal/store"
 	"tidings/queries"
 )
@@ -23,34 +20,30 @@ func cacheKey(tenantID, templateID string) string { return tenantID + "\x00" + t
 
 // Preview renders the current version with the preview bindings
 // (variables.contact and variables.event used as given), through the same
-// renderer a send uses.
-// Preview also returns warnings: one per variable the template reads that
-// the variables do not hold, which renders empty (a send renders the same,
-// silently).
-func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables map[string]any) (render.Message, int32, []string, error) {
+// renderer a send uses; locale ("" for none) picks a locale version as a
+// contact's locale property does, and a malformed one is
+// VALIDATION_ERROR. Its warnings name the variables the template reads
+// that the variables do not hold, which render empty (strictVariables
+// refuses only sends). A partial that does not exist is VALIDATION_ERROR
+// naming it.
+func (r *Renderer) Preview(ctx context.Context, tenantID, id string, variables map[string]any, locale string) (Rendered, error) {
+	if locale != "" {
+		if _, err := CanonicalLocale("locale", locale); err != nil {
+			return Rendered{}, err
+		}
+	}
 	t, err := r.DB.TemplateGet(ctx, queries.TemplateGetParams{TenantID: tenantID, ID: id})
 	if store.IsNoRows(err) {
-		return render.Message{}, 0, nil, NotFound()
+		return Rendered{}, NotFound()
 	}
 	if err != nil {
-		return render.Message{}, 0, nil, err
+		return Rendered{}, err
 	}
-	b := render.BindingsForPreview(variables)
-	m, err := r.R.Render(ctx, cacheKey(tenantID, id), int(t.CurrentVersion), t.Subject, t.CompiledHtml, b)
-	var limit *liquid.LimitError
-	switch {
-	case errors.As(err, &limit):
-		return m, 0, nil, apperr.Invalid(limit.Field, limit.Message())
-	case err != nil && ctx.Err() != nil:
-		return m, 0, nil, err // the request ended, not the template's fault
-	case err != nil:
-		return m, 0, nil, apperr.InvalidRequest("template does not render: %v", err)
+	src, err := r.sourceOf(ctx, tenantID, t, MatchLocale(t.Locales, locale))
+	if err != nil {
+		return Rendered{}, err
 	}
-	warnings := []string{}
-	for _, v := range render.Missing(t.RequiredVariables, b) {
-		warnings = append(warnings, "variable "+v+" is not set: it renders empty")
-	}
-	return m, t.CurrentVersion, warnings, nil
+	return r.renderSource(ctx, t, src, render.BindingsForPreview(variables), false)
 }
 
 // Render renders one version of a template for a recipient: the call the

@@ -37,7 +37,7 @@ type bundle struct {
 	tenant   string // a free-plan tenant, provisioned
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	db := testenv.DB(t)
 	b := &bundle{
@@ -52,7 +52,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // newTenant provisions a tenant on the free plan, as POST /api/tenant does.
-func (b *bundle) newTenant(t *testing.T, id string) string {
+func (b *bundle) newTenant(t testing.TB, id string) string {
 	t.Helper()
 	if _, err := b.db.TenantInsert(t.Context(), queries.TenantInsertParams{ID: id, Name: "Org " + id}); err != nil {
 		t.Fatal(err)
@@ -445,7 +445,7 @@ func TestDelete(t *testing.T) {
 	b.put(t, b.tenant, "welcome", create("Welcome", "Old {{ contact.firstName }}", "<p>old body</p>"))
 	// Warm the renderer's cache for version 1 of this id: the recreated
 	// template below is version 1 again, and must not render from it.
-	if _, _, _, err := b.renderer.Preview(ctx, b.tenant, "welcome", nil); err != nil {
+	if _, err := b.renderer.Preview(ctx, b.tenant, "welcome", nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	b.put(t, b.tenant, "welcome", templates.Put{Name: ptr("Welcome 2")})
@@ -469,7 +469,7 @@ func TestDelete(t *testing.T) {
 	if !created || tpl.CurrentVersion != 1 {
 		t.Fatalf("created %v version %d, want a new template at version 1", created, tpl.CurrentVersion)
 	}
-	m, _, _, err := b.renderer.Preview(ctx, b.tenant, "welcome", map[string]any{"contact": map[string]any{"firstName": "Ann"}})
+	m, err := b.renderer.Preview(ctx, b.tenant, "welcome", map[string]any{"contact": map[string]any{"firstName": "Ann"}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +489,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("get from another tenant: %v", err)
 	}
 	wantErr(t, b.store.Delete(ctx, other, "mine"), "TEMPLATE_NOT_FOUND")
-	_, _, _, err := b.renderer.Preview(ctx, other, "mine", nil)
+	_, err := b.renderer.Preview(ctx, other, "mine", nil, "")
 	wantErr(t, err, "TEMPLATE_NOT_FOUND")
 	for _, version := range []int32{0, 1} {
 		_, _, err := b.renderer.Render(ctx, other, "mine", version, render.Context{})
@@ -526,7 +526,8 @@ func TestPreview(t *testing.T) {
 		"resetUrl": "https://example.com/reset",
 	}
 
-	m, version, _, err := b.renderer.Preview(ctx, b.tenant, "welcome", vars)
+	m, err := b.renderer.Preview(ctx, b.tenant, "welcome", vars, "")
+	version := m.Version
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +546,8 @@ func TestPreview(t *testing.T) {
 
 	// Preview follows the current version.
 	b.put(t, b.tenant, "welcome", templates.Put{Subject: ptr("Hello again {{ contact.firstName }}")})
-	m, version, _, err = b.renderer.Preview(ctx, b.tenant, "welcome", vars)
+	m, err = b.renderer.Preview(ctx, b.tenant, "welcome", vars, "")
+	version = m.Version
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +555,7 @@ func TestPreview(t *testing.T) {
 		t.Fatalf("subject %q version %d after update", m.Subject, version)
 	}
 
-	_, _, _, err = b.renderer.Preview(ctx, b.tenant, "nope", vars)
+	_, err = b.renderer.Preview(ctx, b.tenant, "nope", vars, "")
 	wantErr(t, err, "TEMPLATE_NOT_FOUND")
 }
 
@@ -660,7 +662,8 @@ func TestPreviewWarnsOfMissingVariables(t *testing.T) {
 	ctx := t.Context()
 	b.put(t, b.tenant, "w", create("W", "Hi {{ contact.firstName }}",
 		`<p>{{ greeting }} <a href="{{ unsubscribeUrl }}">stop</a> {% for i in items %}{{ i }}{% endfor %}</p>`))
-	_, _, warnings, err := b.renderer.Preview(ctx, b.tenant, "w", map[string]any{"greeting": "Hello"})
+	m, err := b.renderer.Preview(ctx, b.tenant, "w", map[string]any{"greeting": "Hello"}, "")
+	warnings := m.Warnings
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,8 +671,9 @@ func TestPreviewWarnsOfMissingVariables(t *testing.T) {
 	if !slices.Equal(warnings, want) {
 		t.Fatalf("warnings %q, want %q", warnings, want)
 	}
-	_, _, warnings, err = b.renderer.Preview(ctx, b.tenant, "w", map[string]any{"greeting": "Hello", "items": []any{1},
-		"contact": map[string]any{"properties": map[string]any{"firstName": "Ann"}}})
+	m, err = b.renderer.Preview(ctx, b.tenant, "w", map[string]any{"greeting": "Hello", "items": []any{1},
+		"contact": map[string]any{"properties": map[string]any{"firstName": "Ann"}}}, "")
+	warnings = m.Warnings
 	if err != nil || warnings == nil || len(warnings) != 0 {
 		t.Fatalf("warnings %q, %v; want none (a property is also contact.<key>)", warnings, err)
 	}

@@ -42,6 +42,14 @@ type Put struct {
 	// state: changing it makes no new version.
 	Topic    *string
 	SetTopic bool
+	// Layout names the partial the content is placed in (ADDENDUM 24);
+	// with SetLayout and a nil Layout it is cleared. It is source: a
+	// change makes a new version.
+	Layout    *string
+	SetLayout bool
+	// StrictVariables refuses a message whose context lacks a variable
+	// the template reads. State, as enabled is.
+	StrictVariables *bool
 }
 
 // MaxContentBytes bounds template content as sent (issue 11): every version
@@ -55,8 +63,12 @@ func (p Put) Validate(create bool) error {
 		f.Check(p.Name != nil, "name", "is required")
 		f.Check(p.Subject != nil, "subject", "is required")
 		f.Check(p.Content != nil, "content", "is required")
-	} else if p.Name == nil && p.Subject == nil && p.Content == nil && p.Enabled == nil && p.DisableReason == nil && !p.SetTopic {
-		return apperr.AtLeastOne("name", "subject", "content", "enabled", "disableReason", "topic")
+	} else if p.Name == nil && p.Subject == nil && p.Content == nil && p.Enabled == nil && p.DisableReason == nil &&
+		!p.SetTopic && !p.SetLayout && p.StrictVariables == nil {
+		return apperr.AtLeastOne("name", "subject", "content", "enabled", "disableReason", "topic", "layout", "strictVariables")
+	}
+	if p.Layout != nil {
+		f.Check(ids.Valid(*p.Layout), "layout", "must be a partial id")
 	}
 	if p.Topic != nil {
 		f.Check(ids.Valid(*p.Topic), "topic", "must be a topic id")
@@ -111,21 +123,31 @@ func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (t queries.
 	// tenant's row is locked. Inside, the compile is reused when the stored
 	// template is still what it was compiled against (the usual case), and
 	// done again otherwise.
-	compiler := &compileOnce{c: s.Compiler}
+	compiler := newMemo(s.Compiler)
 	if err := s.precompile(ctx, compiler, tenantID, id, p); err != nil {
 		return t, false, err
 	}
 	err = s.DB.Tx(ctx, func(q *queries.Queries) error {
+		// The partials are read under the tenant's source lock: a partial
+		// saved meanwhile either is seen here or recompiles this template
+		// after it commits.
+		if err := q.TemplateSourcesLock(ctx, tenantID); err != nil {
+			return err
+		}
+		ps, err := loadPartials(ctx, q, tenantID)
+		if err != nil {
+			return err
+		}
 		cur, err := q.TemplateGetForUpdate(ctx, queries.TemplateGetForUpdateParams{TenantID: tenantID, ID: id})
 		if store.IsNoRows(err) {
 			created = true
-			t, err = s.create(ctx, q, compiler, tenantID, id, p)
+			t, err = s.create(ctx, q, compiler, ps, tenantID, id, p)
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		t, err = s.update(ctx, q, compiler, cur, p)
+		t, err = s.update(ctx, q, compiler, ps, cur, p)
 		return err
 	})
 	return t, created, err
@@ -142,38 +164,40 @@ func (s *Store) precompile(ctx context.Context, c Compiler, tenantID, id string,
 	if p.Validate(create) != nil {
 		return nil
 	}
-	subject, content := cur.Subject, cur.Content
+	subject, content, layout := cur.Subject, cur.Content, cur.Layout
 	if p.Subject != nil {
 		subject = *p.Subject
 	}
 	if p.Content != nil {
 		content = *p.Content
 	}
-	if !create && subject == cur.Subject && storedForm(content) == cur.Content {
+	if p.SetLayout {
+		layout = p.Layout
+	}
+	if !create && subject == cur.Subject && storedForm(content, layout) == cur.Content && equalPtr(layout, cur.Layout) {
 		return nil
 	}
-	if _, err = c.Compile(ctx, subject, content); isInvalid(err) {
+	ps, err := loadPartials(ctx, s.DB.Queries, tenantID)
+	if err != nil {
+		return err
+	}
+	if _, err = build(ctx, c, ps, subject, content, layout); isInvalid(err) {
 		return nil // invalid content: the transaction reports it, with the rest
 	}
-	return err
-}
-
-// compileOnce remembers the last compile, so the one done before the
-// transaction is not done again inside it.
-type compileOnce struct {
-	c                Compiler
-	subject, content string
-	res              Compiled
-	err              error
-	done             bool
-}
-
-func (o *compileOnce) Compile(ctx context.Context, subject, content string) (Compiled, error) {
-	if !o.done || subject != o.subject || content != o.content {
-		o.res, o.err = o.c.Compile(ctx, subject, content)
-		o.subject, o.content, o.done = subject, content, o.err == nil || isInvalid(o.err)
+	if err != nil || create || equalPtr(layout, cur.Layout) {
+		return err
 	}
-	return o.res, o.err
+	// A new layout recompiles the locale versions, which are placed in it.
+	locales, err := s.DB.TemplateLocaleList(ctx, queries.TemplateLocaleListParams{TenantID: tenantID, TemplateID: id})
+	if err != nil {
+		return err
+	}
+	for _, l := range locales {
+		if _, err := build(ctx, c, ps, l.Subject, l.Content, layout); err != nil && !isInvalid(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 func isInvalid(err error) bool {
@@ -181,7 +205,7 @@ func isInvalid(err error) bool {
 	return errors.As(err, &e)
 }
 
-func (s *Store) create(ctx context.Context, q *queries.Queries, compiler Compiler, tenantID, id string, p Put) (queries.Template, error) {
+func (s *Store) create(ctx context.Context, q *queries.Queries, compiler Compiler, ps partialSet, tenantID, id string, p Put) (queries.Template, error) {
 	if err := p.Validate(true); err != nil {
 		return queries.Template{}, err
 	}
@@ -217,13 +241,14 @@ func (s *Store) create(ctx context.Context, q *queries.Queries, compiler Compile
 			return queries.Template{}, err
 		}
 	}
-	c, err := compiler.Compile(ctx, *p.Subject, *p.Content)
+	c, err := build(ctx, compiler, ps, *p.Subject, *p.Content, p.Layout)
 	if err != nil {
 		return queries.Template{}, err
 	}
 	t, err := q.TemplateInsert(ctx, queries.TemplateInsertParams{TenantID: tenantID, ID: id, Name: *p.Name,
-		Subject: *p.Subject, Content: c.Content, CompiledHtml: c.HTML, RequiredVariables: nonNil(c.RequiredVariables),
-		Topic: p.Topic})
+		Subject: *p.Subject, Content: c.Content, CompiledHtml: c.HTML, RequiredVariables: nonNil(c.Vars),
+		Topic: p.Topic, Layout: p.Layout, StrictVariables: p.StrictVariables != nil && *p.StrictVariables,
+		Refs: nonNil(c.Refs), MissingPartials: nonNil(c.Missing)})
 	if store.IsNoRows(err) {
 		return t, errRaced
 	}
@@ -231,16 +256,17 @@ func (s *Store) create(ctx context.Context, q *queries.Queries, compiler Compile
 		return t, err
 	}
 	return t, q.TemplateVersionInsert(ctx, queries.TemplateVersionInsertParams{TenantID: tenantID, TemplateID: id,
-		Version: 1, Name: t.Name, Subject: t.Subject, Content: t.Content, CompiledHtml: t.CompiledHtml})
+		Version: 1, Name: t.Name, Subject: t.Subject, Content: t.Content, CompiledHtml: t.CompiledHtml, Layout: t.Layout})
 }
 
-func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compiler, cur queries.Template, p Put) (queries.Template, error) {
+func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compiler, ps partialSet, cur queries.Template, p Put) (queries.Template, error) {
 	if err := p.Validate(false); err != nil {
 		return cur, err
 	}
 	next := queries.TemplateUpdateParams{TenantID: cur.TenantID, ID: cur.ID, Name: cur.Name, Subject: cur.Subject,
 		Content: cur.Content, CompiledHtml: cur.CompiledHtml, RequiredVariables: cur.RequiredVariables,
-		CurrentVersion: cur.CurrentVersion, Enabled: cur.Enabled, DisableReason: cur.DisableReason, Topic: cur.Topic}
+		CurrentVersion: cur.CurrentVersion, Enabled: cur.Enabled, DisableReason: cur.DisableReason, Topic: cur.Topic,
+		Layout: cur.Layout, StrictVariables: cur.StrictVariables, Refs: cur.Refs, MissingPartials: cur.MissingPartials}
 	if p.SetTopic {
 		if p.Topic != nil && !equalPtr(p.Topic, cur.Topic) {
 			if err := topics.Exists(ctx, q, cur.TenantID, *p.Topic); err != nil {
@@ -252,7 +278,13 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compile
 	if p.Name != nil {
 		next.Name = *p.Name
 	}
-	if p.Subject != nil || p.Content != nil {
+	if p.SetLayout {
+		next.Layout = p.Layout
+	}
+	if p.StrictVariables != nil {
+		next.StrictVariables = *p.StrictVariables
+	}
+	if p.Subject != nil || p.Content != nil || p.SetLayout {
 		subject, content := cur.Subject, cur.Content
 		if p.Subject != nil {
 			subject = *p.Subject
@@ -260,12 +292,18 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compile
 		if p.Content != nil {
 			content = *p.Content
 		}
-		if subject != cur.Subject || storedForm(content) != cur.Content {
-			c, err := compiler.Compile(ctx, subject, content)
+		if subject != cur.Subject || storedForm(content, next.Layout) != cur.Content || !equalPtr(next.Layout, cur.Layout) {
+			c, err := build(ctx, compiler, ps, subject, content, next.Layout)
 			if err != nil {
 				return cur, err
 			}
-			next.Subject, next.Content, next.CompiledHtml, next.RequiredVariables = subject, c.Content, c.HTML, nonNil(c.RequiredVariables)
+			next.Subject, next.Content, next.CompiledHtml, next.RequiredVariables = subject, c.Content, c.HTML, nonNil(c.Vars)
+			next.Refs, next.MissingPartials = nonNil(c.Refs), nonNil(c.Missing)
+		}
+	}
+	if !equalPtr(next.Layout, cur.Layout) {
+		if err := s.relayLocales(ctx, q, compiler, ps, cur.TenantID, cur.ID, next.Layout); err != nil {
+			return cur, err
 		}
 	}
 	if p.Enabled != nil {
@@ -278,16 +316,18 @@ func (s *Store) update(ctx context.Context, q *queries.Queries, compiler Compile
 		// A reason is recorded when disabling; an enabled template has none.
 		next.DisableReason = nil
 	}
-	contentChanged := next.Name != cur.Name || next.Subject != cur.Subject || next.Content != cur.Content
+	contentChanged := next.Name != cur.Name || next.Subject != cur.Subject || next.Content != cur.Content ||
+		!equalPtr(next.Layout, cur.Layout)
 	stateChanged := next.Enabled != cur.Enabled || !equalPtr(next.DisableReason, cur.DisableReason) ||
-		!equalPtr(next.Topic, cur.Topic)
+		!equalPtr(next.Topic, cur.Topic) || next.StrictVariables != cur.StrictVariables
 	if !contentChanged && !stateChanged {
 		return cur, nil
 	}
 	if contentChanged {
 		next.CurrentVersion = cur.CurrentVersion + 1
 		if err := q.TemplateVersionInsert(ctx, queries.TemplateVersionInsertParams{TenantID: cur.TenantID, TemplateID: cur.ID,
-			Version: next.CurrentVersion, Name: next.Name, Subject: next.Subject, Content: next.Content, CompiledHtml: next.CompiledHtml}); err != nil {
+			Version: next.CurrentVersion, Name: next.Name, Subject: next.Subject, Content: next.Content, CompiledHtml: next.CompiledHtml,
+			Layout: next.Layout}); err != nil {
 			return cur, err
 		}
 	}
@@ -329,11 +369,12 @@ func equalPtr(a, b *string) bool {
 }
 
 // storedForm is how content is stored when nothing in it needs stripping:
-// MJML as given, raw HTML wrapped in MJML (ADDENDUM 5). A PUT repeating the
-// stored template (or the raw HTML it was made from) compares equal and
-// compiles nothing.
-func storedForm(content string) string {
-	if sanitize.IsMJML(content) {
+// MJML, a whole HTML document, and content placed in a layout or naming
+// partials as given, other raw HTML wrapped in MJML (ADDENDUM 5 and 24). A
+// PUT repeating the stored template (or the raw HTML it was made from)
+// compares equal and compiles nothing.
+func storedForm(content string, layout *string) string {
+	if layout != nil || sanitize.IsMJML(content) || hasMJMLTag(content) || render.IsDocument(content) {
 		return content
 	}
 	return render.WrapHTML(content)

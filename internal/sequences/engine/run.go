@@ -16,6 +16,7 @@ import (
 	"tidings/internal/sequences/definition"
 	"tidings/internal/store"
 	"tidings/internal/tasks"
+	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/topics"
 	"tidings/queries"
@@ -533,7 +534,9 @@ func (r *Runner) failed(ctx context.Context, row queries.ScheduledSend, cause er
 	if permanent(cause) || int(row.Attempts) >= r.MaxAttempts {
 		status = StatusDead
 	}
-	msg := cause.Error()
+	// A message its template refused says why first (partial_missing,
+	// missing_variables: ADDENDUM 24).
+	msg := templates.FailureMessage(cause)
 	if len(msg) > 1000 {
 		msg = msg[:1000]
 	}
