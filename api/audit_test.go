@@ -460,6 +460,12 @@ func TestAuditEveryWriteRoute(t *testing.T) {
 			map[string]any{"name": "Promo", "subject": "Promo", "content": mjml}, "promo")},
 		{route: "POST /api/templates/:id/preview", action: "template.preview", nothing: true,
 			do: fixed("POST", "/api/templates/promo/preview", key, map[string]any{"variables": map[string]any{}}, "promo")},
+		{route: "PUT /api/templates/:id/locales/:locale", action: "template.putLocale", do: fixed("PUT", "/api/templates/promo/locales/de", key,
+			map[string]any{"subject": "Aktion", "content": mjml}, "promo")},
+		{route: "DELETE /api/templates/:id/locales/:locale", action: "template.deleteLocale", do: fixed("DELETE", "/api/templates/promo/locales/de", key, nil, "promo")},
+		{route: "PUT /api/partials/:id", action: "partial.put", do: fixed("PUT", "/api/partials/footer", key,
+			map[string]any{"content": "<p>Footer</p>"}, "footer")},
+		{route: "DELETE /api/partials/:id", action: "partial.delete", do: fixed("DELETE", "/api/partials/footer", key, nil, "footer")},
 		{route: "DELETE /api/templates/:id", action: "template.delete", do: fixed("DELETE", "/api/templates/promo", key, nil, "promo")},
 
 		{route: "PUT /api/sequences/:id", action: "sequence.put", do: fixed("PUT", "/api/sequences/onboard", key,
