@@ -90,7 +90,7 @@ func (s *Server) audited(a act) fiber.Handler {
 			s.log.Warn("audit entry written after its write, not in the write's transaction",
 				"route", routeLabel(c), "method", c.Method(), "request_id", e.RequestID)
 		}
-		return s.db.WriteAudit(ctx, e)
+		return s.audit.WriteAfter(ctx, e)
 	}
 }
 

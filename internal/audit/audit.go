@@ -79,3 +79,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 		}
 	}
 }
+
+// WriteAfter writes a request's entry that no transaction of its write
+// took (a write that ran none, such as a preview): on its own, after the
+// write. The api's audit middleware calls it once the write succeeded.
+func (s *Store) WriteAfter(ctx context.Context, e *store.Audit) error {
+	return s.DB.WriteAudit(ctx, e)
+}
