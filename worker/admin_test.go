@@ -28,8 +28,12 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	}
 	client := asynq.NewClient(opt)
 	t.Cleanup(func() { _ = client.Close() })
-	if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(tasks.QueueSendsSweep)); err != nil {
-		t.Fatal(err)
+	// A role's queue, and a legacy queue whose name says another role
+	// than the one that drains it.
+	for _, q := range []string{tasks.QueueWebhooksOutbound, tasks.QueueSendsSweepLegacy} {
+		if _, err := client.Enqueue(asynq.NewTask("probe", nil), asynq.Queue(q)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ins := asynq.NewInspector(opt)
 	t.Cleanup(func() { _ = ins.Close() })
@@ -52,7 +56,8 @@ func TestAdminMetricsServesTheDocumentedNames(t *testing.T) {
 	if missing := telemetrytest.Missing(body, telemetrytest.Documented(t, "worker")); len(missing) > 0 {
 		t.Fatalf("documented but not served: %v", missing)
 	}
-	for _, want := range []string{`tidings_asynq_up 1`, `tidings_asynq_queue_tasks{queue="sends.sweep",role="sends",state="pending"} 1`} {
+	for _, want := range []string{`tidings_asynq_up 1`, `tidings_asynq_queue_tasks{queue="webhooks.outbound",role="webhooks",state="pending"} 1`,
+		`tidings_asynq_queue_tasks{queue="sends.sweep",role="maintenance",state="pending"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in\n%s", want, body)
 		}

@@ -15,10 +15,12 @@ import (
 // Broadcasts (ADDENDUM 13). A broadcast's start is a TypeBroadcastStart
 // task at its instant (the audience snapshot, broadcasts.Store.Start); its
 // recipients are rows dispatched by the same TypeDispatch tasks as
-// scheduled sends, and the scheduled sweep starts broadcasts whose start
-// task was lost and queues the fan-out while recipients are due.
+// scheduled sends. The scheduled sweep (maintenance) queues a start on
+// the sends role for a due broadcast whose start task was lost or died,
+// and the fan-out while recipients are due: the audience snapshot, which
+// reads every contact of the tenant, runs on the sends role only.
 
-// broadcastSweepPage bounds the broadcasts one sweep starts.
+// broadcastSweepPage bounds the broadcasts one sweep queues starts for.
 const broadcastSweepPage = 20
 
 // HandleBroadcastStart starts one broadcast; exported for tests.
@@ -51,16 +53,26 @@ func dispatchBroadcasts(ctx context.Context, d Deps, limit int) (bool, error) {
 	return n.Claimed >= limit, nil
 }
 
-// sweepBroadcasts starts due broadcasts, completes those whose last batch
-// died before its completion check, and reports whether recipients are due
-// (the caller queues the fan-out then).
-func sweepBroadcasts(ctx context.Context, d Deps) (started int, due bool, err error) {
-	if started, err = d.Broadcasts.Due(ctx, broadcastSweepPage); err != nil {
-		return started, false, err
+// sweepBroadcasts queues the start of due broadcasts not started yet,
+// completes those whose last batch died before its completion check, and
+// reports whether recipients are due (the caller queues the fan-out then).
+func sweepBroadcasts(ctx context.Context, d Deps) (queued int, due bool, err error) {
+	rows, err := d.DB.BroadcastsDue(ctx, broadcastSweepPage)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, r := range rows {
+		ok, err := d.Tasks.RequeueBroadcastStart(ctx, r.TenantID, r.ID)
+		if err != nil {
+			return queued, false, err
+		}
+		if ok {
+			queued++
+		}
 	}
 	if _, err = d.Broadcasts.Complete(ctx); err != nil {
-		return started, false, err
+		return queued, false, err
 	}
 	due, err = d.DB.BroadcastQueuedDue(ctx, time.Now().Add(-d.Config.SendClaimTimeout))
-	return started, due, err
+	return queued, due, err
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -15,9 +16,11 @@ import (
 	"tidings/internal/testenv"
 )
 
-// A scheduled broadcast whose start task was lost (Redis flushed) is
-// started by the scheduled sweep, and its recipients go out with the
-// dispatch task, once each.
+// A scheduled broadcast whose start task was lost (Redis flushed) gets a
+// start task in the sends queue from the scheduled sweep (which runs in
+// maintenance and starts nothing itself: the audience snapshot is the
+// sends role's), and its recipients go out with the dispatch task, once
+// each.
 func TestBroadcastStartedBySweepAndDispatched(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -29,7 +32,9 @@ func TestBroadcastStartedBySweepAndDispatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := testenv.DB(t)
-	d := apptest.Services(t, app.Infra{Config: cfg, DB: db, Provider: prov, MJML: testenv.MJML(t)})
+	q := newQueue(t)
+	d := apptest.Services(t, app.Infra{Config: cfg, DB: db, Provider: prov, MJML: testenv.MJML(t),
+		Tasks: tasks.NewClient(q.client, q.inspector, slog.New(slog.DiscardHandler))})
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
@@ -50,11 +55,35 @@ func TestBroadcastStartedBySweepAndDispatched(t *testing.T) {
 		VALUES ('ten_w', 'brd_w', 'W', 'news', 'seg_all', 'scheduled', now() - interval '1 second')`)
 
 	mux := NewMux(d)
-	if err := mux.ProcessTask(ctx, asynq.NewTask(tasks.TypeScheduledSweep, nil)); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if err := mux.ProcessTask(ctx, asynq.NewTask(tasks.TypeScheduledSweep, nil)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var status string
 	var recipients int64
+	if err := db.Pool.QueryRow(ctx, `SELECT status FROM broadcasts WHERE id = 'brd_w'`).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	starts, err := q.inspector.ListPendingTasks(tasks.QueueSends, asynq.PageSize(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start *asynq.TaskInfo
+	for _, info := range starts {
+		if info.Type == tasks.TypeBroadcastStart {
+			if start != nil {
+				t.Fatalf("two start tasks queued by two sweeps: %s and %s", start.ID, info.ID)
+			}
+			start = info
+		}
+	}
+	if status != "scheduled" || start == nil {
+		t.Fatalf("after the sweep: broadcast %s (want scheduled: the sweep starts nothing), start task %v", status, start)
+	}
+	if err := mux.ProcessTask(ctx, asynq.NewTask(start.Type, start.Payload)); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.Pool.QueryRow(ctx, `SELECT status, recipients FROM broadcasts WHERE id = 'brd_w'`).Scan(&status, &recipients); err != nil {
 		t.Fatal(err)
 	}

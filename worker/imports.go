@@ -48,7 +48,7 @@ func HandleContactImport(d Deps) asynq.HandlerFunc {
 }
 
 func importSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeContactImportSweep, Every: importSweepEvery, Queue: tasks.QueueImportsSweep, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeContactImportSweep, Every: importSweepEvery, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeContactImportSweep, nil, asynq.MaxRetry(0), asynq.Timeout(importSweepTimeout))
 	}}
 }

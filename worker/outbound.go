@@ -46,7 +46,7 @@ func HandleOutboundDeliver(d Deps) asynq.HandlerFunc {
 }
 
 func outboundSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeOutboundSweep, Every: outboundSweepEvery, Queue: tasks.QueueWebhooksSweep, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeOutboundSweep, Every: outboundSweepEvery, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeOutboundSweep, nil, asynq.MaxRetry(0), asynq.Timeout(sweepTimeout))
 	}}
 }

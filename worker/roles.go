@@ -18,21 +18,21 @@ type Role string
 // The roles, and what each runs.
 const (
 	// RoleSends: due sequence steps and scheduled sends (the dispatch),
-	// broadcast starts and their recipients, the scheduled sweep and the
-	// send ledger's in-doubt sweep.
+	// broadcast starts and their recipients.
 	RoleSends Role = "sends"
 	// RoleSegments: segment computes.
 	RoleSegments Role = "segments"
 	// RoleDomains: domain checks.
 	RoleDomains Role = "domains"
-	// RoleWebhooks: provider webhook ingestion, outbound webhook delivery
-	// (and the LISTEN that wakes it), their sweeps.
+	// RoleWebhooks: provider webhook ingestion (and parked events), outbound
+	// webhook delivery (and the LISTEN that wakes it).
 	RoleWebhooks Role = "webhooks"
-	// RoleImports: contact imports and their sweep.
+	// RoleImports: contact imports.
 	RoleImports Role = "imports"
-	// RoleMaintenance: the periodic scheduler (for every role), event
-	// retention, pruning, and the drain of the queues of the versions
-	// before roles.
+	// RoleMaintenance: the periodic scheduler, every sweep (each only
+	// enqueues into the queues of the role it re-feeds, so the work of a
+	// role with no process waits in that role's queues), event retention,
+	// pruning, and the drain of the queues of earlier versions.
 	RoleMaintenance Role = tasks.RoleMaintenance
 )
 
@@ -41,19 +41,21 @@ var AllRoles = []Role{RoleSends, RoleSegments, RoleDomains, RoleWebhooks, RoleIm
 
 // roleQueues are each role's queues with their asynq weights. The weights
 // only matter where one process serves several roles (WORKER_ROLES=all):
-// a free slot takes the sends' queues six times as often as the
-// segments', so a long compute queue does not hold back due sends. A
-// role's sweep queue weighs as its work.
+// a free slot takes the sends' queue six times as often as the
+// segments', so a long compute queue does not hold back due sends.
 var roleQueues = map[Role]map[string]int{
-	RoleSends:    {tasks.QueueSends: 6, tasks.QueueSendsSweep: 6},
+	RoleSends:    {tasks.QueueSends: 6},
 	RoleSegments: {tasks.QueueSegments: 1},
 	RoleDomains:  {tasks.QueueDomains: 1},
-	RoleWebhooks: {tasks.QueueWebhooks: 3, tasks.QueueWebhooksOutbound: 3, tasks.QueueWebhooksSweep: 3},
-	RoleImports:  {tasks.QueueImports: 2, tasks.QueueImportsSweep: 2},
-	// The legacy queues keep their old weights: what an upgrade left there
-	// (or an api of the old version writes during a rolling upgrade) runs
+	RoleWebhooks: {tasks.QueueWebhooks: 3, tasks.QueueWebhooksOutbound: 3},
+	RoleImports:  {tasks.QueueImports: 2},
+	// The sweeps are short and keep every other role fed: their queue
+	// weighs as the webhooks'. The legacy queues keep their old weights
+	// (the ".sweep" ones as the sweeps): what an upgrade left there (or a
+	// process of the old version writes during a rolling upgrade) runs
 	// here, with the handler of its type, until they are empty.
-	RoleMaintenance: {tasks.QueueMaintenance: 1, tasks.QueueCritical: 6, tasks.QueueDefault: 3, tasks.QueueLow: 1},
+	RoleMaintenance: {tasks.QueueMaintenance: 3, tasks.QueueCritical: 6, tasks.QueueDefault: 3, tasks.QueueLow: 1,
+		tasks.QueueSendsSweepLegacy: 3, tasks.QueueWebhooksSweepLegacy: 3, tasks.QueueImportsSweepLegacy: 3},
 }
 
 // ParseRoles reads WORKER_ROLES: "all" (or nothing) for every role, or a

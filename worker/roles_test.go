@@ -14,9 +14,13 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"tidings/internal/app"
 	"tidings/internal/app/apptest"
 	"tidings/internal/config"
+	"tidings/internal/domains"
+	"tidings/internal/store"
 	"tidings/internal/tasks"
+	"tidings/internal/templates"
 	"tidings/internal/testenv"
 )
 
@@ -60,9 +64,17 @@ func TestQueuesBelongToTheirRole(t *testing.T) {
 			}
 		}
 	}
+	// ADDENDUM 26: the maintenance role has the sweeps and the periodic
+	// scheduler; every periodic task runs there.
 	for _, p := range allPeriodic() {
-		if _, ok := served[p.Queue]; !ok || slices.Contains(tasks.LegacyQueues, p.Queue) {
-			t.Errorf("periodic %s goes to queue %q, which no role serves as its own", p.Name, p.Queue)
+		if p.Queue != tasks.QueueMaintenance {
+			t.Errorf("periodic %s goes to queue %q, not %q", p.Name, p.Queue, tasks.QueueMaintenance)
+		}
+	}
+	// Every queue of an earlier version is drained by maintenance.
+	for _, q := range tasks.LegacyQueues {
+		if served[q] != RoleMaintenance {
+			t.Errorf("legacy queue %s served by %q, want maintenance", q, served[q])
 		}
 	}
 }
@@ -140,10 +152,23 @@ type process struct {
 // and Redis database of the test's own, until the test ends.
 func startProcess(t *testing.T, roles []Role) *process {
 	t.Helper()
+	return startProcessOn(t, processConfig(t), roles)
+}
+
+// processConfig is the configuration of worker processes on a database
+// and Redis database of the test's own.
+func processConfig(t *testing.T) *config.Config {
+	t.Helper()
 	cfg := apptest.Config(t)
 	_, cfg.DatabaseURL = testenv.NewDatabase(t)
 	cfg.RedisURL, _ = testenv.RedisDB(t)
 	cfg.OutboxDir = t.TempDir()
+	return cfg
+}
+
+// startProcessOn runs Run for roles with cfg until the test ends.
+func startProcessOn(t *testing.T, cfg *config.Config, roles []Role) *process {
+	t.Helper()
 	opt, err := config.AsynqRedis(cfg.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -183,4 +208,71 @@ func (p *process) health(t *testing.T) []Role {
 		return res.StatusCode == http.StatusOK && json.Unmarshal(raw, &body) == nil
 	})
 	return body.Roles
+}
+
+// ADDENDUM 26: the sweeps run in maintenance and only enqueue into the
+// queues of the roles they re-feed. With a maintenance process alone, a
+// due domain's check, a due broadcast's start (its own start task lost)
+// and the parked webhook events wait in the domains, sends and webhooks
+// queues, done by nobody; a process of those roles, started later, runs
+// them.
+func TestSweepsLeaveOtherRolesWorkInTheirQueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := processConfig(t)
+	cfg.DNSResolver = testenv.DNS(t).Addr // an empty zone: every name is NXDOMAIN
+	db, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	d := apptest.Services(t, app.Infra{Config: cfg, DB: db, MJML: testenv.MJML(t)})
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO tenants (id, name, sending_status, default_from_address) VALUES ('ten_r', 'R', 'enabled', 'r@r.example')`)
+	st := &domains.Store{DB: db, Now: func() time.Time { return time.Now().Add(-time.Hour) }}
+	if _, err := st.Create(ctx, "ten_r", "r.example"); err != nil { // due 50 minutes ago
+		t.Fatal(err)
+	}
+	name, subject, content := "N", "N", "<p>n</p>"
+	if _, _, err := d.Templates.Put(ctx, "ten_r", "news", templates.Put{Name: &name, Subject: &subject, Content: &content}); err != nil {
+		t.Fatal(err)
+	}
+	exec(`INSERT INTO segments (tenant_id, id, name, rules) VALUES ('ten_r', 'seg_all', 'All', '{"operator":"and","conditions":[]}')`)
+	exec(`INSERT INTO contacts (tenant_id, id, email, created_at)
+		SELECT 'ten_r', 'cnt_' || i, 'c' || i || '@example.com', now() - interval '1 hour' FROM generate_series(1, 3) i`)
+	exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status, starts_at)
+		VALUES ('ten_r', 'brd_r', 'R', 'news', 'seg_all', 'scheduled', now() - interval '1 second')`)
+
+	m := startProcessOn(t, cfg, []Role{RoleMaintenance})
+	// The scheduler enqueues every sweep at once, and the process runs them.
+	waitFor(t, 30*time.Second, func() bool {
+		return pendingOfType(t, m.ins, tasks.QueueDomains, tasks.TypeDomainCheck) == 1 &&
+			pendingOfType(t, m.ins, tasks.QueueSends, tasks.TypeBroadcastStart) == 1 &&
+			pendingOfType(t, m.ins, tasks.QueueWebhooks, tasks.TypeWebhookUnpark) == 1
+	})
+	status := func() string {
+		var s string
+		if err := db.Pool.QueryRow(ctx, `SELECT status FROM broadcasts WHERE id = 'brd_r'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	checked := func() bool {
+		got, err := st.Get(ctx, "ten_r", "r.example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LastCheckedAt != nil
+	}
+	if s := status(); s != "scheduled" || checked() {
+		t.Fatalf("maintenance did another role's work: broadcast %s, domain checked %v", s, checked())
+	}
+	// The roles come: their waiting tasks run.
+	startProcessOn(t, cfg, []Role{RoleSends, RoleDomains, RoleWebhooks})
+	waitFor(t, 30*time.Second, func() bool { return status() != "scheduled" && checked() })
 }

@@ -17,7 +17,7 @@ import (
 const sendingSweepEvery = time.Minute
 
 func sendingSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeSendingSweep, Every: sendingSweepEvery, Queue: tasks.QueueSendsSweep, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeSendingSweep, Every: sendingSweepEvery, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeSendingSweep, nil, asynq.MaxRetry(0), asynq.Timeout(50*time.Second))
 	}}
 }

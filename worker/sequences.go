@@ -124,7 +124,7 @@ func HandleScheduledSend(d Deps) asynq.HandlerFunc {
 }
 
 func scheduledSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeScheduledSweep, Every: engine.SweepEvery, Queue: tasks.QueueSendsSweep, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeScheduledSweep, Every: engine.SweepEvery, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeScheduledSweep, nil, asynq.MaxRetry(0), asynq.Timeout(sweepTimeout))
 	}}
 }
@@ -142,9 +142,9 @@ func handleScheduledSweep(d Deps) asynq.HandlerFunc {
 			d.Log.Info("scheduled sends swept", "reclaimed", res.Reclaimed, "dead", res.Dead,
 				"dispatch_tasks_queued", res.Queued)
 		}
-		started, due, berr := sweepBroadcasts(ctx, d)
-		if started > 0 {
-			d.Log.Info("broadcasts started by the sweep", "count", started)
+		starts, due, berr := sweepBroadcasts(ctx, d)
+		if starts > 0 {
+			d.Log.Info("broadcast starts queued by the sweep", "count", starts)
 		}
 		if due && berr == nil {
 			if _, berr = d.Tasks.FanOut(ctx, max(d.Config.WorkerConcurrency, 1)); berr != nil {

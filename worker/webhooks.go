@@ -57,7 +57,7 @@ func HandleWebhookBatch(d Deps) asynq.HandlerFunc {
 }
 
 func webhookSweepPeriodic() Periodic {
-	return Periodic{Name: tasks.TypeWebhookSweep, Every: webhookSweepEvery, Queue: tasks.QueueWebhooksSweep, Task: func() *asynq.Task {
+	return Periodic{Name: tasks.TypeWebhookSweep, Every: webhookSweepEvery, Queue: tasks.QueueMaintenance, Task: func() *asynq.Task {
 		return asynq.NewTask(tasks.TypeWebhookSweep, nil, asynq.MaxRetry(0), asynq.Timeout(webhookSweepTimeout))
 	}}
 }
@@ -71,18 +71,28 @@ func handleWebhookSweep(d Deps) asynq.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		// Events that came before their send's record (ADDENDUM 12).
-		u, err := d.Webhooks.Unpark(ctx, time.Now(), webhookSweepBatch)
-		if u != (delivery.UnparkResult{}) {
-			d.Log.Info("parked webhook events", "applied", u.Applied, "fell_back_to_contact", u.FellBack,
-				"dropped", u.Dropped, "still_parked", u.Parked)
-		}
-		if err != nil {
+		// Events that came before their send's record (ADDENDUM 12) are
+		// applied on the webhooks role.
+		if _, err := d.Tasks.WebhookUnpark(ctx); err != nil {
 			return err
 		}
 		ids, batches, err := d.Webhooks.Prune(ctx, time.Now())
 		if ids+batches > 0 {
 			d.Log.Info("webhook bookkeeping pruned", "event_ids", ids, "batches", batches)
+		}
+		return err
+	}
+}
+
+// HandleWebhookUnpark applies the parked events whose send's record has
+// come (or falls back to the contact, or drops them, past their wait);
+// exported for tests.
+func HandleWebhookUnpark(d Deps) asynq.HandlerFunc {
+	return func(ctx context.Context, _ *asynq.Task) error {
+		u, err := d.Webhooks.Unpark(ctx, time.Now(), webhookSweepBatch)
+		if u != (delivery.UnparkResult{}) {
+			d.Log.Info("parked webhook events", "applied", u.Applied, "fell_back_to_contact", u.FellBack,
+				"dropped", u.Dropped, "still_parked", u.Parked)
 		}
 		return err
 	}

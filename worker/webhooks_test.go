@@ -16,7 +16,8 @@ import (
 
 // The webhook sweep re-enqueues a batch stored but never applied (its
 // enqueue failed, or Redis lost it), leaves a fresh or applied one alone,
-// and prunes applied batches and event ids past their retention.
+// queues the application of parked events on the webhooks role, and
+// prunes applied batches and event ids past their retention.
 func TestWebhookSweepRefeedsAndPrunes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -58,6 +59,10 @@ func TestWebhookSweepRefeedsAndPrunes(t *testing.T) {
 	}
 	if _, err := inspector.GetTaskInfo(tasks.QueueWebhooks, tasks.WebhookTaskID(fresh)); err == nil {
 		t.Fatalf("fresh batch %d enqueued by the sweep", fresh)
+	}
+	// Parked events are applied on the webhooks role, not by the sweep.
+	if n := pendingOfType(t, inspector, tasks.QueueWebhooks, tasks.TypeWebhookUnpark); n != 1 {
+		t.Fatalf("%d unpark tasks in the webhooks queue, want 1", n)
 	}
 	var batches, ids int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_batches WHERE id = $1`, old).Scan(&batches); err != nil {

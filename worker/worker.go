@@ -48,9 +48,11 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	mux.Use(logTasks(d.Log))
 	mux.Handle(tasks.TypeDomainSweep, handleDomainSweep(d))
+	mux.Handle(tasks.TypeDomainCheck, HandleDomainCheck(d))
 	mux.Handle(tasks.TypeIdempotencySweep, handleIdempotencySweep(d))
 	mux.Handle(tasks.TypeWebhookBatch, HandleWebhookBatch(d))
 	mux.Handle(tasks.TypeWebhookSweep, handleWebhookSweep(d))
+	mux.Handle(tasks.TypeWebhookUnpark, HandleWebhookUnpark(d))
 	mux.Handle(tasks.TypeDispatch, HandleDispatch(d))
 	mux.Handle(tasks.TypeScheduledSend, HandleScheduledSend(d))
 	mux.Handle(tasks.TypeScheduledSweep, handleScheduledSweep(d))
@@ -66,9 +68,10 @@ func NewMux(d Deps) *asynq.ServeMux {
 	return mux
 }
 
-// PeriodicTasks lists the tasks the scheduler enqueues, for every role (the
-// scheduler runs in the maintenance role; each task goes to the queue of
-// the role that runs it); task families add theirs here.
+// PeriodicTasks lists the tasks the scheduler enqueues (the scheduler runs
+// in the maintenance role, and so do these: every one goes to the
+// maintenance queue and only enqueues into other roles' queues); task
+// families add theirs here.
 func PeriodicTasks() []Periodic {
 	return []Periodic{domainSweepPeriodic(), idempotencySweepPeriodic(), webhookSweepPeriodic(),
 		scheduledSweepPeriodic(), scheduledPrunePeriodic(), sendingSweepPeriodic(), outboundSweepPeriodic(),

@@ -21,35 +21,42 @@ import (
 
 // Queues, by the worker role that serves them (ADDENDUM 26): a queue's
 // role is its name up to the first dot, so asynqmon and the queue gauges
-// show both what waits and which role's processes it waits for. A role's
-// ".sweep" queue holds its safety-net sweeps, apart from the work they
-// re-feed.
+// show both what waits and which role's processes it waits for. Every
+// sweep runs in the maintenance role and only enqueues into the queues of
+// the roles it re-feeds, so a role with no process finds its work waiting
+// in its own queues when one starts.
 const (
 	QueueSends            = "sends"             // dispatch of due sends, broadcast starts
-	QueueSendsSweep       = "sends.sweep"       // the scheduled sweep, the send ledger's in-doubt sweep
 	QueueSegments         = "segments"          // segment computes
 	QueueDomains          = "domains"           // domain checks
-	QueueWebhooks         = "webhooks"          // provider webhook ingestion
+	QueueWebhooks         = "webhooks"          // provider webhook ingestion, parked events
 	QueueWebhooksOutbound = "webhooks.outbound" // outbound webhook delivery
-	QueueWebhooksSweep    = "webhooks.sweep"    // both webhook sweeps
 	QueueImports          = "imports"           // contact imports
-	QueueImportsSweep     = "imports.sweep"     // the import sweep
-	QueueMaintenance      = "maintenance"       // retention, pruning, idempotency keys
+	QueueMaintenance      = "maintenance"       // every sweep, retention, pruning, idempotency keys
 )
 
-// The queues of the versions before roles: nothing enqueues to them any
-// more, and the maintenance role drains what an upgrade left in them (or
-// an api of the old version still writes during a rolling upgrade).
+// The queues of earlier versions: nothing enqueues to them any more, and
+// the maintenance role drains what an upgrade left in them (or a process
+// of the old version still writes during a rolling upgrade). critical,
+// default and low are those of the versions before roles; the ".sweep"
+// queues held each role's sweeps before the sweeps moved to maintenance.
 const (
 	QueueCritical = "critical"
 	QueueDefault  = "default"
 	QueueLow      = "low"
+
+	QueueSendsSweepLegacy    = "sends.sweep"
+	QueueWebhooksSweepLegacy = "webhooks.sweep"
+	QueueImportsSweepLegacy  = "imports.sweep"
 )
 
-// LegacyQueues are the queues of the versions before roles.
-var LegacyQueues = []string{QueueCritical, QueueDefault, QueueLow}
+// LegacyQueues are the queues of earlier versions, drained by the
+// maintenance role.
+var LegacyQueues = []string{QueueCritical, QueueDefault, QueueLow,
+	QueueSendsSweepLegacy, QueueWebhooksSweepLegacy, QueueImportsSweepLegacy}
 
-// RoleMaintenance is the role that drains the legacy queues.
+// RoleMaintenance is the role that runs the sweeps and drains the legacy
+// queues.
 const RoleMaintenance = "maintenance"
 
 // QueueRole names the worker role whose processes serve queue: the name up
@@ -73,7 +80,14 @@ const (
 	TypeScheduledPrune = "sequences:prune"
 	TypeWebhookBatch   = "webhook:batch"
 	TypeWebhookSweep   = "webhooks:sweep"
-	TypeDomainSweep    = "domains:sweep"
+	// TypeWebhookUnpark applies parked provider events whose send's
+	// record has come (on the webhooks role); the webhook sweep queues it.
+	TypeWebhookUnpark = "webhooks:unpark"
+	// TypeDomainSweep (maintenance) queues TypeDomainCheck when a domain's
+	// periodic check is due; TypeDomainCheck (domains role) checks the due
+	// domains.
+	TypeDomainSweep = "domains:sweep"
+	TypeDomainCheck = "domains:check"
 	// TypeSendingSweep settles in doubt the transactional send records
 	// whose process died waiting for the provider.
 	TypeSendingSweep = "sends:sweep-sending"
@@ -289,6 +303,41 @@ func (c *Client) SegmentCompute(ctx context.Context, tenantID, id string) (bool,
 	payload, _ := json.Marshal(SegmentPayload{TenantID: tenantID, ID: id})
 	return c.requeue(ctx, task{t: asynq.NewTask(TypeSegmentCompute, payload, asynq.MaxRetry(3),
 		asynq.Timeout(SegmentComputeTimeout)), id: "segment:" + tenantID + ":" + id, queue: QueueSegments})
+}
+
+// RequeueBroadcastStart is the scheduled sweep's start of a due broadcast
+// whose own start task was lost or died: a TypeBroadcastStart on the sends
+// role, at most one waiting per broadcast (task id
+// broadcast:<tenant>:<id>:sweep; an id a dead task holds is freed). A
+// start that runs twice starts once (broadcasts.Store.Start). It reports
+// whether it queued a task.
+func (c *Client) RequeueBroadcastStart(ctx context.Context, tenantID, id string) (bool, error) {
+	payload, _ := json.Marshal(BroadcastPayload{TenantID: tenantID, ID: id})
+	return c.requeue(ctx, task{t: asynq.NewTask(TypeBroadcastStart, payload, asynq.MaxRetry(3),
+		asynq.Timeout(DispatchTimeout)), id: "broadcast:" + tenantID + ":" + id + ":sweep", queue: QueueSends})
+}
+
+// DomainCheckTimeout bounds one TypeDomainCheck: it takes no new domain
+// near it, and the rest stay due for the next.
+const DomainCheckTimeout = 50 * time.Second
+
+// DomainCheck queues the check of the due domains on the domains role, at
+// most one waiting or running (task id domains:check); it reports whether
+// it queued a task.
+func (c *Client) DomainCheck(ctx context.Context) (bool, error) {
+	return c.requeue(ctx, task{t: asynq.NewTask(TypeDomainCheck, nil, asynq.MaxRetry(0),
+		asynq.Timeout(DomainCheckTimeout)), id: "domains:check", queue: QueueDomains})
+}
+
+// WebhookUnparkTimeout bounds one TypeWebhookUnpark.
+const WebhookUnparkTimeout = 50 * time.Second
+
+// WebhookUnpark queues the application of parked provider events on the
+// webhooks role, at most one waiting or running (task id
+// webhooks:unpark); it reports whether it queued a task.
+func (c *Client) WebhookUnpark(ctx context.Context) (bool, error) {
+	return c.requeue(ctx, task{t: asynq.NewTask(TypeWebhookUnpark, nil, asynq.MaxRetry(0),
+		asynq.Timeout(WebhookUnparkTimeout)), id: "webhooks:unpark", queue: QueueWebhooks})
 }
 
 // RequeueContactImport is the sweep's enqueue of a running import; it
