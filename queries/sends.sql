@@ -103,6 +103,12 @@ WHERE tenant_id = @tenant_id AND delivery_status = @status
 ORDER BY sent_at DESC, id DESC
 LIMIT @lim;
 
+-- name: SendCountInDoubtSince :one
+-- Every tenant's sends in doubt recorded since @since (the worker's
+-- tidings_sends_in_doubt gauge); the partial index sends_in_doubt holds
+-- only those rows.
+SELECT count(*) FROM sends WHERE in_doubt AND sent_at >= @since::timestamptz;
+
 -- name: SendListInDoubt :many
 SELECT * FROM sends
 WHERE tenant_id = @tenant_id AND in_doubt

@@ -11,6 +11,20 @@ import (
 	"time"
 )
 
+const sendCountInDoubtSince = `-- name: SendCountInDoubtSince :one
+SELECT count(*) FROM sends WHERE in_doubt AND sent_at >= $1::timestamptz
+`
+
+// Every tenant's sends in doubt recorded since @since (the worker's
+// tidings_sends_in_doubt gauge); the partial index sends_in_doubt holds
+// only those rows.
+func (q *Queries) SendCountInDoubtSince(ctx context.Context, since time.Time) (int64, error) {
+	row := q.db.QueryRow(ctx, sendCountInDoubtSince, since)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const sendDelete = `-- name: SendDelete :execrows
 DELETE FROM sends WHERE tenant_id = $1 AND id = $2 AND sending
 `

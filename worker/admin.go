@@ -1,11 +1,13 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
@@ -87,5 +89,8 @@ func hostName(host string) string {
 // per reason.
 func AdminCollectors(d Deps) []prometheus.Collector {
 	return []prometheus.Collector{telemetry.NewDeliveriesCollector(d.Outbound.DeliveryCounts),
-		telemetry.NewPausedCollector(d.Tenants.PausedCounts)}
+		telemetry.NewPausedCollector(d.Tenants.PausedCounts),
+		telemetry.NewInDoubtGauge(func(ctx context.Context, since time.Time) (int64, error) {
+			return d.DB.SendCountInDoubtSince(ctx, since)
+		})}
 }

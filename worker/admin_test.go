@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -157,5 +159,48 @@ func TestAdminHealthNamesRoles(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	if want := `{"status":"ok","roles":["sends","webhooks"]}`; rec.Code != http.StatusOK || rec.Body.String() != want {
 		t.Fatalf("GET /healthz: %d %s, want 200 %s", rec.Code, rec.Body.String(), want)
+	}
+}
+
+// tidings_sends_in_doubt counts every tenant's sends in doubt recorded in
+// the last hour, and nothing else: not a settled send, not one in doubt
+// from yesterday.
+func TestAdminMetricsCountSendsInDoubt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t)
+	svc := apptest.Services(t, app.Infra{DB: db})
+	for _, tn := range []string{"ten_a", "ten_b"} {
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ($1, $1)`, tn); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO contacts (tenant_id, id, email) VALUES ($1, 'cnt_1', 'ann@example.com')`, tn); err != nil {
+			t.Fatal(err)
+		}
+		for i, row := range []struct {
+			inDoubt bool
+			age     string
+		}{{true, "1 minute"}, {true, "2 days"}, {false, "1 minute"}} {
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id,
+				template_version, from_address, to_address, subject, sent_at, in_doubt)
+				VALUES ($1, $2, $2, 'cnt_1', 'welcome', 1, 'a@acme.test', 'ann@example.com', 'Hi', now() - $3::interval, $4)`,
+				tn, fmt.Sprintf("snd_%d", i), row.age, row.inDoubt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	url, _ := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = ins.Close() })
+	h, closeAdmin := AdminHandler(opt, ins, AdminOptions{ReadOnly: true}, AdminCollectors(svc)...)
+	t.Cleanup(closeAdmin)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "\ntidings_sends_in_doubt 2\n") {
+		t.Fatalf("want tidings_sends_in_doubt 2 (one recent per tenant) in\n%s", rec.Body.String())
 	}
 }

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,4 +50,25 @@ func (c *CountsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range c.values {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[v]), v)
 	}
+}
+
+// InDoubtWindow is how far back tidings_sends_in_doubt counts.
+const InDoubtWindow = time.Hour
+
+// NewInDoubtGauge serves the sends recorded within InDoubtWindow that are
+// in doubt (the provider's answer never came: never sent again, perhaps
+// delivered), read from the database at scrape time through count; a
+// failed read serves NaN, which no alert threshold crosses.
+func NewInDoubtGauge(count func(ctx context.Context, since time.Time) (int64, error)) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidings_sends_in_doubt",
+		Help: "Sends recorded in the last hour whose provider call ended without an answer (in doubt)."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, err := count(ctx, time.Now().Add(-InDoubtWindow))
+			if err != nil {
+				return math.NaN()
+			}
+			return float64(n)
+		})
 }
