@@ -124,7 +124,7 @@ bench-import: services build ## Contact import of 1,000,000 CSV rows end to end 
 	go run ./bench/importbench -worker-bin bin/worker $(IMPORT_FLAGS)
 
 .PHONY: bench-roles
-bench-roles: services build ## Worker roles: due sends' p99 lateness while a 1,000,000-contact segment computes, alone / separate processes / one process (ROLES_FLAGS='-contacts 100000'; docs/benchmarks.md)
+bench-roles: services build ## Worker roles: due sends' p99 lateness while a 1,000,000-contact segment computes, alone / separate processes / one process, repeated in alternation (ROLES_FLAGS='-contacts 100000 -repeat 3'; '-bin DIR' for binaries built elsewhere; docs/benchmarks.md)
 	go run ./bench/roles -bin bin $(ROLES_FLAGS)
 
 # The fault run's own binaries: bin/ may be shared with other checkouts.
