@@ -24,9 +24,10 @@ type Periodic struct {
 //
 // Each periodic task has one fixed task id (PeriodicTaskID), so at most
 // one of it exists at a time: while one waits or runs, that one is this
-// period's too, and nothing is added. A role with no process therefore
-// finds one waiting task of each of its periodic tasks when it comes back,
-// not one per period it missed. A finished task (kept for its period,
+// period's too, and nothing is added. With no process serving the
+// maintenance queue (where every periodic task goes), the first one to
+// come back therefore finds one waiting task of each, not one per period
+// it missed. A finished task (kept for its period,
 // asynq.Retention) holds the id: when it finished within the current
 // period, another process's tick finds it and adds nothing; when it
 // finished before, the tick frees the id and enqueues this period's. A

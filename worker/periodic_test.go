@@ -119,8 +119,8 @@ func TestPeriodicEnqueuedOncePerPeriodAcrossProcesses(t *testing.T) {
 	}
 }
 
-// A role with no process (here: none at all) finds one waiting task of each
-// of its periodic tasks when it starts, not one per period it missed.
+// With no maintenance process (here: no worker at all), the first to start
+// finds one waiting task of each periodic task, not one per period missed.
 func TestPeriodicWaitingTaskCoversLaterPeriods(t *testing.T) {
 	t.Parallel()
 	url, _ := testenv.RedisDB(t)
