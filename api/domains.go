@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -8,6 +9,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/domains"
 	"tidings/internal/page"
+	"tidings/internal/strictjson"
 	"tidings/queries"
 )
 
@@ -64,7 +66,9 @@ type domainCreateReq struct {
 
 type domainUpdateReq struct {
 	SendingEnabled Opt[bool]                  `json:"sendingEnabled"`
-	Warmup         Opt[domainWarmupUpdateReq] `json:"warmup"`
+	// Warmup is decoded strictly in validate (an unknown key in it is
+	// refused, as at the top level).
+	Warmup Opt[json.RawMessage] `json:"warmup"`
 }
 
 type domainWarmupUpdateReq struct {
@@ -89,10 +93,14 @@ func (r domainUpdateReq) validate() (*bool, *domains.WarmupPatch, error) {
 	}
 	var w *domains.WarmupPatch
 	if r.Warmup.Set {
-		wr, ok := r.Warmup.Value()
+		raw, ok := r.Warmup.Value()
+		var wr domainWarmupUpdateReq
 		switch {
-		case !ok:
+		case !ok || len(raw) == 0 || raw[0] != '{':
 			f.Add("warmup", "must be an object")
+		case strictjson.Decode(raw, &wr) != nil:
+			// The fields inside warmup, named as they are there.
+			mergeFields(&f, strictjson.Decode(raw, &wr))
 		case !wr.Enabled.Set && !wr.Schedule.Set:
 			f.Add("warmup", "must name enabled and/or schedule")
 		default:
