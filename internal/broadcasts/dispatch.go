@@ -135,7 +135,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 		return n, err // the claims lapse and are taken again
 	}
 	var notRecorded error
-	var wake time.Time // the end of the first hold
+	wake := map[time.Time]bool{} // the seconds in which holds end
 	if len(steps) > 0 {
 		results := d.Sender.SendStepsWith(ctx, steps, d.Parallel, delivery.BatchHooks{
 			Recorded: func(ctx context.Context, q *store.Tx, rec []delivery.Recorded) ([]int, error) {
@@ -168,9 +168,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 				n.Held++
 				row := finish(r, RecipientQueued)
 				row.ScheduledFor, row.HeldBy = &h.Until, &h.By
-				if wake.IsZero() || h.Until.Before(wake) {
-					wake = h.Until
-				}
+				wake[h.Until.Truncate(time.Second)] = true
 			case isCapped(res.Err):
 				// Over the frequency cap: no record, nothing sent; a
 				// broadcast does not wait (ADDENDUM 17).
@@ -224,10 +222,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 			if _, err := d.finish(ctx, q.Queries, done); err != nil {
 				return err
 			}
-			if !wake.IsZero() {
-				// The held recipients' dispatch wakes when the first hold
-				// ends, not at the next sweep.
-				q.Schedule(tasks.Timer{TenantID: claimed[0].BroadcastRecipient.TenantID, At: wake})
+			// The held recipients' dispatch wakes in each second a hold
+			// ends (one task a second however many), not at the next sweep.
+			for at := range wake {
+				q.Schedule(tasks.Timer{TenantID: claimed[0].BroadcastRecipient.TenantID, At: at.Add(time.Second)})
 			}
 			return nil
 		})
