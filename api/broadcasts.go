@@ -232,6 +232,9 @@ type recipientJSON struct {
 	SkipReason   *string `json:"skipReason"`
 	SendID       *string `json:"sendId"`
 	ScheduledFor string  `json:"scheduledFor"`
+	// HeldBy names what a queued recipient waits for (a destination
+	// throttle, a domain's warm-up); null otherwise.
+	HeldBy *string `json:"heldBy"`
 }
 
 func (s *Server) broadcastRecipients(c *fiber.Ctx) error {
@@ -251,6 +254,9 @@ func (s *Server) broadcastRecipients(c *fiber.Ctx) error {
 	for i, r := range rows {
 		items[i] = recipientJSON{ContactID: r.ContactID, Email: r.Email, Status: r.Status, SkipReason: r.SkipReason,
 			SendID: r.SendID, ScheduledFor: formatTime(r.ScheduledFor)}
+		if r.Status == "queued" {
+			items[i].HeldBy = r.HeldBy
+		}
 	}
 	return c.JSON(list(items, s.pages.Next(next)))
 }

@@ -91,7 +91,8 @@ var bodyTargets = []struct {
 		if err := decodeBytes(b, &r); err != nil {
 			return nil, err
 		}
-		return r.validate()
+		sending, warmup, err := r.validate()
+		return []any{sending, warmup}, err
 	}},
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -8,6 +9,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/domains"
 	"tidings/internal/page"
+	"tidings/internal/strictjson"
 	"tidings/queries"
 )
 
@@ -23,10 +25,11 @@ type domainJSON struct {
 	VerifiedAt     *string             `json:"verifiedAt"`
 	CreatedAt      string              `json:"createdAt"`
 	LastCheckedAt  *string             `json:"lastCheckedAt"`
+	Warmup         domains.Warmup      `json:"warmup"`
 }
 
 // domainView renders d; withRecords adds the DNS records to publish.
-func (s *Server) domainView(d queries.Domain, withRecords bool) domainJSON {
+func (s *Server) domainView(c *fiber.Ctx, d queries.Domain, withRecords bool) (domainJSON, error) {
 	v := domainJSON{Domain: d.Domain, Status: d.Status, SendingEnabled: d.SendingEnabled,
 		HealthStatus: d.HealthStatus, DKIMTokens: d.DkimTokens, VerifiedAt: formatTimePtr(d.VerifiedAt),
 		CreatedAt: formatTime(d.CreatedAt), LastCheckedAt: formatTimePtr(d.LastCheckedAt)}
@@ -36,7 +39,18 @@ func (s *Server) domainView(d queries.Domain, withRecords bool) domainJSON {
 	if withRecords {
 		v.DNSRecords = s.domains.Records(d)
 	}
-	return v
+	var err error
+	v.Warmup, err = s.domains.WarmupOf(c.UserContext(), d)
+	return v, err
+}
+
+// renderDomain answers status with d.
+func (s *Server) renderDomain(c *fiber.Ctx, status int, d queries.Domain) error {
+	v, err := s.domainView(c, d, true)
+	if err != nil {
+		return err
+	}
+	return c.Status(status).JSON(v)
 }
 
 // domainCheckedJSON is the answer of POST /verify: the domain, its records
@@ -51,18 +65,66 @@ type domainCreateReq struct {
 }
 
 type domainUpdateReq struct {
-	SendingEnabled Opt[bool] `json:"sendingEnabled"`
+	SendingEnabled Opt[bool]                  `json:"sendingEnabled"`
+	// Warmup is decoded strictly in validate (an unknown key in it is
+	// refused, as at the top level).
+	Warmup Opt[json.RawMessage] `json:"warmup"`
 }
 
-func (r domainUpdateReq) validate() (bool, error) {
-	if !r.SendingEnabled.Set {
-		return false, apperr.AtLeastOne("sendingEnabled")
+type domainWarmupUpdateReq struct {
+	Enabled  Opt[bool]  `json:"enabled"`
+	Schedule Opt[[]int] `json:"schedule"`
+}
+
+// validate returns the change: sendingEnabled and/or warm-up (at least
+// one; `warmup.schedule: null` puts the default schedule back).
+func (r domainUpdateReq) validate() (*bool, *domains.WarmupPatch, error) {
+	if !r.SendingEnabled.Set && !r.Warmup.Set {
+		return nil, nil, apperr.AtLeastOne("sendingEnabled", "warmup")
 	}
-	v, ok := r.SendingEnabled.Value()
-	if !ok {
-		return false, apperr.Invalid("sendingEnabled", "must be a boolean")
+	var f apperr.Fields
+	var sending *bool
+	if r.SendingEnabled.Set {
+		if v, ok := r.SendingEnabled.Value(); ok {
+			sending = &v
+		} else {
+			f.Add("sendingEnabled", "must be a boolean")
+		}
 	}
-	return v, nil
+	var w *domains.WarmupPatch
+	if r.Warmup.Set {
+		raw, ok := r.Warmup.Value()
+		var wr domainWarmupUpdateReq
+		switch {
+		case !ok || len(raw) == 0 || raw[0] != '{':
+			f.Add("warmup", "must be an object")
+		case strictjson.Decode(raw, &wr) != nil:
+			// The fields inside warmup, named as they are there.
+			mergeFields(&f, strictjson.Decode(raw, &wr))
+		case !wr.Enabled.Set && !wr.Schedule.Set:
+			f.Add("warmup", "must name enabled and/or schedule")
+		default:
+			w = &domains.WarmupPatch{}
+			if wr.Enabled.Set {
+				if v, ok := wr.Enabled.Value(); ok {
+					w.Enabled = &v
+				} else {
+					f.Add("warmup.enabled", "must be a boolean")
+				}
+			}
+			if wr.Schedule.Set {
+				if v, ok := wr.Schedule.Value(); ok {
+					if err := domains.CheckSchedule(v); err != nil {
+						mergeFields(&f, err)
+					}
+					w.Schedule = v
+				} else {
+					w.ResetSchedule = true
+				}
+			}
+		}
+	}
+	return sending, w, f.Err()
 }
 
 func (s *Server) domainCreate(c *fiber.Ctx) error {
@@ -74,7 +136,7 @@ func (s *Server) domainCreate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.Status(http.StatusCreated).JSON(s.domainView(d, true))
+	return s.renderDomain(c, http.StatusCreated, d)
 }
 
 func (s *Server) domainList(c *fiber.Ctx) error {
@@ -88,7 +150,9 @@ func (s *Server) domainList(c *fiber.Ctx) error {
 	}
 	items := make([]domainJSON, len(rows))
 	for i, d := range rows {
-		items[i] = s.domainView(d, false)
+		if items[i], err = s.domainView(c, d, false); err != nil {
+			return err
+		}
 	}
 	return c.JSON(list(items, s.pages.Next(next)))
 }
@@ -102,7 +166,7 @@ func (s *Server) domainGet(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.domainView(d, true))
+	return s.renderDomain(c, http.StatusOK, d)
 }
 
 func (s *Server) domainUpdate(c *fiber.Ctx) error {
@@ -114,15 +178,15 @@ func (s *Server) domainUpdate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	enabled, err := req.validate()
+	sending, warmup, err := req.validate()
 	if err != nil {
 		return err
 	}
-	d, err := s.domains.SetSendingEnabled(c.UserContext(), tenantID(c), name, enabled)
+	d, err := s.domains.Update(c.UserContext(), tenantID(c), name, sending, warmup)
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.domainView(d, true))
+	return s.renderDomain(c, http.StatusOK, d)
 }
 
 func (s *Server) domainDelete(c *fiber.Ctx) error {
@@ -145,5 +209,9 @@ func (s *Server) domainVerify(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(domainCheckedJSON{domainJSON: s.domainView(checked.Domain, true), Message: checked.Message})
+	v, err := s.domainView(c, checked.Domain, true)
+	if err != nil {
+		return err
+	}
+	return c.JSON(domainCheckedJSON{domainJSON: v, Message: checked.Message})
 }

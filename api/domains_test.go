@@ -231,7 +231,7 @@ func TestDomainPatchValidation(t *testing.T) {
 
 	// An empty PATCH reads as every other empty PATCH does.
 	e := b.expectError("PATCH", "/api/domains/example.com", tok, map[string]any{}, 400, "VALIDATION_ERROR")
-	if got, _ := e.fields()["body"].([]any); len(got) != 1 || got[0] != "must contain at least one of sendingEnabled" {
+	if got, _ := e.fields()["body"].([]any); len(got) != 1 || got[0] != "must contain at least one of sendingEnabled, warmup" {
 		t.Fatalf("empty PATCH: %s", e.raw)
 	}
 	for _, body := range []any{map[string]any{"sendingEnabled": nil}, map[string]any{"sendingEnabled": "yes"},
@@ -372,5 +372,49 @@ func TestDomainVerifiedWithoutProviderStaysInSandbox(t *testing.T) {
 	e := b.expectError("PATCH", "/api/tenant", tok, map[string]any{"sendingStatus": "enabled"}, 400, "VALIDATION_ERROR")
 	if got, _ := e.fields()["sendingStatus"].([]any); len(got) == 0 || !strings.Contains(got[0].(string), "provider") {
 		t.Fatalf("%s", e.raw)
+	}
+}
+
+// Warm-up (ADDENDUM 23): PATCH turns it on and sets a schedule; the view
+// shows the schedule (the default until one is set), no day before the
+// first message, and day 1's limit; a bad schedule changes nothing; another
+// tenant cannot touch it.
+func TestDomainWarmupPatch(t *testing.T) {
+	t.Parallel()
+	b, _ := domainSetup(t)
+	tok, other := b.tenant("org_warm"), b.tenant("org_warm_other")
+	d := b.expect("POST", "/api/domains", tok, map[string]any{"domain": "example.com"}, 201)
+	w, _ := d.body["warmup"].(map[string]any)
+	if w["enabled"] != false || w["day"] != nil || w["dailyLimit"] != nil || w["sentToday"] != float64(0) ||
+		len(w["schedule"].([]any)) != 9 || w["schedule"].([]any)[0] != float64(50) {
+		t.Fatalf("new domain's warmup: %s", d.raw)
+	}
+	for _, body := range []map[string]any{
+		{"warmup": map[string]any{}},
+		{"warmup": nil},
+		{"warmup": map[string]any{"schedule": []int{}}},
+		{"warmup": map[string]any{"schedule": []int{100, 50}}},
+		{"warmup": map[string]any{"schedule": []int{0, 50}}},
+		{"warmup": map[string]any{"schedule": []any{1.5}}},
+		{"warmup": map[string]any{"enabled": "yes"}},
+		{"warmup": map[string]any{"enabled": true, "speed": 2}},
+	} {
+		b.expectError("PATCH", "/api/domains/example.com", tok, body, 400, "VALIDATION_ERROR")
+	}
+	on := b.expect("PATCH", "/api/domains/example.com", tok,
+		map[string]any{"warmup": map[string]any{"enabled": true, "schedule": []int{10, 20, 20}}}, 200)
+	w, _ = on.body["warmup"].(map[string]any)
+	if w["enabled"] != true || w["day"] != nil || w["dailyLimit"] != float64(10) || w["sentToday"] != float64(0) ||
+		len(w["schedule"].([]any)) != 3 {
+		t.Fatalf("warm-up on: %s", on.raw)
+	}
+	b.expectError("PATCH", "/api/domains/example.com", other, map[string]any{"warmup": map[string]any{"enabled": false}}, 404, "DOMAIN_NOT_FOUND")
+	got := b.expect("GET", "/api/domains/example.com", tok, nil, 200)
+	if g, _ := got.body["warmup"].(map[string]any); g["enabled"] != true {
+		t.Fatalf("another tenant turned warm-up off: %s", got.raw)
+	}
+	reset := b.expect("PATCH", "/api/domains/example.com", tok, map[string]any{"warmup": map[string]any{"schedule": nil}}, 200)
+	if w, _ := reset.body["warmup"].(map[string]any); len(w["schedule"].([]any)) != 9 || w["dailyLimit"] != float64(50) {
+		t.Fatalf("schedule reset: %s", reset.raw)
 	}
 }

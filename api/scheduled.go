@@ -26,6 +26,9 @@ type scheduledJSON struct {
 	CancelReason    *string `json:"cancelReason,omitempty"`
 	LastError       *string `json:"lastError,omitempty"`
 	SendID          *string `json:"sendId,omitempty"`
+	// HeldBy names what a waiting send waits for (a destination throttle,
+	// a domain's warm-up); null otherwise.
+	HeldBy *string `json:"heldBy"`
 }
 
 func scheduledView(r queries.ScheduledSend) scheduledJSON {
@@ -38,6 +41,9 @@ func scheduledView(r queries.ScheduledSend) scheduledJSON {
 	}
 	if r.Status == "failed" || r.Status == "dead" {
 		v.LastError = r.LastError
+	}
+	if r.Status == "pending" || r.Status == "claimed" {
+		v.HeldBy = r.HeldBy
 	}
 	return v
 }

@@ -57,7 +57,7 @@ WITH due AS (
 UPDATE broadcast_recipients r SET claimed_at = now(), attempts = r.attempts + 1
 FROM due
 WHERE r.tenant_id = due.tenant_id AND r.broadcast_id = due.broadcast_id AND r.contact_id = due.contact_id
-RETURNING r.tenant_id, r.broadcast_id, r.contact_id, r.email, r.status, r.skip_reason, r.send_id, r.scheduled_for, r.attempts, r.claimed_at, r.last_error,
+RETURNING r.tenant_id, r.broadcast_id, r.contact_id, r.email, r.status, r.skip_reason, r.send_id, r.scheduled_for, r.attempts, r.claimed_at, r.last_error, r.held_by,
     -- A recipient claimed before (taken again after its claim lapsed, or
     -- queued again after a refusal) may have a record that survived; a
     -- first claim cannot, and skips the lookup (the record's insert judges
@@ -111,6 +111,7 @@ func (q *Queries) BroadcastClaim(ctx context.Context, arg BroadcastClaimParams) 
 			&i.BroadcastRecipient.Attempts,
 			&i.BroadcastRecipient.ClaimedAt,
 			&i.BroadcastRecipient.LastError,
+			&i.BroadcastRecipient.HeldBy,
 			&i.SentID,
 		); err != nil {
 			return nil, err
@@ -285,9 +286,11 @@ WITH was AS (
     UPDATE broadcast_recipients r SET status = x.status, skip_reason = x.skip_reason,
         send_id = coalesce(x.send_id, r.send_id), last_error = x.last_error,
         scheduled_for = coalesce(x.scheduled_for, r.scheduled_for),
-        claimed_at = NULL
+        claimed_at = NULL, held_by = x.held_by,
+        -- A held recipient goes back untried: its claim was no attempt.
+        attempts = CASE WHEN x.held_by IS NULL THEN r.attempts ELSE greatest(r.attempts - 1, 0) END
     FROM was, jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, status text,
-        skip_reason text, send_id text, last_error text, scheduled_for timestamptz)
+        skip_reason text, send_id text, last_error text, scheduled_for timestamptz, held_by text)
     WHERE r.tenant_id = was.tenant_id AND r.broadcast_id = was.broadcast_id AND r.contact_id = was.contact_id
       AND x.tenant_id = r.tenant_id AND x.broadcast_id = r.broadcast_id AND x.contact_id = r.contact_id
     RETURNING r.tenant_id, r.broadcast_id, was.status AS was, r.status
@@ -321,7 +324,7 @@ type BroadcastFinishRow struct {
 // failure: due again at scheduled_for, the claim released), and the
 // broadcasts' counters by the status each row had. batch holds
 // {tenant_id, broadcast_id, contact_id, claimed_at, status, skip_reason,
-// send_id, last_error, scheduled_for}. Only a recipient still held by
+// send_id, last_error, scheduled_for, held_by}. Only a recipient still held by
 // that claim (queued, claimed_at as claimed) moves: a claim taken over
 // after SEND_CLAIM_TIMEOUT moves nothing another claim holds. A recipient
 // cancelled meanwhile is still moved to sent from its record (its message
@@ -630,7 +633,7 @@ func (q *Queries) BroadcastQueuedDue(ctx context.Context, reclaimBefore time.Tim
 }
 
 const broadcastRecipientList = `-- name: BroadcastRecipientList :many
-SELECT tenant_id, broadcast_id, contact_id, email, status, skip_reason, send_id, scheduled_for, attempts, claimed_at, last_error FROM broadcast_recipients
+SELECT tenant_id, broadcast_id, contact_id, email, status, skip_reason, send_id, scheduled_for, attempts, claimed_at, last_error, held_by FROM broadcast_recipients
 WHERE tenant_id = $1 AND broadcast_id = $2 AND contact_id > $3::text
   AND ($4::text IS NULL OR status = $4)
 ORDER BY contact_id
@@ -672,6 +675,7 @@ func (q *Queries) BroadcastRecipientList(ctx context.Context, arg BroadcastRecip
 			&i.Attempts,
 			&i.ClaimedAt,
 			&i.LastError,
+			&i.HeldBy,
 		); err != nil {
 			return nil, err
 		}
@@ -790,7 +794,8 @@ WITH was AS (
     ORDER BY r0.tenant_id, r0.broadcast_id, r0.contact_id
     FOR UPDATE OF r0
 ), moved AS (
-    UPDATE broadcast_recipients r SET status = 'sent', send_id = x.send_id, skip_reason = NULL, last_error = NULL
+    UPDATE broadcast_recipients r SET status = 'sent', send_id = x.send_id, skip_reason = NULL, last_error = NULL,
+        held_by = NULL
     FROM was, jsonb_to_recordset($1::jsonb) AS x(tenant_id text, broadcast_id text, contact_id text, send_id text)
     WHERE r.tenant_id = was.tenant_id AND r.broadcast_id = was.broadcast_id AND r.contact_id = was.contact_id
       AND x.tenant_id = r.tenant_id AND x.broadcast_id = r.broadcast_id AND x.contact_id = r.contact_id

@@ -129,7 +129,7 @@ WITH was AS (
     ORDER BY s0.tenant_id, s0.id
     FOR UPDATE OF s0
 )
-UPDATE scheduled_sends ss SET status = 'sent', send_id = r.send_id, cancel_reason = NULL, last_error = NULL,
+UPDATE scheduled_sends ss SET status = 'sent', send_id = r.send_id, cancel_reason = NULL, last_error = NULL, held_by = NULL,
     finished_at = now(), updated_at = now()
 FROM was, jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, send_id text)
 WHERE ss.tenant_id = was.tenant_id AND ss.id = was.id AND r.tenant_id = ss.tenant_id AND r.id = ss.id

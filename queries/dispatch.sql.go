@@ -39,7 +39,7 @@ WITH due AS (
 UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
 FROM due
 WHERE ss.tenant_id = due.tenant_id AND ss.id = due.id
-RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at, ss.first_scheduled_for,
+RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at, ss.first_scheduled_for, ss.held_by,
     coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id
 `
 
@@ -88,6 +88,7 @@ func (q *Queries) DispatchClaim(ctx context.Context, lim int32) ([]DispatchClaim
 			&i.ScheduledSend.CreatedAt,
 			&i.ScheduledSend.UpdatedAt,
 			&i.ScheduledSend.FirstScheduledFor,
+			&i.ScheduledSend.HeldBy,
 			&i.SentID,
 		); err != nil {
 			return nil, err
@@ -303,7 +304,7 @@ WITH was AS (
     ORDER BY s0.tenant_id, s0.id
     FOR UPDATE OF s0
 )
-UPDATE scheduled_sends ss SET status = 'sent', send_id = r.send_id, cancel_reason = NULL, last_error = NULL,
+UPDATE scheduled_sends ss SET status = 'sent', send_id = r.send_id, cancel_reason = NULL, last_error = NULL, held_by = NULL,
     finished_at = now(), updated_at = now()
 FROM was, jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, send_id text)
 WHERE ss.tenant_id = was.tenant_id AND ss.id = was.id AND r.tenant_id = ss.tenant_id AND r.id = ss.id
@@ -411,7 +412,7 @@ SELECT u.tenant_id, u.id, u.contact_id, u.enrolment_id, u.sequence_id, u.sequenc
 FROM jsonb_to_recordset($1::jsonb) AS u(tenant_id text, id text, contact_id text, enrolment_id text,
     sequence_id text, sequence_version integer, step_id text, template_id text, delay_seconds float8)
 CROSS JOIN LATERAL (SELECT date_trunc('milliseconds', now() + make_interval(secs => u.delay_seconds)) AS at) f
-RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for
+RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for, held_by
 `
 
 // ScheduledSendInsert for the next steps of a batch (many contacts); batch
@@ -446,6 +447,7 @@ func (q *Queries) DispatchSchedule(ctx context.Context, batch json.RawMessage) (
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FirstScheduledFor,
+			&i.HeldBy,
 		); err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ UPDATE domains SET
     next_check_at   = $5,
     updated_at      = now()
 WHERE tenant_id = $6 AND domain = $7
-RETURNING tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at
+RETURNING tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at, warmup_enabled, warmup_schedule, warmup_started_on
 `
 
 type DomainCheckedParams struct {
@@ -59,6 +59,9 @@ func (q *Queries) DomainChecked(ctx context.Context, arg DomainCheckedParams) (D
 		&i.UpdatedAt,
 		&i.MissingRecords,
 		&i.NextCheckAt,
+		&i.WarmupEnabled,
+		&i.WarmupSchedule,
+		&i.WarmupStartedOn,
 	)
 	return i, err
 }
@@ -119,7 +122,7 @@ func (q *Queries) DomainDue(ctx context.Context, arg DomainDueParams) ([]DomainD
 }
 
 const domainGet = `-- name: DomainGet :one
-SELECT tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at FROM domains WHERE tenant_id = $1 AND domain = $2
+SELECT tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at, warmup_enabled, warmup_schedule, warmup_started_on FROM domains WHERE tenant_id = $1 AND domain = $2
 `
 
 type DomainGetParams struct {
@@ -144,12 +147,15 @@ func (q *Queries) DomainGet(ctx context.Context, arg DomainGetParams) (Domain, e
 		&i.UpdatedAt,
 		&i.MissingRecords,
 		&i.NextCheckAt,
+		&i.WarmupEnabled,
+		&i.WarmupSchedule,
+		&i.WarmupStartedOn,
 	)
 	return i, err
 }
 
 const domainGetForUpdate = `-- name: DomainGetForUpdate :one
-SELECT tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at FROM domains WHERE tenant_id = $1 AND domain = $2 FOR UPDATE
+SELECT tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at, warmup_enabled, warmup_schedule, warmup_started_on FROM domains WHERE tenant_id = $1 AND domain = $2 FOR UPDATE
 `
 
 type DomainGetForUpdateParams struct {
@@ -174,6 +180,9 @@ func (q *Queries) DomainGetForUpdate(ctx context.Context, arg DomainGetForUpdate
 		&i.UpdatedAt,
 		&i.MissingRecords,
 		&i.NextCheckAt,
+		&i.WarmupEnabled,
+		&i.WarmupSchedule,
+		&i.WarmupStartedOn,
 	)
 	return i, err
 }
@@ -181,7 +190,7 @@ func (q *Queries) DomainGetForUpdate(ctx context.Context, arg DomainGetForUpdate
 const domainInsert = `-- name: DomainInsert :one
 INSERT INTO domains (tenant_id, domain, verification_token, dkim_tokens, next_check_at, created_at, updated_at)
 VALUES ($1, $2, $3, $4::text[], $5, $6, $6)
-RETURNING tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at
+RETURNING tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at, warmup_enabled, warmup_schedule, warmup_started_on
 `
 
 type DomainInsertParams struct {
@@ -217,12 +226,15 @@ func (q *Queries) DomainInsert(ctx context.Context, arg DomainInsertParams) (Dom
 		&i.UpdatedAt,
 		&i.MissingRecords,
 		&i.NextCheckAt,
+		&i.WarmupEnabled,
+		&i.WarmupSchedule,
+		&i.WarmupStartedOn,
 	)
 	return i, err
 }
 
 const domainList = `-- name: DomainList :many
-SELECT tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at FROM domains
+SELECT tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at, warmup_enabled, warmup_schedule, warmup_started_on FROM domains
 WHERE tenant_id = $1
   AND (created_at, domain) < ($2::timestamptz, $3::text)
 ORDER BY created_at DESC, domain DESC
@@ -264,6 +276,9 @@ func (q *Queries) DomainList(ctx context.Context, arg DomainListParams) ([]Domai
 			&i.UpdatedAt,
 			&i.MissingRecords,
 			&i.NextCheckAt,
+			&i.WarmupEnabled,
+			&i.WarmupSchedule,
+			&i.WarmupStartedOn,
 		); err != nil {
 			return nil, err
 		}
@@ -299,7 +314,7 @@ const domainSetSendingEnabled = `-- name: DomainSetSendingEnabled :one
 UPDATE domains SET sending_enabled = $1, updated_at = now()
 WHERE tenant_id = $2 AND domain = $3
   AND (NOT $1::boolean OR status = 'verified')
-RETURNING tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at
+RETURNING tenant_id, domain, status, sending_enabled, health_status, verification_token, dkim_tokens, verified_at, last_checked_at, created_at, updated_at, missing_records, next_check_at, warmup_enabled, warmup_schedule, warmup_started_on
 `
 
 type DomainSetSendingEnabledParams struct {
@@ -327,6 +342,9 @@ func (q *Queries) DomainSetSendingEnabled(ctx context.Context, arg DomainSetSend
 		&i.UpdatedAt,
 		&i.MissingRecords,
 		&i.NextCheckAt,
+		&i.WarmupEnabled,
+		&i.WarmupSchedule,
+		&i.WarmupStartedOn,
 	)
 	return i, err
 }

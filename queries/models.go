@@ -78,6 +78,7 @@ type BroadcastRecipient struct {
 	Attempts     int32
 	ClaimedAt    *time.Time
 	LastError    *string
+	HeldBy       *string
 }
 
 type Campaign struct {
@@ -172,6 +173,16 @@ type Domain struct {
 	UpdatedAt         time.Time
 	MissingRecords    []string
 	NextCheckAt       time.Time
+	WarmupEnabled     bool
+	WarmupSchedule    []int32
+	WarmupStartedOn   *time.Time
+}
+
+type DomainWarmupDay struct {
+	TenantID string
+	Domain   string
+	Day      time.Time
+	Sent     int32
 }
 
 type Enrolment struct {
@@ -310,6 +321,7 @@ type ScheduledSend struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	FirstScheduledFor *time.Time
+	HeldBy            *string
 }
 
 type Segment struct {

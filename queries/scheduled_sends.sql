@@ -56,9 +56,12 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at 
 
 -- name: ScheduledSendDefer :execrows
 -- Gives a claimed row back untried to wait for its sequence's send window
--- (ADDENDUM 13): pending at @scheduled_for, the claim not an attempt.
+-- (ADDENDUM 13), its contact's frequency cap, or a hold (held_by: a
+-- destination throttle or a domain's warm-up): pending at @scheduled_for,
+-- the claim not an attempt.
 UPDATE scheduled_sends SET status = 'pending', attempts = greatest(attempts - 1, 0), claimed_at = NULL,
-    scheduled_for = date_trunc('milliseconds', @scheduled_for::timestamptz), updated_at = now()
+    scheduled_for = date_trunc('milliseconds', @scheduled_for::timestamptz), held_by = sqlc.narg(held_by)::text,
+    updated_at = now()
 WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at = @claimed_at;
 
 -- name: ScheduledSendFinish :execrows
@@ -79,7 +82,7 @@ WITH was AS (
     WHERE s0.tenant_id = @tenant_id AND s0.id = @id AND s0.status <> 'sent'
     FOR UPDATE
 )
-UPDATE scheduled_sends ss SET status = 'sent', send_id = @send_id, cancel_reason = NULL, last_error = NULL,
+UPDATE scheduled_sends ss SET status = 'sent', send_id = @send_id, cancel_reason = NULL, last_error = NULL, held_by = NULL,
     finished_at = now(), updated_at = now()
 FROM was
 WHERE ss.tenant_id = @tenant_id AND ss.id = was.id

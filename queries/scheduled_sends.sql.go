@@ -130,7 +130,7 @@ func (q *Queries) ScheduledSendCancelBySequence(ctx context.Context, arg Schedul
 const scheduledSendClaim = `-- name: ScheduledSendClaim :one
 UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
 WHERE ss.tenant_id = $1 AND ss.id = $2 AND ss.status IN ('pending', 'failed') AND ss.scheduled_for <= now()
-RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at, ss.first_scheduled_for,
+RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at, ss.first_scheduled_for, ss.held_by,
     coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id
 `
 
@@ -171,6 +171,7 @@ func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaim
 		&i.ScheduledSend.CreatedAt,
 		&i.ScheduledSend.UpdatedAt,
 		&i.ScheduledSend.FirstScheduledFor,
+		&i.ScheduledSend.HeldBy,
 		&i.SentID,
 	)
 	return i, err
@@ -178,22 +179,27 @@ func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaim
 
 const scheduledSendDefer = `-- name: ScheduledSendDefer :execrows
 UPDATE scheduled_sends SET status = 'pending', attempts = greatest(attempts - 1, 0), claimed_at = NULL,
-    scheduled_for = date_trunc('milliseconds', $1::timestamptz), updated_at = now()
-WHERE tenant_id = $2 AND id = $3 AND status = 'claimed' AND claimed_at = $4
+    scheduled_for = date_trunc('milliseconds', $1::timestamptz), held_by = $2::text,
+    updated_at = now()
+WHERE tenant_id = $3 AND id = $4 AND status = 'claimed' AND claimed_at = $5
 `
 
 type ScheduledSendDeferParams struct {
 	ScheduledFor time.Time
+	HeldBy       *string
 	TenantID     string
 	ID           string
 	ClaimedAt    *time.Time
 }
 
 // Gives a claimed row back untried to wait for its sequence's send window
-// (ADDENDUM 13): pending at @scheduled_for, the claim not an attempt.
+// (ADDENDUM 13), its contact's frequency cap, or a hold (held_by: a
+// destination throttle or a domain's warm-up): pending at @scheduled_for,
+// the claim not an attempt.
 func (q *Queries) ScheduledSendDefer(ctx context.Context, arg ScheduledSendDeferParams) (int64, error) {
 	result, err := q.db.Exec(ctx, scheduledSendDefer,
 		arg.ScheduledFor,
+		arg.HeldBy,
 		arg.TenantID,
 		arg.ID,
 		arg.ClaimedAt,
@@ -369,7 +375,7 @@ func (q *Queries) ScheduledSendFinish(ctx context.Context, arg ScheduledSendFini
 }
 
 const scheduledSendGet = `-- name: ScheduledSendGet :one
-SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for FROM scheduled_sends WHERE tenant_id = $1 AND id = $2 AND scheduled_for = $3
+SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for, held_by FROM scheduled_sends WHERE tenant_id = $1 AND id = $2 AND scheduled_for = $3
 `
 
 type ScheduledSendGetParams struct {
@@ -401,6 +407,7 @@ func (q *Queries) ScheduledSendGet(ctx context.Context, arg ScheduledSendGetPara
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FirstScheduledFor,
+		&i.HeldBy,
 	)
 	return i, err
 }
@@ -412,7 +419,7 @@ INSERT INTO scheduled_sends (tenant_id, id, contact_id, enrolment_id, sequence_i
 SELECT $1, $2, $3, $4, $5, $6, $7,
     $8, f.at, f.at
 FROM (SELECT date_trunc('milliseconds', now() + make_interval(secs => $9::float8)) AS at) f
-RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for
+RETURNING tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for, held_by
 `
 
 type ScheduledSendInsertParams struct {
@@ -469,12 +476,13 @@ func (q *Queries) ScheduledSendInsert(ctx context.Context, arg ScheduledSendInse
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FirstScheduledFor,
+		&i.HeldBy,
 	)
 	return i, err
 }
 
 const scheduledSendList = `-- name: ScheduledSendList :many
-SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for FROM scheduled_sends
+SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for, held_by FROM scheduled_sends
 WHERE tenant_id = $1
   AND ($2::text IS NULL AND status IN ('pending', 'claimed', 'failed', 'dead')
        OR status = $2::text)
@@ -530,6 +538,7 @@ func (q *Queries) ScheduledSendList(ctx context.Context, arg ScheduledSendListPa
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FirstScheduledFor,
+			&i.HeldBy,
 		); err != nil {
 			return nil, err
 		}
@@ -547,7 +556,7 @@ WITH was AS (
     WHERE s0.tenant_id = $2 AND s0.id = $3 AND s0.status <> 'sent'
     FOR UPDATE
 )
-UPDATE scheduled_sends ss SET status = 'sent', send_id = $1, cancel_reason = NULL, last_error = NULL,
+UPDATE scheduled_sends ss SET status = 'sent', send_id = $1, cancel_reason = NULL, last_error = NULL, held_by = NULL,
     finished_at = now(), updated_at = now()
 FROM was
 WHERE ss.tenant_id = $2 AND ss.id = was.id

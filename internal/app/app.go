@@ -39,6 +39,7 @@ import (
 	"tidings/internal/telemetry"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
+	"tidings/internal/throttle"
 	"tidings/internal/topics"
 	"tidings/internal/tracking"
 )
@@ -229,7 +230,8 @@ func New(in Infra) (*Services, error) {
 	s.Sender = &delivery.Sender{DB: db, Templates: s.TemplateRenderer, Domains: s.Domains,
 		Provider: in.Provider, Tracking: signer, BaseURL: cfg.PublicBaseURL,
 		SandboxFrom: cfg.SandboxFromAddress, Events: s.Events, Log: in.Log,
-		Rate: sendrate.New(in.Redis, in.RedisPrefix, cfg.ProviderRatePerSecond)}
+		Rate:     sendrate.New(in.Redis, in.RedisPrefix, cfg.ProviderRatePerSecond),
+		Throttle: throttle.New(in.Redis, in.RedisPrefix, cfg.DestinationLimits, &throttle.MX{Server: cfg.DNSResolver})}
 	s.Enrolments = &engine.Store{DB: db, Templates: s.TemplateRenderer, BaseURL: cfg.PublicBaseURL}
 	s.Runner = &engine.Runner{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts, Log: in.Log}
 	s.Sweeper = &engine.Sweeper{DB: db, Tasks: in.Tasks, MaxAttempts: cfg.SendMaxAttempts,

@@ -12,6 +12,7 @@ import (
 	"tidings/internal/provider"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/store"
+	"tidings/internal/tasks"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
 	"tidings/internal/topics"
@@ -83,6 +84,7 @@ type finishRow struct {
 	SendID       *string    `json:"send_id"`
 	LastError    *string    `json:"last_error"`
 	ScheduledFor *time.Time `json:"scheduled_for"`
+	HeldBy       *string    `json:"held_by"`
 }
 
 func rowOf(r queries.BroadcastRecipient, status string) finishRow {
@@ -92,7 +94,7 @@ func rowOf(r queries.BroadcastRecipient, status string) finishRow {
 
 // Counts is what a dispatch did with the recipients it claimed.
 type Counts struct {
-	Claimed, Sent, Skipped, Failed, Retry int
+	Claimed, Sent, Skipped, Failed, Retry, Held int
 }
 
 // Dispatch claims up to limit due recipients and runs them as one batch.
@@ -133,6 +135,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 		return n, err // the claims lapse and are taken again
 	}
 	var notRecorded error
+	wake := map[time.Time]bool{} // the seconds in which holds end
 	if len(steps) > 0 {
 		results := d.Sender.SendStepsWith(ctx, steps, d.Parallel, delivery.BatchHooks{
 			Recorded: func(ctx context.Context, q *store.Tx, rec []delivery.Recorded) ([]int, error) {
@@ -157,6 +160,15 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 				// The database failed: nothing sent; the claims lapse and
 				// are taken again.
 				notRecorded = res.Err
+			case isHeld(res.Err):
+				// Its destination's throttle or its domain's warm-up: no
+				// record, nothing sent; it stays queued, due when the hold
+				// ends, and its claim was no attempt.
+				h, _ := delivery.IsHeld(res.Err)
+				n.Held++
+				row := finish(r, RecipientQueued)
+				row.ScheduledFor, row.HeldBy = &h.Until, &h.By
+				wake[h.Until.Truncate(time.Second)] = true
 			case isCapped(res.Err):
 				// Over the frequency cap: no record, nothing sent; a
 				// broadcast does not wait (ADDENDUM 17).
@@ -206,7 +218,18 @@ func (d *Dispatcher) Dispatch(ctx context.Context, limit int) (Counts, error) {
 		n.Sent++
 	}
 	if len(done) > 0 {
-		if _, err := d.finish(ctx, d.DB.Queries, done); err != nil {
+		err := d.DB.InTx(ctx, func(q *store.Tx) error {
+			if _, err := d.finish(ctx, q.Queries, done); err != nil {
+				return err
+			}
+			// The held recipients' dispatch wakes in each second a hold
+			// ends (one task a second however many), not at the next sweep.
+			for at := range wake {
+				q.Schedule(tasks.Timer{TenantID: claimed[0].BroadcastRecipient.TenantID, At: at.Add(time.Second)})
+			}
+			return nil
+		})
+		if err != nil {
 			return n, err
 		}
 	}
@@ -458,3 +481,4 @@ func (d *Dispatcher) complete(ctx context.Context, claimed []queries.BroadcastCl
 }
 
 func isCapped(err error) bool { _, ok := delivery.IsCapped(err); return ok }
+func isHeld(err error) bool   { _, ok := delivery.IsHeld(err); return ok }

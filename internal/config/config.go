@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"tidings/internal/throttle"
 )
 
 // Config is the whole configuration of the api and worker processes.
@@ -92,7 +94,10 @@ type Config struct {
 	// ProviderRatePerSecond is PROVIDER_RATE_PER_SECOND: messages a second
 	// to the provider for every process together; 0 is no limit.
 	ProviderRatePerSecond int
-	DomainCheckInterval   time.Duration
+	// DestinationLimits is DESTINATION_LIMITS: messages per minute per
+	// mailbox provider (by MX host suffix), for every worker together.
+	DestinationLimits   []throttle.Limit
+	DomainCheckInterval time.Duration
 	// WebhookRetrySchedule is WEBHOOK_RETRY_SCHEDULE: the waits between
 	// outbound webhook attempts.
 	WebhookRetrySchedule []time.Duration
@@ -240,6 +245,7 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		SendAttemptTimeout:       r.duration("SEND_ATTEMPT_TIMEOUT", 2*time.Minute),
 		ProviderTimeout:          r.duration("PROVIDER_TIMEOUT", 30*time.Second),
 		ProviderRatePerSecond:    r.nonNegativeInt("PROVIDER_RATE_PER_SECOND", 0),
+		DestinationLimits:        r.limits("DESTINATION_LIMITS"),
 		WebhookRetrySchedule: r.durations("WEBHOOK_RETRY_SCHEDULE", []time.Duration{5 * time.Second, 5 * time.Minute,
 			30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}),
 		WebhookAllowPrivateTargets: r.boolean("WEBHOOK_ALLOW_PRIVATE_TARGETS", false),
@@ -356,6 +362,14 @@ type reader struct {
 }
 
 func (r *reader) fail(name, msg string) { r.errs = append(r.errs, name+" "+msg) }
+
+func (r *reader) limits(name string) []throttle.Limit {
+	l, err := throttle.ParseLimits(r.str(name, ""))
+	if err != nil {
+		r.errs = append(r.errs, err.Error())
+	}
+	return l
+}
 
 func (r *reader) str(name, def string) string {
 	if v, ok := r.lookup(name); ok && strings.TrimSpace(v) != "" {

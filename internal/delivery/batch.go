@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -200,6 +201,13 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 			res[i].Err = err
 		}
 	}
+	// A destination whose bucket is empty holds its messages before any
+	// slot, rate or record is taken for them; the others go on.
+	pending, err := s.admit(ctx, preps, pending, res, prio == sendrate.Low)
+	if err != nil {
+		fail(pending, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err}))
+		return res
+	}
 	for len(pending) > 0 {
 		slots, err := acquire(ctx, sem, len(pending))
 		if err == nil {
@@ -369,14 +377,11 @@ type insertRow struct {
 // record (or lost it), each with its error.
 func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
 	recorded func(context.Context, *store.Tx, []Recorded) ([]int, error)) (map[int]error, error) {
-	var caps []capped
+	warm := false
 	for _, i := range idx {
-		if preps[i].capOn {
-			c := preps[i].capped
-			c.k = i
-			caps = append(caps, c)
-		}
+		warm = warm || preps[i].warmup != ""
 	}
+	var caps []capped
 	unsent := map[int]error{}
 	insert := func(q *queries.Queries) error {
 		rows := make([]insertRow, 0, len(idx))
@@ -412,11 +417,28 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
 		}
 		return nil
 	}
-	if len(caps) == 0 && recorded == nil {
+	capOn := slices.ContainsFunc(idx, func(i int) bool { return preps[i].capOn })
+	if !capOn && !warm && recorded == nil {
 		return unsent, insert(s.DB.Queries)
 	}
 	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		clear(unsent)
+		// Warm-up first: a message it holds takes no place under the cap.
+		held, err := applyWarmup(ctx, q, s.now(), preps, idx)
+		if err != nil {
+			return err
+		}
+		for i, h := range held {
+			unsent[i] = h
+		}
+		caps = caps[:0]
+		for _, i := range idx {
+			if _, out := unsent[i]; !out && preps[i].capOn {
+				c := preps[i].capped
+				c.k = i
+				caps = append(caps, c)
+			}
+		}
 		over, err := applyCap(ctx, q, s.now(), caps)
 		if err != nil {
 			return err

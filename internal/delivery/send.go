@@ -23,6 +23,7 @@ import (
 	"tidings/internal/store"
 	"tidings/internal/telemetry"
 	"tidings/internal/templates"
+	"tidings/internal/throttle"
 	"tidings/internal/tenants"
 	"tidings/internal/tracking"
 	"tidings/queries"
@@ -89,6 +90,8 @@ type Sender struct {
 	// Rate is PROVIDER_RATE_PER_SECOND's shared bucket; nil: no limit.
 	// Transactional sends take from it with priority.
 	Rate *sendrate.Bucket
+	// Throttle is DESTINATION_LIMITS' buckets; nil: none.
+	Throttle *throttle.Throttle
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -156,7 +159,7 @@ func (s *Sender) outgoingOf(ctx context.Context, tenantID string, req Request) (
 	if err != nil {
 		return outgoing{}, err
 	}
-	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from,
+	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from.addr,
 		variables: req.Variables, onRecord: req.OnRecord}, nil
 }
 
@@ -207,11 +210,11 @@ func (s *Sender) SendStep(ctx context.Context, st Step) (Result, error) {
 type stepCache struct {
 	mu        sync.Mutex
 	templates map[[2]string]queries.Template
-	froms     map[[2]string]provider.Address
+	froms     map[[2]string]sender
 }
 
 func newStepCache() *stepCache {
-	return &stepCache{templates: map[[2]string]queries.Template{}, froms: map[[2]string]provider.Address{}}
+	return &stepCache{templates: map[[2]string]queries.Template{}, froms: map[[2]string]sender{}}
 }
 
 // stepOutgoing checks what the engine does not (the template exists and is
@@ -254,7 +257,7 @@ func (s *Sender) stepOutgoing(ctx context.Context, st Step, c *stepCache) (outgo
 		}
 		c.putFrom(fk, from)
 	}
-	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from, event: st.Event,
+	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from.addr, warmup: from.warmup, event: st.Event,
 		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, broadcastID: st.BroadcastID,
 		topic: st.Topic, inRecord: st.InRecord}, nil
 }
@@ -277,9 +280,9 @@ func (c *stepCache) putTemplate(k [2]string, t queries.Template) {
 	}
 }
 
-func (c *stepCache) from(k [2]string) (provider.Address, bool) {
+func (c *stepCache) from(k [2]string) (sender, bool) {
 	if c == nil {
-		return provider.Address{}, false
+		return sender{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -287,7 +290,7 @@ func (c *stepCache) from(k [2]string) (provider.Address, bool) {
 	return a, ok
 }
 
-func (c *stepCache) putFrom(k [2]string, a provider.Address) {
+func (c *stepCache) putFrom(k [2]string, a sender) {
 	if c != nil {
 		c.mu.Lock()
 		c.froms[k] = a
@@ -325,26 +328,38 @@ func MayMail(c queries.Contact) error {
 // fromAddress resolves the sender: the one given, else the sandbox sender in
 // sandbox, else the tenant's defaultFromAddress. A sender outside the sandbox
 // must be on a verified domain with sending enabled.
-func (s *Sender) fromAddress(ctx context.Context, t queries.Tenant, given string) (provider.Address, error) {
+func (s *Sender) fromAddress(ctx context.Context, t queries.Tenant, given string) (sender, error) {
 	raw := given
 	if raw == "" {
 		switch {
 		case t.SendingStatus == tenants.Sandbox:
-			return provider.Address{Address: s.SandboxFrom}, nil
+			return sender{addr: provider.Address{Address: s.SandboxFrom}}, nil
 		case t.DefaultFromAddress != nil && *t.DefaultFromAddress != "":
 			raw = *t.DefaultFromAddress
 		default:
-			return provider.Address{}, apperr.Invalid("from", "is required: the tenant has no defaultFromAddress")
+			return sender{}, apperr.Invalid("from", "is required: the tenant has no defaultFromAddress")
 		}
 	}
 	a, err := mail.ParseAddress(raw)
 	if err != nil {
-		return provider.Address{}, apperr.Invalid("from", "must be an email address, optionally with a name: Name <addr@domain>")
+		return sender{}, apperr.Invalid("from", "must be an email address, optionally with a name: Name <addr@domain>")
 	}
-	if err := s.Domains.CheckFrom(ctx, t.ID, a.Address); err != nil {
-		return provider.Address{}, err
+	d, err := s.Domains.FromDomain(ctx, t.ID, a.Address)
+	if err != nil {
+		return sender{}, err
 	}
-	return provider.Address{Name: a.Name, Address: a.Address}, nil
+	out := sender{addr: provider.Address{Name: a.Name, Address: a.Address}}
+	if d.WarmupEnabled {
+		out.warmup = d.Domain
+	}
+	return out, nil
+}
+
+// sender is a message's from address, and its domain when that domain is
+// warming up (domains.Warmup).
+type sender struct {
+	addr   provider.Address
+	warmup string
 }
 
 // outgoing is one message about to be rendered and handed over.
@@ -353,6 +368,8 @@ type outgoing struct {
 	contact   queries.Contact
 	tmpl      queries.Template
 	from      provider.Address
+	// warmup is the from address's domain when it is warming up.
+	warmup    string
 	variables map[string]any
 	// event is the event that started a sequence send; nil otherwise.
 	event *render.Event
@@ -392,6 +409,11 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	prio := sendrate.Low
 	if o.sequenceID == "" && o.broadcastID == "" {
 		prio = sendrate.High
+	}
+	if prio == sendrate.High && s.Throttle != nil {
+		if err := s.Throttle.TakeFree(ctx, []string{out.To}); err != nil {
+			s.Log.Warn("destination throttle not counted for a transactional send", "err", err)
+		}
 	}
 	// The provider's rate first, so no record waits `sending` for it.
 	if err := s.Rate.Wait(ctx, prio); err != nil {
@@ -466,6 +488,10 @@ type prepared struct {
 	capOn  bool
 	// warnings are the template's (templates.Rendered.Warnings).
 	warnings []string
+	// warmup is the sending domain warming up (a sequence or broadcast
+	// message from it), loc the tenant's zone whose day it counts by.
+	warmup string
+	loc    *time.Location
 }
 
 // prepare renders o for its recipient (tracking links, List-Unsubscribe on
@@ -508,8 +534,13 @@ func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
 		BroadcastID: opt(o.broadcastID), FromAddress: fromHeader(o.from), ToAddress: o.contact.Email, Subject: msg.Subject, SentAt: s.now(),
 		Locale: msg.Locale}
 	p := prepared{msg: out, rec: rec, warnings: msg.Warnings}
-	if (o.sequenceID != "" || o.broadcastID != "") && tenants.CapOf(o.tenant) != nil {
-		p.capOn, p.capped = true, capped{tenant: o.tenant, contact: o.contact}
+	if o.sequenceID != "" || o.broadcastID != "" {
+		if tenants.CapOf(o.tenant) != nil {
+			p.capOn, p.capped = true, capped{tenant: o.tenant, contact: o.contact}
+		}
+		if o.warmup != "" {
+			p.warmup, p.loc = o.warmup, tenantZone(o.tenant)
+		}
 	}
 	return p, nil
 }

@@ -142,21 +142,20 @@ func (s *Store) List(ctx context.Context, tenantID string, p page.Params) ([]que
 // SetSendingEnabled applies PATCH sendingEnabled. Enabling a domain that is
 // not verified is DOMAIN_NOT_VERIFIED; disabling is always allowed.
 func (s *Store) SetSendingEnabled(ctx context.Context, tenantID, domain string, enabled bool) (queries.Domain, error) {
-	name, err := key(domain)
-	if err != nil {
-		return queries.Domain{}, err
-	}
-	var d queries.Domain
-	err = s.DB.Tx(ctx, func(q *queries.Queries) error { // with the request's audit entry
-		d, err = q.DomainSetSendingEnabled(ctx, queries.DomainSetSendingEnabledParams{
-			SendingEnabled: enabled, TenantID: tenantID, Domain: name})
-		return err
-	})
+	return s.Update(ctx, tenantID, domain, &enabled, nil)
+}
+
+func (s *Store) setSendingEnabled(ctx context.Context, q *queries.Queries, tenantID, name string, enabled bool) (queries.Domain, error) {
+	d, err := q.DomainSetSendingEnabled(ctx, queries.DomainSetSendingEnabledParams{
+		SendingEnabled: enabled, TenantID: tenantID, Domain: name})
 	if !store.IsNoRows(err) {
 		return d, err
 	}
 	// No row: the domain is missing, or enabling met an unverified one.
-	if _, err := s.Get(ctx, tenantID, name); err != nil {
+	if _, err := q.DomainGet(ctx, queries.DomainGetParams{TenantID: tenantID, Domain: name}); err != nil {
+		if store.IsNoRows(err) {
+			return d, NotFound()
+		}
 		return d, err
 	}
 	return d, NotVerified()
@@ -184,20 +183,26 @@ func (s *Store) Delete(ctx context.Context, tenantID, domain string) error {
 // cover news.example.com. An unparsable address is a VALIDATION_ERROR on
 // "from".
 func (s *Store) CheckFrom(ctx context.Context, tenantID, fromAddress string) error {
+	_, err := s.FromDomain(ctx, tenantID, fromAddress)
+	return err
+}
+
+// FromDomain is CheckFrom that also returns the domain sent from.
+func (s *Store) FromDomain(ctx context.Context, tenantID, fromAddress string) (queries.Domain, error) {
 	addr, err := mail.ParseAddress(fromAddress)
 	if err != nil {
-		return apperr.Invalid("from", "must be an email address")
+		return queries.Domain{}, apperr.Invalid("from", "must be an email address")
 	}
 	d, err := s.Get(ctx, tenantID, addr.Address[strings.LastIndexByte(addr.Address, '@')+1:])
 	switch {
 	case err != nil:
-		return err
+		return d, err
 	case d.Status != StatusVerified:
-		return NotVerified()
+		return d, NotVerified()
 	case !d.SendingEnabled:
-		return SendingDisabled()
+		return d, SendingDisabled()
 	}
-	return nil
+	return d, nil
 }
 
 // HasVerified reports whether the tenant has at least one verified domain,

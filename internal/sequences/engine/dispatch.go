@@ -137,7 +137,13 @@ func (r *Runner) runClaimed(ctx context.Context, claimed []queries.DispatchClaim
 			// Over the frequency cap: no record, nothing sent; the step
 			// waits, untried, for the contact's next period (ADDENDUM 17).
 			c, _ := delivery.IsCapped(res.Err)
-			out[i] = runOut{res: Result{Outcome: OutcomeHeld}, err: r.deferTo(ctx, row, c.Until)}
+			out[i] = runOut{res: Result{Outcome: OutcomeHeld}, err: r.deferTo(ctx, row, c.Until, nil)}
+		case isHeld(res.Err):
+			// Its destination's throttle or its domain's warm-up: no
+			// record, nothing sent; the step waits, untried, until the
+			// hold's time, and says what holds it.
+			h, _ := delivery.IsHeld(res.Err)
+			out[i] = runOut{res: Result{Outcome: OutcomeHeld}, err: r.deferTo(ctx, row, h.Until, &h.By)}
 		case res.Err != nil && !delivery.IsInDoubt(res.Err):
 			// Nothing left: failed with a retry time, or dead.
 			fr, err := r.failed(ctx, row, res.Err)
@@ -300,15 +306,17 @@ func (b *sendBatch) markSent(ctx context.Context, q *store.Tx, settled []deliver
 }
 
 func isCapped(err error) bool { _, ok := delivery.IsCapped(err); return ok }
+func isHeld(err error) bool   { _, ok := delivery.IsHeld(err); return ok }
 
 // deferTo gives a claimed row back untried, pending at at (its timer
-// queued after the commit): a step over the frequency cap.
-func (r *Runner) deferTo(ctx context.Context, row queries.ScheduledSend, at time.Time) error {
+// queued after the commit): a step over the frequency cap, or held by a
+// throttle or warm-up (heldBy).
+func (r *Runner) deferTo(ctx context.Context, row queries.ScheduledSend, at time.Time, heldBy *string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	return r.DB.InTx(ctx, func(q *store.Tx) error {
 		if _, err := q.ScheduledSendDefer(ctx, queries.ScheduledSendDeferParams{TenantID: row.TenantID, ID: row.ID,
-			ScheduledFor: at, ClaimedAt: row.ClaimedAt}); err != nil {
+			ScheduledFor: at, ClaimedAt: row.ClaimedAt, HeldBy: heldBy}); err != nil {
 			return err
 		}
 		q.Schedule(tasks.Timer{TenantID: row.TenantID, ID: row.ID, At: at})
