@@ -38,14 +38,14 @@ import (
 const importIdleTimeout = 30 * time.Second
 
 type importJSON struct {
-	ImportID    string          `json:"importId"`
-	Status      string          `json:"status"`
-	Total       int64           `json:"total"`
-	Processed   int64           `json:"processed"`
-	Created     int64           `json:"created"`
-	Updated     int64           `json:"updated"`
-	Failed      int64           `json:"failed"`
-	Errors      json.RawMessage `json:"errors" doc:"The first 100 failed rows, each {line, code, message}; line counts the file's physical lines from 1. Every failed row: GET /api/contacts/import/{id}/errors."`
+	ImportID  string          `json:"importId"`
+	Status    string          `json:"status"`
+	Total     int64           `json:"total"`
+	Processed int64           `json:"processed"`
+	Created   int64           `json:"created"`
+	Updated   int64           `json:"updated"`
+	Failed    int64           `json:"failed"`
+	Errors    json.RawMessage `json:"errors" doc:"The first 100 failed rows, each {line, code, message}; line counts the file's physical lines from 1. Every failed row: GET /api/contacts/import/{id}/errors."`
 	// The plan's limit, when it refused rows: named with its setting.
 	PlanLimit *importPlanLimitJSON `json:"planLimit" doc:"Set when the plan's contact limit refused rows: the plan, its limit, how many rows it refused, and a sentence naming the setting (PLAN_FREE_CONTACTS)."`
 	// Duplicates are rows whose email an earlier row had: applied, and
