@@ -18,6 +18,7 @@ help: ## Show the targets
 
 .PHONY: build
 build: mjml-deps ## Build bin/api, bin/worker and its one-role binaries (bin/worker-sends, -segments, -domains, -webhooks), bin/devtoken and bin/tidings (and install the MJML compiler)
+	@echo "building the Go binaries into bin/ (the first build downloads and compiles the modules: a few minutes)"
 	go build -o bin/api ./cmd/api
 	go build -o bin/worker ./cmd/worker
 	@for role in sends segments domains webhooks; do echo "go build -o bin/worker-$$role ./cmd/worker-$$role"; \
@@ -27,11 +28,21 @@ build: mjml-deps ## Build bin/api, bin/worker and its one-role binaries (bin/wor
 
 .PHONY: services
 services: ## Make sure PostgreSQL and Redis are up (starts or installs them)
+	@echo "checking PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379)"
 	@scripts/ensure-services.sh
 
 .PHONY: run
-run: services build ## Build, prepare the database and start api + worker locally
+run: services build ## Build, prepare the database and start api + worker locally (MAILPIT=1: send to a local mail catcher with a web page)
 	@scripts/run.sh
+
+# Mailpit, the local mail catcher of MAILPIT=1 make run (SMTP on 1025, a
+# web page on 8025); docker-compose.yml runs its image.
+MAILPIT_VERSION := v1.33.1
+
+.PHONY: mailpit
+mailpit: ## Install the Mailpit mail catcher into var/bin (for MAILPIT=1 make run; needs the Go module proxy)
+	@echo "installing Mailpit $(MAILPIT_VERSION) into var/bin (the first time takes a few minutes)"
+	GOBIN=$(CURDIR)/var/bin go install github.com/axllent/mailpit@$(MAILPIT_VERSION)
 
 .PHONY: browser
 browser: ## Make sure a headless Chromium is installed (the browser tests; apt-get the first time)
@@ -46,6 +57,7 @@ mjml-deps: internal/mjml/node/node_modules/.package-lock.json ## Install the pin
 
 internal/mjml/node/node_modules/.package-lock.json: internal/mjml/node/package.json internal/mjml/node/package-lock.json
 	@command -v node >/dev/null || { echo "node is required for MJML (apt-get install nodejs npm)"; exit 1; }
+	@echo "installing the pinned MJML compiler (npm ci; the first time takes a minute or two)"
 	npm ci --prefix internal/mjml/node --no-audit --no-fund --loglevel=error
 	@touch $@
 

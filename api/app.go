@@ -211,6 +211,7 @@ func New(d Deps) (*fiber.App, error) {
 	r.put("/contacts", makes("contact", "upsert"), s.contactUpsert)
 	r.streamed().post("/contacts/import", makes("contactImport", "create"), s.contactImport)
 	r.get("/contacts/import/:id", s.contactImportGet)
+	r.get("/contacts/import/:id/errors", s.contactImportErrors)
 	r.get("/contacts", s.contactList)
 	r.get("/contacts/stats", s.contactStats)
 	r.get("/contacts/:id", s.contactGet)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -37,16 +38,31 @@ import (
 const importIdleTimeout = 30 * time.Second
 
 type importJSON struct {
-	ImportID    string          `json:"importId"`
-	Status      string          `json:"status"`
-	Total       int64           `json:"total"`
-	Processed   int64           `json:"processed"`
-	Created     int64           `json:"created"`
-	Updated     int64           `json:"updated"`
-	Failed      int64           `json:"failed"`
-	Errors      json.RawMessage `json:"errors" doc:"The first 100 failed rows, each {line, message}; line counts the file's physical lines from 1."`
+	ImportID  string          `json:"importId"`
+	Status    string          `json:"status"`
+	Total     int64           `json:"total"`
+	Processed int64           `json:"processed"`
+	Created   int64           `json:"created"`
+	Updated   int64           `json:"updated"`
+	Failed    int64           `json:"failed"`
+	Errors    json.RawMessage `json:"errors" doc:"The first 100 failed rows, each {line, code, message}; line counts the file's physical lines from 1. Every failed row: GET /api/contacts/import/{id}/errors."`
+	// The plan's limit, when it refused rows: named with its setting.
+	PlanLimit *importPlanLimitJSON `json:"planLimit" doc:"Set when the plan's contact limit refused rows: the plan, its limit, how many rows it refused, and a sentence naming the setting (PLAN_FREE_CONTACTS)."`
+	// Duplicates are rows whose email an earlier row had: applied, and
+	// told (the first 100 in warnings).
+	Duplicates  int64           `json:"duplicates" doc:"Rows whose email an earlier row of the file had: applied after it (as a second PUT), and listed in warnings."`
+	Warnings    json.RawMessage `json:"warnings" doc:"The first 100 duplicate rows, each {line, code: DUPLICATE_ROW, message naming the earlier line}."`
 	StartedAt   string          `json:"startedAt"`
 	CompletedAt *string         `json:"completedAt"`
+}
+
+// importPlanLimitJSON is what the plan's limit did to an import.
+type importPlanLimitJSON struct {
+	Plan        string `json:"plan"`
+	Limit       int    `json:"limit"`
+	NotImported int64  `json:"notImported"`
+	Setting     string `json:"setting"`
+	Message     string `json:"message"`
 }
 
 // importStartedJSON is POST /api/contacts/import's 202.
@@ -55,10 +71,16 @@ type importStartedJSON struct {
 	Status   string `json:"status"`
 }
 
-func importView(imp queries.ContactImport) importJSON {
-	return importJSON{ImportID: imp.ID, Status: imp.Status, Total: imp.Total, Processed: imp.Processed,
+func importView(imp queries.ContactImport, freeLimit int) importJSON {
+	v := importJSON{ImportID: imp.ID, Status: imp.Status, Total: imp.Total, Processed: imp.Processed,
 		Created: imp.Created, Updated: imp.Updated, Failed: imp.Failed, Errors: imp.Errors,
+		Duplicates: imp.Duplicates, Warnings: imp.Warnings,
 		StartedAt: formatTime(imp.StartedAt), CompletedAt: formatTimePtr(imp.CompletedAt)}
+	if imp.PlanRefused > 0 {
+		v.PlanLimit = &importPlanLimitJSON{Plan: "free", Limit: freeLimit, NotImported: imp.PlanRefused,
+			Setting: "PLAN_FREE_CONTACTS", Message: contacts.PlanLimitSummary(freeLimit, imp.PlanRefused)}
+	}
+	return v
 }
 
 // importFormat reads the format from Content-Type: text/csv is CSV,
@@ -142,7 +164,81 @@ func (s *Server) contactImportGet(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(importView(imp))
+	return c.JSON(importView(imp, s.imports.FreeLimit))
+}
+
+// failuresFormat is the download's format: ?format= (csv, ndjson), else
+// the Accept header, else CSV (what a spreadsheet opens).
+func failuresFormat(c *fiber.Ctx) (contacts.ImportFormat, error) {
+	switch strings.ToLower(c.Query("format")) {
+	case "csv":
+		return contacts.CSV, nil
+	case "ndjson", "jsonl":
+		return contacts.NDJSON, nil
+	case "":
+	default:
+		return "", apperr.Invalid("format", "must be csv or ndjson")
+	}
+	switch c.Accepts("text/csv", "application/x-ndjson", "application/jsonl") {
+	case "application/x-ndjson", "application/jsonl":
+		return contacts.NDJSON, nil
+	}
+	return contacts.CSV, nil
+}
+
+// contactImportErrors is GET /api/contacts/import/{id}/errors: every
+// failed row and warning of the import, by line, with the row as it was
+// read, streamed as CSV or NDJSON a page at a time.
+func (s *Server) contactImportErrors(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	format, err := failuresFormat(c)
+	if err != nil {
+		return err
+	}
+	tenant := tenantID(c)
+	imp, err := s.imports.Get(c.UserContext(), tenant, id)
+	if err != nil {
+		return err
+	}
+	w := contacts.NewFailureWriter(format, imp)
+	if format == contacts.CSV {
+		c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
+	} else {
+		c.Set(fiber.HeaderContentType, "application/x-ndjson; charset=utf-8")
+	}
+	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s-errors.%s"`, imp.ID, format))
+	// Written after the handler returns, at the client's pace: each page is
+	// its own short read, no connection held in between. A failure midway
+	// can no longer change the status: the body ends short and the log
+	// says why.
+	log := s.log
+	base := s.base
+	imports := s.imports
+	c.Context().SetBodyStreamWriter(func(bw *bufio.Writer) {
+		err := w.Begin(bw)
+		if err != nil {
+			log.Warn("contact import: the failed rows' download ended early", "tenant_id", tenant, "import_id", id, "err", err)
+			return
+		}
+		err = imports.Failures(base, tenant, id, func(rows []contacts.ImportFailure) error {
+			for _, r := range rows {
+				if err := w.Write(bw, r); err != nil {
+					return err
+				}
+			}
+			return bw.Flush()
+		})
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
+			log.Warn("contact import: the failed rows' download ended early", "tenant_id", tenant, "import_id", id, "err", err)
+		}
+	})
+	return nil
 }
 
 // uploadBody is a streamed request body as the import reads it: each read

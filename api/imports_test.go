@@ -70,12 +70,12 @@ func (b *bundle) runImport(tenant, token, id string) map[string]any {
 func importShape(t *testing.T, got map[string]any, status string, total, processed, created, updated, failed int) {
 	t.Helper()
 	for _, k := range []string{"importId", "status", "total", "processed", "created", "updated", "failed", "errors",
-		"startedAt", "completedAt"} {
+		"planLimit", "duplicates", "warnings", "startedAt", "completedAt"} {
 		if _, ok := got[k]; !ok {
 			t.Fatalf("progress without %s: %v", k, got)
 		}
 	}
-	if len(got) != 10 {
+	if len(got) != 13 {
 		t.Fatalf("progress has other fields: %v", got)
 	}
 	want := fmt.Sprint(status, total, processed, created, updated, failed)
@@ -273,9 +273,15 @@ func TestImportPlanLimitOverHTTP(t *testing.T) {
 	id := b.importFile(tok, "text/csv", "email,n\nb@example.com,1\nc@example.com,2\na@example.com,3\nd@example.com,4\n")
 	got := b.runImport("org_imp_plan", tok, id)
 	importShape(t, got, "completed", 4, 4, 1, 1, 2)
-	want := "3: plan limit reached: at most 2 contacts\n5: plan limit reached: at most 2 contacts"
+	limit := "plan free allows 2 contacts: a new contact is not imported past it (the operator's PLAN_FREE_CONTACTS)"
+	want := "3: " + limit + "\n5: " + limit
 	if e := strings.Join(errorLines(got), "\n"); e != want {
 		t.Fatalf("errors:\n%s\nwant\n%s", e, want)
+	}
+	pl, _ := got["planLimit"].(map[string]any)
+	if fmt.Sprintf("%v %v %v %v", pl["plan"], pl["limit"], pl["notImported"], pl["setting"]) != "free 2 2 PLAN_FREE_CONTACTS" ||
+		pl["message"] != "plan free allows 2 contacts; 2 rows not imported; raise PLAN_FREE_CONTACTS or move the tenant to another plan" {
+		t.Fatalf("planLimit: %v", got["planLimit"])
 	}
 	if a := b.expect("GET", "/api/contacts?email=a@example.com", tok, nil, 200).body; a["properties"].(map[string]any)["n"] != "3" {
 		t.Fatalf("the update over the limit did not go on: %v", a)
@@ -339,4 +345,80 @@ func TestImportIdempotencyKey(t *testing.T) {
 	if bad.status != 400 || retry.status != 400 || retry.header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("refused: %d, retry %d %v", bad.status, retry.status, retry.header)
 	}
+}
+
+// download asks for an import's failed rows and returns the status, the
+// Content-Type and the body.
+func (b *bundle) download(path, token string, headers ...string) (int, string, string) {
+	b.t.Helper()
+	req := httptest.NewRequest("GET", path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Set(k, v)
+	}
+	res, err := b.app.Test(req, -1)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header.Get("Content-Type"), string(raw)
+}
+
+// Every failed row, not only the first 100, downloads by line with the row
+// as read, as CSV or NDJSON (by ?format= or Accept); duplicates are there
+// as warnings; another tenant's import is 404.
+func TestImportErrorsDownload(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.PlanFreeContacts = 3 })
+	tok := b.apiKey(b.tenant("org_imp_dl"))
+	other := b.apiKey(b.tenant("org_imp_dl_other"))
+	var body strings.Builder
+	body.WriteString("email,name\n")
+	for i := range 150 {
+		fmt.Fprintf(&body, "bad%d,N%d\n", i, i) // lines 2-151
+	}
+	body.WriteString("a@example.com,A\nb@example.com,B\na@example.com,A2\nc@example.com,C\nd@example.com,D\n") // 152-156
+	id := b.importFile(tok, "text/csv", body.String())
+	got := b.runImport("org_imp_dl", tok, id)
+	importShape(t, got, "completed", 155, 155, 3, 1, 151)
+	if got["duplicates"] != float64(1) || len(got["warnings"].([]any)) != 1 {
+		t.Fatalf("duplicates %v, warnings %v", got["duplicates"], got["warnings"])
+	}
+
+	status, ct, csvBody := b.download("/api/contacts/import/"+id+"/errors", tok)
+	lines := strings.Split(strings.TrimSuffix(csvBody, "\n"), "\n")
+	if status != 200 || !strings.HasPrefix(ct, "text/csv") || len(lines) != 1+151+1 {
+		t.Fatalf("CSV: %d %s, %d lines:\n%.500s", status, ct, len(lines), csvBody)
+	}
+	want := []string{
+		"line,severity,code,message,email,name",
+		"2,error,VALIDATION_ERROR,email must be a valid email address,bad0,N0",
+		"151,error,VALIDATION_ERROR,email must be a valid email address,bad149,N149",
+		"154,warning,DUPLICATE_ROW,\"duplicate of line 152 (same email): applied after it, as a second PUT would be\",a@example.com,A2",
+		"156,error,PLAN_LIMIT_EXCEEDED,plan free allows 3 contacts: a new contact is not imported past it (the operator's PLAN_FREE_CONTACTS),d@example.com,D",
+	}
+	if have := []string{lines[0], lines[1], lines[150], lines[151], lines[152]}; strings.Join(have, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("CSV:\n%s\nwant\n%s", strings.Join(have, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, how := range [][]string{{"?format=ndjson"}, {"", "Accept: application/x-ndjson"}} {
+		status, ct, nd := b.download("/api/contacts/import/"+id+"/errors"+how[0], tok, how[1:]...)
+		rows := strings.Split(strings.TrimSuffix(nd, "\n"), "\n")
+		if status != 200 || !strings.HasPrefix(ct, "application/x-ndjson") || len(rows) != 152 {
+			t.Fatalf("NDJSON %v: %d %s, %d rows", how, status, ct, len(rows))
+		}
+		var last map[string]any
+		if err := json.Unmarshal([]byte(rows[151]), &last); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprintf("%v %v %v %v", last["line"], last["severity"], last["code"], last["fields"]) != "156 error PLAN_LIMIT_EXCEEDED map[email:d@example.com name:D]" {
+			t.Fatalf("NDJSON %v: last row %v", how, last)
+		}
+	}
+
+	b.expectError("GET", "/api/contacts/import/"+id+"/errors?format=xml", tok, nil, 400, "VALIDATION_ERROR")
+	b.expectError("GET", "/api/contacts/import/"+id+"/errors", other, nil, 404, "NOT_FOUND")
+	b.expectError("GET", "/api/contacts/import/imp_nope/errors", tok, nil, 404, "NOT_FOUND")
 }

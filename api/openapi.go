@@ -106,6 +106,7 @@ var queryDocs = map[string]string{
 	"action":       "Only entries of this action (<resourceType>.<verb>, e.g. contact.create).",
 	"resourceType": "Only entries about this type of resource (contact, template, broadcast...).",
 	"since":        "Only entries at or after this time (RFC 3339).",
+	"format":       "csv or ndjson; without it, the Accept header chooses, else csv.",
 }
 
 // Document builds the OpenAPI document of app's routes. An error names a

@@ -60,7 +60,12 @@ var operations = map[string]op{
 			"(IMPORT_MAX_UPLOADS) answers 503 with Retry-After. The body must arrive within IMPORT_UPLOAD_TIMEOUT (10 " +
 			"minutes), never 30 s without a byte.",
 		reqAlt: []string{"text/csv", "application/x-ndjson"}, res: importStartedJSON{}, status: http.StatusAccepted},
-	"GET /api/contacts/import/:id":    {id: "getContactImport", summary: "An import's progress and first errors", res: importJSON{}},
+	"GET /api/contacts/import/:id": {id: "getContactImport", summary: "An import's progress and first errors", res: importJSON{}},
+	"GET /api/contacts/import/:id/errors": {id: "getContactImportErrors", summary: "Every failed row and warning of an import, with the row as read",
+		desc: "By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) " +
+			"or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. " +
+			"severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).",
+		resType: "text/csv"},
 	"GET /api/contacts/stats":         {id: "contactStats", summary: "Counts of the tenant's contacts", res: contactStatsJSON{}},
 	"GET /api/contacts/:id":           {id: "getContact", summary: "A contact", res: contactJSON{}},
 	"PATCH /api/contacts/:id":         {id: "updateContact", summary: "Change a contact", req: contactReq{}, res: contactJSON{}},

@@ -84,15 +84,18 @@ ORDER BY updated_at
 LIMIT @lim;
 
 -- name: ContactImportProgress :exec
--- A chunk's counts, under ContactImportLock; @errors are the first 100
--- failed rows of the import so far (the parts' chunks commit out of line
--- order, so the caller merges).
+-- A chunk's counts, under ContactImportLock; @errors (and @warnings) are
+-- the first 100 failed rows (duplicate rows) of the import so far (the
+-- parts' chunks commit out of line order, so the caller merges).
 UPDATE contact_imports SET
     processed    = processed + @processed::bigint,
     created      = created + @created::bigint,
     updated      = updated + @updated::bigint,
     failed       = failed + @failed::bigint,
     errors       = @errors::jsonb,
+    plan_refused = plan_refused + @plan_refused::bigint,
+    duplicates   = duplicates + @duplicates::bigint,
+    warnings     = @warnings::jsonb,
     next_line    = greatest(next_line, @next_line::int),
     attempts     = 0,
     status       = CASE WHEN @done::boolean THEN 'completed' ELSE status END,
@@ -225,3 +228,18 @@ DELETE FROM contact_import_uploads WHERE tenant_id = @tenant_id AND id = @id;
 -- name: ContactImportUploadsPurge :execrows
 -- The sweep: places of uploads whose instance died (every tenant).
 DELETE FROM contact_import_uploads WHERE expires_at <= now();
+
+-- name: ContactImportErrorsAdd :copyfrom
+-- A chunk's failed rows and warnings (schema 0063), in its transaction.
+INSERT INTO contact_import_errors (import_seq, line, warning, code, message, fields, doc)
+VALUES (@import_seq, @line, @warning, @code, @message, @fields, @doc);
+
+-- name: ContactImportErrorsPage :many
+-- The failed rows and warnings of an import after (@after_line,
+-- @after_warning), in that order: GET /api/contacts/import/{id}/errors
+-- reads them a page at a time.
+SELECT e.line, e.warning, e.code, e.message, e.fields, e.doc FROM contact_import_errors e
+WHERE e.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = @tenant_id AND i.id = @id)
+  AND (e.line, e.warning) > (@after_line::int, @after_warning::boolean)
+ORDER BY e.line, e.warning
+LIMIT @lim;

@@ -156,6 +156,77 @@ func (q *Queries) ContactImportDropRows(ctx context.Context, arg ContactImportDr
 	return result.RowsAffected(), nil
 }
 
+type ContactImportErrorsAddParams struct {
+	ImportSeq int64
+	Line      int32
+	Warning   bool
+	Code      string
+	Message   string
+	Fields    []string
+	Doc       *string
+}
+
+const contactImportErrorsPage = `-- name: ContactImportErrorsPage :many
+SELECT e.line, e.warning, e.code, e.message, e.fields, e.doc FROM contact_import_errors e
+WHERE e.import_seq = (SELECT i.seq FROM contact_imports i WHERE i.tenant_id = $1 AND i.id = $2)
+  AND (e.line, e.warning) > ($3::int, $4::boolean)
+ORDER BY e.line, e.warning
+LIMIT $5
+`
+
+type ContactImportErrorsPageParams struct {
+	TenantID     string
+	ID           string
+	AfterLine    int32
+	AfterWarning bool
+	Lim          int32
+}
+
+type ContactImportErrorsPageRow struct {
+	Line    int32
+	Warning bool
+	Code    string
+	Message string
+	Fields  []string
+	Doc     *string
+}
+
+// The failed rows and warnings of an import after (@after_line,
+// @after_warning), in that order: GET /api/contacts/import/{id}/errors
+// reads them a page at a time.
+func (q *Queries) ContactImportErrorsPage(ctx context.Context, arg ContactImportErrorsPageParams) ([]ContactImportErrorsPageRow, error) {
+	rows, err := q.db.Query(ctx, contactImportErrorsPage,
+		arg.TenantID,
+		arg.ID,
+		arg.AfterLine,
+		arg.AfterWarning,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ContactImportErrorsPageRow{}
+	for rows.Next() {
+		var i ContactImportErrorsPageRow
+		if err := rows.Scan(
+			&i.Line,
+			&i.Warning,
+			&i.Code,
+			&i.Message,
+			&i.Fields,
+			&i.Doc,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const contactImportFail = `-- name: ContactImportFail :execrows
 WITH gone AS (
     DELETE FROM contact_import_rows
@@ -182,7 +253,7 @@ func (q *Queries) ContactImportFail(ctx context.Context, arg ContactImportFailPa
 }
 
 const contactImportGet = `-- name: ContactImportGet :one
-SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at, parts FROM contact_imports WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at, parts, plan_refused, duplicates, warnings FROM contact_imports WHERE tenant_id = $1 AND id = $2
 `
 
 type ContactImportGetParams struct {
@@ -215,6 +286,9 @@ func (q *Queries) ContactImportGet(ctx context.Context, arg ContactImportGetPara
 		&i.CompletedAt,
 		&i.UpdatedAt,
 		&i.Parts,
+		&i.PlanRefused,
+		&i.Duplicates,
+		&i.Warnings,
 	)
 	return i, err
 }
@@ -254,7 +328,7 @@ func (q *Queries) ContactImportInsert(ctx context.Context, arg ContactImportInse
 }
 
 const contactImportLock = `-- name: ContactImportLock :one
-SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at, parts FROM contact_imports WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, seq, status, format, columns, email_column, total, next_line, staged, processed, created, updated, failed, errors, attempts, reason, started_at, completed_at, updated_at, parts, plan_refused, duplicates, warnings FROM contact_imports WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type ContactImportLockParams struct {
@@ -289,6 +363,9 @@ func (q *Queries) ContactImportLock(ctx context.Context, arg ContactImportLockPa
 		&i.CompletedAt,
 		&i.UpdatedAt,
 		&i.Parts,
+		&i.PlanRefused,
+		&i.Duplicates,
+		&i.Warnings,
 	)
 	return i, err
 }
@@ -466,29 +543,35 @@ UPDATE contact_imports SET
     updated      = updated + $3::bigint,
     failed       = failed + $4::bigint,
     errors       = $5::jsonb,
-    next_line    = greatest(next_line, $6::int),
+    plan_refused = plan_refused + $6::bigint,
+    duplicates   = duplicates + $7::bigint,
+    warnings     = $8::jsonb,
+    next_line    = greatest(next_line, $9::int),
     attempts     = 0,
-    status       = CASE WHEN $7::boolean THEN 'completed' ELSE status END,
-    completed_at = CASE WHEN $7::boolean THEN now() ELSE completed_at END,
+    status       = CASE WHEN $10::boolean THEN 'completed' ELSE status END,
+    completed_at = CASE WHEN $10::boolean THEN now() ELSE completed_at END,
     updated_at   = now()
-WHERE tenant_id = $8 AND id = $9
+WHERE tenant_id = $11 AND id = $12
 `
 
 type ContactImportProgressParams struct {
-	Processed int64
-	Created   int64
-	Updated   int64
-	Failed    int64
-	Errors    json.RawMessage
-	NextLine  int32
-	Done      bool
-	TenantID  string
-	ID        string
+	Processed   int64
+	Created     int64
+	Updated     int64
+	Failed      int64
+	Errors      json.RawMessage
+	PlanRefused int64
+	Duplicates  int64
+	Warnings    json.RawMessage
+	NextLine    int32
+	Done        bool
+	TenantID    string
+	ID          string
 }
 
-// A chunk's counts, under ContactImportLock; @errors are the first 100
-// failed rows of the import so far (the parts' chunks commit out of line
-// order, so the caller merges).
+// A chunk's counts, under ContactImportLock; @errors (and @warnings) are
+// the first 100 failed rows (duplicate rows) of the import so far (the
+// parts' chunks commit out of line order, so the caller merges).
 func (q *Queries) ContactImportProgress(ctx context.Context, arg ContactImportProgressParams) error {
 	_, err := q.db.Exec(ctx, contactImportProgress,
 		arg.Processed,
@@ -496,6 +579,9 @@ func (q *Queries) ContactImportProgress(ctx context.Context, arg ContactImportPr
 		arg.Updated,
 		arg.Failed,
 		arg.Errors,
+		arg.PlanRefused,
+		arg.Duplicates,
+		arg.Warnings,
 		arg.NextLine,
 		arg.Done,
 		arg.TenantID,

@@ -9,6 +9,45 @@ import (
 	"context"
 )
 
+// iteratorForContactImportErrorsAdd implements pgx.CopyFromSource.
+type iteratorForContactImportErrorsAdd struct {
+	rows                 []ContactImportErrorsAddParams
+	skippedFirstNextCall bool
+}
+
+func (r *iteratorForContactImportErrorsAdd) Next() bool {
+	if len(r.rows) == 0 {
+		return false
+	}
+	if !r.skippedFirstNextCall {
+		r.skippedFirstNextCall = true
+		return true
+	}
+	r.rows = r.rows[1:]
+	return len(r.rows) > 0
+}
+
+func (r iteratorForContactImportErrorsAdd) Values() ([]interface{}, error) {
+	return []interface{}{
+		r.rows[0].ImportSeq,
+		r.rows[0].Line,
+		r.rows[0].Warning,
+		r.rows[0].Code,
+		r.rows[0].Message,
+		r.rows[0].Fields,
+		r.rows[0].Doc,
+	}, nil
+}
+
+func (r iteratorForContactImportErrorsAdd) Err() error {
+	return nil
+}
+
+// A chunk's failed rows and warnings (schema 0063), in its transaction.
+func (q *Queries) ContactImportErrorsAdd(ctx context.Context, arg []ContactImportErrorsAddParams) (int64, error) {
+	return q.db.CopyFrom(ctx, []string{"contact_import_errors"}, []string{"import_seq", "line", "warning", "code", "message", "fields", "doc"}, &iteratorForContactImportErrorsAdd{rows: arg})
+}
+
 // iteratorForContactImportRowsAdd implements pgx.CopyFromSource.
 type iteratorForContactImportRowsAdd struct {
 	rows                 []ContactImportRowsAddParams

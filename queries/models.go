@@ -135,6 +135,19 @@ type ContactImport struct {
 	CompletedAt *time.Time
 	UpdatedAt   time.Time
 	Parts       int32
+	PlanRefused int64
+	Duplicates  int64
+	Warnings    json.RawMessage
+}
+
+type ContactImportError struct {
+	ImportSeq int64
+	Line      int32
+	Warning   bool
+	Code      string
+	Message   string
+	Fields    []string
+	Doc       *string
 }
 
 type ContactImportPart struct {

@@ -58,6 +58,9 @@ func run(binary string, fixed []Role, log *slog.Logger) error {
 	return Run(ctx, cfg, log, roles, ln)
 }
 
+// schemaPoll is how often a worker waiting for the schema asks for it.
+var schemaPoll = time.Second
+
 // Run is one worker process of roles until ctx ends: the asynq server on
 // the roles' queues, the periodic scheduler (maintenance), the listener
 // that wakes outbound webhook delivery (webhooks), and the admin listener
@@ -69,6 +72,17 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []Role
 		return err
 	}
 	defer infra.Close()
+	// On a fresh install the api may not have migrated yet: wait for the
+	// schema before any task or the scheduler runs (an interrupt while
+	// waiting is a clean stop).
+	if err := infra.DB.WaitForSchema(ctx, log, schemaPoll); err != nil {
+		_ = admin.Close()
+		if ctx.Err() != nil {
+			log.Info("worker stopped before the database schema was ready")
+			return nil
+		}
+		return err
+	}
 	svc, err := app.New(infra.Infra)
 	if err != nil {
 		_ = admin.Close()

@@ -544,15 +544,33 @@ type Import struct {
 	CompletedAt *string `json:"completedAt"`
 	Created     int     `json:"created"`
 
-	// Errors The first 100 failed rows, each {line, message}; line counts the file's physical lines from 1.
-	Errors    interface{} `json:"errors"`
-	Failed    int         `json:"failed"`
-	ImportId  string      `json:"importId"`
-	Processed int         `json:"processed"`
-	StartedAt string      `json:"startedAt"`
-	Status    string      `json:"status"`
-	Total     int         `json:"total"`
-	Updated   int         `json:"updated"`
+	// Duplicates Rows whose email an earlier row of the file had: applied after it (as a second PUT), and listed in warnings.
+	Duplicates int `json:"duplicates"`
+
+	// Errors The first 100 failed rows, each {line, code, message}; line counts the file's physical lines from 1. Every failed row: GET /api/contacts/import/{id}/errors.
+	Errors   interface{} `json:"errors"`
+	Failed   int         `json:"failed"`
+	ImportId string      `json:"importId"`
+
+	// PlanLimit Set when the plan's contact limit refused rows: the plan, its limit, how many rows it refused, and a sentence naming the setting (PLAN_FREE_CONTACTS).
+	PlanLimit *ImportPlanLimit `json:"planLimit"`
+	Processed int              `json:"processed"`
+	StartedAt string           `json:"startedAt"`
+	Status    string           `json:"status"`
+	Total     int              `json:"total"`
+	Updated   int              `json:"updated"`
+
+	// Warnings The first 100 duplicate rows, each {line, code: DUPLICATE_ROW, message naming the earlier line}.
+	Warnings interface{} `json:"warnings"`
+}
+
+// ImportPlanLimit defines model for ImportPlanLimit.
+type ImportPlanLimit struct {
+	Limit       int    `json:"limit"`
+	Message     string `json:"message"`
+	NotImported int    `json:"notImported"`
+	Plan        string `json:"plan"`
+	Setting     string `json:"setting"`
 }
 
 // ImportStarted defines model for ImportStarted.
@@ -1180,6 +1198,12 @@ type UpsertContactParams struct {
 type ImportContactsParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// GetContactImportErrorsParams defines parameters for GetContactImportErrors.
+type GetContactImportErrorsParams struct {
+	// Format csv or ndjson; without it, the Accept header chooses, else csv.
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
 }
 
 // UpdateContactParams defines parameters for UpdateContact.
@@ -2119,6 +2143,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
 	GetContactImport(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetContactImportErrors Every failed row and warning of an import, with the row as read
+	//
+	// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+	//
+	// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+	GetContactImportErrors(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ContactStats Counts of the tenant's contacts
 	//
@@ -3450,6 +3481,23 @@ func (c *Client) ImportContactsWithBody(ctx context.Context, params *ImportConta
 // Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
 func (c *Client) GetContactImport(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetContactImportRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetContactImportErrors Every failed row and warning of an import, with the row as read
+//
+// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+//
+// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+func (c *Client) GetContactImportErrors(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetContactImportErrorsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6947,6 +6995,67 @@ func NewGetContactImportRequest(server string, id string) (*http.Request, error)
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetContactImportErrorsRequest constructs an http.Request for the GetContactImportErrors method
+func NewGetContactImportErrorsRequest(server string, id string, params *GetContactImportErrorsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/contacts/import/%s/errors", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -12385,6 +12494,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
 	GetContactImportWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetContactImportResponse, error)
 
+	// GetContactImportErrorsWithResponse Every failed row and warning of an import, with the row as read
+	//
+	// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+	GetContactImportErrorsWithResponse(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*GetContactImportErrorsResponse, error)
+
 	// ContactStatsWithResponse Counts of the tenant's contacts
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -15233,6 +15351,69 @@ func (r GetContactImportResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetContactImportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetContactImportErrorsResponse200Headers the declared response headers of an HTTP 200 response for GetContactImportErrors
+type GetContactImportErrorsResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// GetContactImportErrorsResponse429Headers the declared response headers of an HTTP 429 response for GetContactImportErrors
+type GetContactImportErrorsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetContactImportErrorsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetContactImportErrorsResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetContactImportErrorsResponse429Headers
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetContactImportErrorsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetContactImportErrorsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetContactImportErrorsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetContactImportErrorsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetContactImportErrorsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetContactImportErrorsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -22235,6 +22416,21 @@ func (c *ClientWithResponses) GetContactImportWithResponse(ctx context.Context, 
 	return ParseGetContactImportResponse(rsp)
 }
 
+// GetContactImportErrorsWithResponse Every failed row and warning of an import, with the row as read
+//
+// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+func (c *ClientWithResponses) GetContactImportErrorsWithResponse(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*GetContactImportErrorsResponse, error) {
+	rsp, err := c.GetContactImportErrors(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetContactImportErrorsResponse(rsp)
+}
+
 // ContactStatsWithResponse Counts of the tenant's contacts
 //
 // Returns a wrapper object for the known response body format(s).
@@ -25831,6 +26027,69 @@ func ParseGetContactImportResponse(rsp *http.Response) (*GetContactImportRespons
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetContactImportResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetContactImportErrorsResponse parses an HTTP response from a GetContactImportErrorsWithResponse call
+func ParseGetContactImportErrorsResponse(rsp *http.Response) (*GetContactImportErrorsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetContactImportErrorsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetContactImportErrorsResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetContactImportErrorsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -27,7 +27,11 @@ const DefaultURL = "http://localhost:8080"
 const usage = `usage: tidings <command> [flags]
 
 commands:
-  import FILE   import contacts from FILE (.csv, .ndjson or .jsonl) and follow the import
+  import FILE   import contacts from FILE (.csv, .ndjson or .jsonl) and follow the import;
+                every failed row is written beside FILE (FILE.errors.csv)
+
+exit codes: 0 every row imported (duplicates are warnings), 1 the import or a
+request failed, 2 usage, 3 the import completed but rows failed
 
 environment:
   TIDINGS_URL       the API's base URL (default http://localhost:8080)
@@ -39,6 +43,9 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the import failed, or a request did
 	ExitUsage = 2
+	// ExitRowsFailed: the import completed, but some rows were not
+	// imported (duplicates alone are warnings: exit 0).
+	ExitRowsFailed = 3
 )
 
 // Run runs the command in args (without the program name) and returns its
@@ -72,6 +79,7 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, o
 	contentType := fs.String("type", "", "the file's format: csv, ndjson or jsonl (default: from the file's extension)")
 	interval := fs.Duration("interval", 2*time.Second, "how often to ask for the import's progress (each ask spends one request of the tenant's rate limit)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
+	errorsFile := fs.String("errors", "", "where to write every failed row and warning as CSV when there are any (default: beside FILE, contacts.csv giving contacts.errors.csv; \"none\": not written)")
 	// Flags may follow the file (tidings import contacts.csv -quiet).
 	var files []string
 	for rest := args; ; {
@@ -119,9 +127,33 @@ func runImport(ctx context.Context, args []string, getenv func(string) string, o
 		fmt.Fprintln(errOut, "tidings:", err)
 		return ExitError
 	}
-	res.Print(out)
-	if res.Status != "completed" {
+	var failures *Failures
+	if res.Failed+res.Duplicates > 0 {
+		// The progress resource keeps the first 100 failed rows, which the
+		// plan's limit may fill: the counts by kind and the first rows of
+		// every other kind come from all of them.
+		if failures, err = im.ReadFailures(ctx, res.ImportID); err != nil {
+			fmt.Fprintln(errOut, "tidings: reading the failed rows:", err)
+			failures = nil
+		}
+		path := *errorsFile
+		if path == "" {
+			path = FailuresPath(files[0])
+		}
+		if failures != nil && path != "none" {
+			if err := im.SaveFailures(ctx, res.ImportID, path); err != nil {
+				fmt.Fprintln(errOut, "tidings: writing the failed rows:", err)
+			} else {
+				failures.File = path
+			}
+		}
+	}
+	res.Print(out, failures)
+	switch {
+	case res.Status != "completed":
 		return ExitError
+	case res.Failed > 0:
+		return ExitRowsFailed
 	}
 	return ExitOK
 }

@@ -66,7 +66,7 @@ func setup(t *testing.T) *server {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	s := &server{key: key.Raw, svc: svc, asked: map[string]int{}}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id, ok := strings.CutPrefix(r.URL.Path, "/api/contacts/import/"); ok && r.Method == http.MethodGet {
+		if id, ok := strings.CutPrefix(r.URL.Path, "/api/contacts/import/"); ok && r.Method == http.MethodGet && !strings.Contains(id, "/") {
 			s.mu.Lock()
 			s.asked[id]++
 			n := s.asked[id]
@@ -114,12 +114,20 @@ func TestImportCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := cli.Run(context.Background(), []string{"import", file, "-interval", "1ms"},
 		func(k string) string { return env[k] }, &out, &errOut)
-	if code != cli.ExitOK {
-		t.Fatalf("exit %d; out %s; err %s", code, out.String(), errOut.String())
+	if code != cli.ExitRowsFailed {
+		t.Fatalf("exit %d, want %d (a row failed); out %s; err %s", code, cli.ExitRowsFailed, out.String(), errOut.String())
 	}
 	if !strings.Contains(out.String(), "completed: 8 rows, 7 created, 0 updated, 1 failed") ||
 		!strings.Contains(out.String(), "line 9: email must be a valid email address") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+	// The bar ends on the summary's numbers.
+	if !strings.Contains(errOut.String(), "importing: 8 rows, 7 created, 0 updated, 1 failed") {
+		t.Fatalf("the progress bar does not tell the summary's numbers:\n%s", errOut.String())
+	}
+	saved, err := os.ReadFile(cli.FailuresPath(file))
+	if err != nil || string(saved) != "line,severity,code,message,email,firstName\n9,error,VALIDATION_ERROR,email must be a valid email address,not-an-email,X\n" {
+		t.Fatalf("failed rows file: %q, %v", saved, err)
 	}
 	if !strings.Contains(errOut.String(), "uploading") || !strings.Contains(errOut.String(), "importing") {
 		t.Fatalf("no progress bars:\n%s", errOut.String())
@@ -192,5 +200,61 @@ func TestImportCommandErrors(t *testing.T) {
 	if code, msg := run(env, "import", "-quiet", "-type", "csv", "-interval", "1ms", writeFile(t, "people.txt", "email\na@example.com\n")); code != cli.ExitOK ||
 		!strings.Contains(msg, "1 created") {
 		t.Fatalf("-type csv: %d %s", code, msg)
+	}
+}
+
+// A first import past the free plan's limit: the exit code says rows
+// failed, the summary names the limit and its setting, the bad rows far
+// past the first 100 failures are still shown, a duplicate is told, and
+// every failed row is in the file beside the import.
+func TestImportCommandPlanLimit(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	s.svc.Imports.FreeLimit = 5
+	s.svc.Imports.Chunk = 40
+	var rows strings.Builder
+	rows.WriteString("email\n")
+	for i := range 150 {
+		switch i {
+		case 120:
+			rows.WriteString("bad-at-line-122\n")
+		case 130:
+			rows.WriteString("c1@example.com\n") // line 132: a duplicate of line 3
+		default:
+			fmt.Fprintf(&rows, "c%d@example.com\n", i)
+		}
+	}
+	file := writeFile(t, "first.csv", rows.String())
+	env := map[string]string{cli.EnvURL: s.url, cli.EnvAPIKey: s.key}
+	var out, errOut bytes.Buffer
+	code := cli.Run(context.Background(), []string{"import", file, "-interval", "1ms"},
+		func(k string) string { return env[k] }, &out, &errOut)
+	o := out.String()
+	if code != cli.ExitRowsFailed {
+		t.Fatalf("exit %d, want %d; out %s; err %s", code, cli.ExitRowsFailed, o, errOut.String())
+	}
+	for _, want := range []string{
+		"completed: 150 rows, 5 created, 1 updated, 144 failed, 1 duplicate",
+		"plan free allows 5 contacts; 143 rows not imported; raise PLAN_FREE_CONTACTS",
+		"failed rows by kind: 143 PLAN_LIMIT_EXCEEDED, 1 VALIDATION_ERROR",
+		"line 122: email must be a valid email address",
+		"line 132 (warning): duplicate of line 3",
+		"every failed row and warning, with the row as sent: " + cli.FailuresPath(file),
+	} {
+		if !strings.Contains(o, want) {
+			t.Fatalf("output without %q:\n%s", want, o)
+		}
+	}
+	saved, err := os.ReadFile(cli.FailuresPath(file))
+	if err != nil || strings.Count(string(saved), "\n") != 1+144+1 {
+		t.Fatalf("failed rows file: %d lines, %v", strings.Count(string(saved), "\n"), err)
+	}
+	// -errors none writes nothing.
+	file2 := writeFile(t, "again.csv", "email\nx@example.com\n")
+	out.Reset()
+	code = cli.Run(context.Background(), []string{"import", file2, "-quiet", "-errors", "none", "-interval", "1ms"},
+		func(k string) string { return env[k] }, &out, &errOut)
+	if _, err := os.Stat(cli.FailuresPath(file2)); code != cli.ExitRowsFailed || !os.IsNotExist(err) {
+		t.Fatalf("-errors none: exit %d, file %v; %s", code, err, out.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,10 +47,21 @@ type Importer struct {
 	Progress io.Writer
 }
 
-// ImportError is a failed row as the progress resource lists it.
+// ImportError is a failed row (or a warning) as the progress resource
+// lists it.
 type ImportError struct {
 	Line    int    `json:"line"`
+	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// PlanLimit is what the plan's contact limit did to an import.
+type PlanLimit struct {
+	Plan        string `json:"plan"`
+	Limit       int64  `json:"limit"`
+	NotImported int64  `json:"notImported"`
+	Setting     string `json:"setting"`
+	Message     string `json:"message"`
 }
 
 // Result is an import's progress resource (GET /api/contacts/import/{id}).
@@ -62,30 +74,92 @@ type Result struct {
 	Updated     int64         `json:"updated"`
 	Failed      int64         `json:"failed"`
 	Errors      []ImportError `json:"errors"`
+	PlanLimit   *PlanLimit    `json:"planLimit"`
+	Duplicates  int64         `json:"duplicates"`
+	Warnings    []ImportError `json:"warnings"`
 	StartedAt   string        `json:"startedAt"`
 	CompletedAt *string       `json:"completedAt"`
 }
 
-// shownErrors is how many failed rows Print lists.
+// Counts is the one sentence of an import's numbers, the same in the
+// progress bar and in the summary.
+func (r Result) Counts() string {
+	s := fmt.Sprintf("%d rows, %d created, %d updated, %d failed", r.Total, r.Created, r.Updated, r.Failed)
+	if r.Duplicates > 0 {
+		s += fmt.Sprintf(", %d duplicate", r.Duplicates)
+		if r.Duplicates > 1 {
+			s += "s"
+		}
+	}
+	return s
+}
+
+// Failures is what the client read of an import's failed rows (GET
+// /api/contacts/import/{id}/errors): how many of each code, and the first
+// ones of each severity, the plan limit's rows aside (the plan's line
+// says them).
+type Failures struct {
+	ByCode   map[string]int64
+	Errors   []ImportError
+	Warnings []ImportError
+	// File is where every failed row was written ("" when not).
+	File string
+}
+
+// shownErrors is how many failed rows (and warnings) Print lists.
 const shownErrors = 10
 
-// Print writes the result for a person: the counts, then the first failed
-// rows.
-func (r Result) Print(w io.Writer) {
-	fmt.Fprintf(w, "import %s %s: %d rows, %d created, %d updated, %d failed\n",
-		r.ImportID, r.Status, r.Total, r.Created, r.Updated, r.Failed)
-	for i, e := range r.Errors {
+// planCode is the code of rows the plan's limit refused.
+const planCode = "PLAN_LIMIT_EXCEEDED"
+
+// Print writes the result for a person: the counts, the plan's limit when
+// it refused rows, the kinds of failure, the first failed rows that are
+// not the plan's, the first duplicates, and where every failed row is.
+// f may be nil (the failed rows were not read): the progress resource's
+// first 100 are listed then.
+func (r Result) Print(w io.Writer, f *Failures) {
+	fmt.Fprintf(w, "import %s %s: %s\n", r.ImportID, r.Status, r.Counts())
+	if r.PlanLimit != nil {
+		fmt.Fprintf(w, "  %s\n", r.PlanLimit.Message)
+	}
+	errs, warns := r.Errors, r.Warnings
+	if f != nil {
+		errs, warns = f.Errors, f.Warnings
+		if len(f.ByCode) > 1 || (len(f.ByCode) == 1 && r.PlanLimit == nil) {
+			codes := make([]string, 0, len(f.ByCode))
+			for c := range f.ByCode {
+				codes = append(codes, c)
+			}
+			slices.Sort(codes)
+			parts := make([]string, len(codes))
+			for i, c := range codes {
+				parts[i] = fmt.Sprintf("%d %s", f.ByCode[c], c)
+			}
+			fmt.Fprintf(w, "  failed rows by kind: %s\n", strings.Join(parts, ", "))
+		}
+	}
+	shown := 0
+	for _, e := range errs {
+		if shown == shownErrors {
+			break
+		}
+		if e.Code == planCode && r.PlanLimit != nil {
+			continue
+		}
+		fmt.Fprintf(w, "  line %d: %s\n", e.Line, e.Message)
+		shown++
+	}
+	for i, e := range warns {
 		if i == shownErrors {
 			break
 		}
-		fmt.Fprintf(w, "  line %d: %s\n", e.Line, e.Message)
+		fmt.Fprintf(w, "  line %d (warning): %s\n", e.Line, e.Message)
 	}
-	if shown := min(len(r.Errors), shownErrors); r.Failed > int64(shown) {
-		fmt.Fprintf(w, "  ... and %d more failed rows", r.Failed-int64(shown))
-		if r.Failed > int64(len(r.Errors)) {
-			fmt.Fprintf(w, " (the API keeps the first %d)", len(r.Errors))
-		}
-		fmt.Fprintln(w)
+	switch {
+	case f != nil && f.File != "":
+		fmt.Fprintf(w, "  every failed row and warning, with the row as sent: %s\n", f.File)
+	case r.Failed+r.Duplicates > 0:
+		fmt.Fprintf(w, "  every failed row and warning: GET /api/contacts/import/%s/errors\n", r.ImportID)
 	}
 }
 
@@ -218,6 +292,7 @@ func (im *Importer) follow(ctx context.Context, id string) (Result, error) {
 						progressbar.OptionSetItsString("rows"), progressbar.OptionShowIts(),
 						progressbar.OptionSetWidth(30))
 				}
+				bar.Describe("importing: " + res.Counts())
 				_ = bar.Set64(res.Processed)
 			}
 			if res.Status != "running" {
@@ -258,4 +333,83 @@ func (im *Importer) do(req *http.Request, want int, out any) error {
 		return fmt.Errorf("the API's answer is not what an import answers: %w", err)
 	}
 	return nil
+}
+
+// ReadFailures reads every failed row of an import (NDJSON) and keeps the
+// counts and the first rows Print shows.
+func (im *Importer) ReadFailures(ctx context.Context, id string) (*Failures, error) {
+	res, err := im.get(ctx, "/api/contacts/import/"+id+"/errors?format=ndjson")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	f := &Failures{ByCode: map[string]int64{}}
+	dec := json.NewDecoder(res.Body)
+	for {
+		var row struct {
+			ImportError
+			Severity string `json:"severity"`
+		}
+		if err := dec.Decode(&row); err == io.EOF {
+			return f, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("reading the failed rows: %w", err)
+		}
+		if row.Severity == "warning" {
+			if len(f.Warnings) < shownErrors {
+				f.Warnings = append(f.Warnings, row.ImportError)
+			}
+			continue
+		}
+		f.ByCode[row.Code]++
+		if row.Code != planCode && len(f.Errors) < shownErrors {
+			f.Errors = append(f.Errors, row.ImportError)
+		}
+	}
+}
+
+// SaveFailures writes every failed row of an import, as CSV, to path.
+func (im *Importer) SaveFailures(ctx context.Context, id, path string) error {
+	res, err := im.get(ctx, "/api/contacts/import/"+id+"/errors?format=csv")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, res.Body); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// get asks for path and returns a 200 answer to be read; any other is an
+// *apiError.
+func (im *Importer) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, im.BaseURL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	im.auth(req)
+	res, err := im.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		ae := &apiError{Status: res.StatusCode, retryAfter: res.Header.Get("Retry-After")}
+		_ = json.Unmarshal(raw, &ae.Body)
+		return nil, ae
+	}
+	return res, nil
+}
+
+// FailuresPath is where the command writes an import's failed rows by
+// default: beside the file, contacts.csv giving contacts.errors.csv.
+func FailuresPath(file string) string {
+	return strings.TrimSuffix(file, filepath.Ext(file)) + ".errors.csv"
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,6 +102,9 @@ type Imports struct {
 	// SpoolDir is IMPORT_SPOOL_DIR, where bodies wait while they arrive
 	// ("": the system's temporary directory).
 	SpoolDir string
+	// FailurePage is how many failed rows Failures reads at a time (0:
+	// DefaultFailurePage).
+	FailurePage int
 
 	// uploading counts the uploads this process is receiving.
 	uploading atomic.Int64
@@ -347,8 +352,9 @@ func (s *Imports) Run(ctx context.Context, tenantID, id string) error {
 // has ended), a chunk at a time.
 func (s *Imports) runPart(ctx context.Context, tenantID, id string, part int) error {
 	raced := 0
+	seen := &seenEmails{}
 	for {
-		done, err := s.StepPart(ctx, tenantID, id, part)
+		done, err := s.stepPart(ctx, tenantID, id, part, seen)
 		switch {
 		case errors.Is(err, errRaced) && raced < importRaceRetries:
 			raced++
@@ -404,6 +410,13 @@ func (s *Imports) Step(ctx context.Context, tenantID, id string) (done bool, err
 // locked only once the chunk's contacts are written, to add the counts,
 // so the parts' chunks run side by side until then.
 func (s *Imports) StepPart(ctx context.Context, tenantID, id string, part int) (done bool, err error) {
+	return s.stepPart(ctx, tenantID, id, part, &seenEmails{})
+}
+
+// stepPart is StepPart with the part's emails seen so far (Run keeps them
+// from chunk to chunk; a fresh set is filled from the staging rows the
+// part has processed).
+func (s *Imports) stepPart(ctx context.Context, tenantID, id string, part int, seen *seenEmails) (done bool, err error) {
 	chunk := s.Chunk
 	if chunk <= 0 {
 		chunk = DefaultImportChunk
@@ -426,15 +439,19 @@ func (s *Imports) StepPart(ctx context.Context, tenantID, id string, part int) (
 			done = true
 			return nil
 		}
+		if err := seen.catchUp(ctx, q, imp, part, prog.NextLine, chunk); err != nil {
+			return err
+		}
 		rows, err := q.ContactImportRows(ctx, queries.ContactImportRowsParams{TenantID: tenantID, ID: id,
 			Part: int16(part), After: prog.NextLine, Lim: int32(chunk)})
 		if err != nil {
 			return err
 		}
-		res, err := s.apply(ctx, q, imp, rows)
+		res, err := s.apply(ctx, q, imp, rows, seen)
 		if err != nil {
 			return err
 		}
+
 		done = len(rows) < chunk
 		next := prog.NextLine
 		if len(rows) > 0 {
@@ -451,6 +468,12 @@ func (s *Imports) StepPart(ctx context.Context, tenantID, id string, part int) (
 		if err != nil {
 			return err
 		}
+		// The failed rows' foreign key takes a share lock on the import's
+		// row: written under ContactImportLock, so that two parts' chunks
+		// never both hold it shared and wait to lock it (a deadlock).
+		if err := keepFailures(ctx, q, imp.Seq, rows, res); err != nil {
+			return err
+		}
 		open, err := q.ContactImportPartsOpen(ctx, queries.ContactImportPartsOpenParams{TenantID: tenantID, ID: id})
 		if err != nil {
 			return err
@@ -459,11 +482,47 @@ func (s *Imports) StepPart(ctx context.Context, tenantID, id string, part int) (
 		if err != nil {
 			return err
 		}
-		return q.ContactImportProgress(ctx, queries.ContactImportProgressParams{TenantID: tenantID, ID: id,
+		warns, err := firstErrors(imp.Warnings, res.warnings)
+		if err != nil {
+			return err
+		}
+		if err := q.ContactImportProgress(ctx, queries.ContactImportProgressParams{TenantID: tenantID, ID: id,
 			Processed: int64(len(rows)), Created: res.created, Updated: res.updated,
-			Failed: int64(len(res.failures)), Errors: errs, NextLine: next, Done: open == 0})
+			Failed: int64(len(res.failures)), Errors: errs, PlanRefused: res.planRefused,
+			Duplicates: int64(len(res.warnings)), Warnings: warns, NextLine: next, Done: open == 0}); err != nil {
+			return err
+		}
+		// Committed: what the set holds up to next is the part's truth
+		// (a rolled back chunk's emails stay in it, but only as their own
+		// first lines, which is what they are).
+		q.AfterCommit(func(context.Context) { seen.upTo = max(seen.upTo, next) })
+		return nil
 	})
 	return done, err
+}
+
+// keepFailures writes a chunk's failed rows and warnings with the rows as
+// read (schema 0063), in the chunk's transaction.
+func keepFailures(ctx context.Context, q *store.Tx, seq int64, rows []queries.ContactImportRowsRow, res chunkResult) error {
+	if len(res.failures)+len(res.warnings) == 0 {
+		return nil
+	}
+	byLine := make(map[int]queries.ContactImportRowsRow, len(res.failures)+len(res.warnings))
+	for _, r := range rows {
+		byLine[int(r.Line)] = r
+	}
+	out := make([]queries.ContactImportErrorsAddParams, 0, len(res.failures)+len(res.warnings))
+	add := func(list []ImportError, warning bool) {
+		for _, e := range list {
+			r := byLine[e.Line]
+			out = append(out, queries.ContactImportErrorsAddParams{ImportSeq: seq, Line: int32(e.Line),
+				Warning: warning, Code: e.Code, Message: e.Message, Fields: r.Fields, Doc: r.Doc})
+		}
+	}
+	add(res.failures, false)
+	add(res.warnings, true)
+	_, err := q.ContactImportErrorsAdd(ctx, out)
+	return err
 }
 
 // firstErrors merges a chunk's failed rows into the import's kept ones
@@ -482,15 +541,36 @@ func firstErrors(kept []byte, failures []ImportError) ([]byte, error) {
 	return json.Marshal(all[:min(len(all), MaxImportErrors)])
 }
 
-// ImportError is a failed row of an import.
+// ImportError is a failed row of an import, or a warning about one.
 type ImportError struct {
-	Line    int    `json:"line"`
+	Line int `json:"line"`
+	// Code says what kind of failure (ImportCode...); empty in the kept
+	// errors of imports from before schema 0063.
+	Code    string `json:"code,omitempty"`
 	Message string `json:"message"`
 }
+
+// The codes of failed rows and warnings.
+const (
+	// ImportCodeInvalid: the row is not a valid PUT /api/contacts body.
+	ImportCodeInvalid = "VALIDATION_ERROR"
+	// ImportCodeUnreadable: the row could not be read (too long, not
+	// UTF-8, not CSV).
+	ImportCodeUnreadable = "UNREADABLE_ROW"
+	// ImportCodePlanLimit: a new contact past the plan's contact limit.
+	ImportCodePlanLimit = "PLAN_LIMIT_EXCEEDED"
+	// ImportCodeTooLarge: the contact's properties would pass their bound.
+	ImportCodeTooLarge = "PROPERTIES_TOO_LARGE"
+	// ImportCodeDuplicate (a warning): the row's email is an earlier
+	// line's; it was applied after that line, as a second PUT would be.
+	ImportCodeDuplicate = "DUPLICATE_ROW"
+)
 
 type chunkResult struct {
 	created, updated int64
 	failures         []ImportError // by line
+	warnings         []ImportError // duplicates, by line
+	planRefused      int64
 }
 
 // pendingRow is a valid row waiting for its round.
@@ -507,22 +587,29 @@ type pendingRow struct {
 // first, as two PUTs would be), new contacts admitted while the plan has
 // room, then the opt-outs of existing contacts and the reservation of the
 // new ones on the tenant (contacts first, then the tenant: the lock order).
-func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImport, rows []queries.ContactImportRowsRow) (chunkResult, error) {
+func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImport, rows []queries.ContactImportRowsRow, seen *seenEmails) (chunkResult, error) {
 	var res chunkResult
-	fail := func(line int, msg string) { res.failures = append(res.failures, ImportError{Line: line, Message: msg}) }
+	failAs := func(line int, code, msg string) {
+		res.failures = append(res.failures, ImportError{Line: line, Code: code, Message: msg})
+	}
+	fail := func(line int, msg string) { failAs(line, ImportCodeTooLarge, msg) }
 	var all []queries.Topic
 	topicsRead := false
 	pending := make([]pendingRow, 0, len(rows))
 	for _, r := range rows {
 		line := int(r.Line)
 		if r.Problem != nil {
-			fail(line, *r.Problem)
+			failAs(line, ImportCodeUnreadable, *r.Problem)
 			continue
 		}
 		in, err := importInput(imp, r)
 		if err != nil {
-			fail(line, rowMessage(err))
+			failAs(line, rowCode(err), rowMessage(err))
 			continue
+		}
+		if first := seen.see(in.Email, line); first != line {
+			res.warnings = append(res.warnings, ImportError{Line: line, Code: ImportCodeDuplicate,
+				Message: fmt.Sprintf("duplicate of line %d (same email): applied after it, as a second PUT would be", first)})
 		}
 		p := pendingRow{line: line, in: in, patch: in.Properties.PatchJSON(), topics: []byte("{}")}
 		if len(in.Topics) > 0 {
@@ -533,7 +620,7 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 				topicsRead = true
 			}
 			if p.topics, err = topics.Choices(all, in.Topics); err != nil {
-				fail(line, rowMessage(err))
+				failAs(line, rowCode(err), rowMessage(err))
 				continue
 			}
 		}
@@ -571,7 +658,8 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 				placed[p.line] = p // merged, never inserted: it takes no slot
 				continue
 			case admitted >= room:
-				fail(p.line, apperr.PlanLimit("contacts", s.FreeLimit).Message)
+				failAs(p.line, ImportCodePlanLimit, PlanLimitRowMessage(s.FreeLimit))
+				res.planRefused++
 				continue
 			}
 			admitted++
@@ -644,6 +732,117 @@ func (s *Imports) apply(ctx context.Context, q *store.Tx, imp queries.ContactImp
 	}
 	slices.SortStableFunc(res.failures, func(a, b ImportError) int { return a.Line - b.Line })
 	return res, nil
+}
+
+// seenEmails is the first line of each email a part of an import has
+// read, so that a row repeating an earlier one's email is told (a
+// warning, DUPLICATE_ROW). Every row of one email is in one part, in line
+// order (importReader.part), so a part's set sees them all. Kept as a
+// 64-bit hash of the email: some 20 bytes an email, 20 MB for a
+// million-row part; a collision (about one in 10^7 for a million emails)
+// would name a wrong line in a warning, never change what is imported.
+type seenEmails struct {
+	first map[uint64]int32
+	// upTo is the part's last line the set holds (committed).
+	upTo int32
+}
+
+// seenSeed hashes emails; a set lives in one process, so one seed a
+// process is enough.
+var seenSeed = maphash.MakeSeed()
+
+// see records that line holds email and returns the first line that did
+// (line itself the first time; a chunk tried again sees its own lines).
+func (s *seenEmails) see(email string, line int) int {
+	if s.first == nil {
+		s.first = map[uint64]int32{}
+	}
+	h := maphash.String(seenSeed, email)
+	if f, ok := s.first[h]; ok && int(f) <= line {
+		return int(f)
+	}
+	s.first[h] = int32(line)
+	return line
+}
+
+// catchUp adds the emails of the part's rows after upTo up to next (what
+// earlier chunks, of this run or another, processed): a run that starts
+// on a part half done reads them again from the staging rows, which stay
+// until the import ends.
+func (s *seenEmails) catchUp(ctx context.Context, q *store.Tx, imp queries.ContactImport, part int, next int32, chunk int) error {
+	for s.upTo < next {
+		rows, err := q.ContactImportRows(ctx, queries.ContactImportRowsParams{TenantID: imp.TenantID, ID: imp.ID,
+			Part: int16(part), After: s.upTo, Lim: int32(chunk)})
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for _, r := range rows {
+			if r.Line > next {
+				s.upTo = next
+				return nil
+			}
+			if r.Problem != nil {
+				continue
+			}
+			if in, err := importInput(imp, r); err == nil {
+				s.see(in.Email, int(r.Line))
+			}
+		}
+		s.upTo = rows[len(rows)-1].Line
+	}
+	s.upTo = max(s.upTo, next)
+	return nil
+}
+
+// PlanLimitRowMessage is the message of a row refused by the free plan's
+// contact limit: it names the plan, the limit and the setting.
+func PlanLimitRowMessage(limit int) string {
+	return fmt.Sprintf("plan free allows %s contacts: a new contact is not imported past it (the operator's PLAN_FREE_CONTACTS)",
+		Thousands(int64(limit)))
+}
+
+// PlanLimitSummary is an import's note on the rows the plan's limit
+// refused ("" when none was).
+func PlanLimitSummary(limit int, refused int64) string {
+	if refused == 0 {
+		return ""
+	}
+	rows := "rows"
+	if refused == 1 {
+		rows = "row"
+	}
+	return fmt.Sprintf("plan free allows %s contacts; %s %s not imported; raise PLAN_FREE_CONTACTS or move the tenant to another plan",
+		Thousands(int64(limit)), Thousands(refused), rows)
+}
+
+// Thousands writes n with commas between thousands (1,000,000).
+func Thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// rowCode is the code of a row that failed its checks: the error's own
+// (NOT_FOUND for an unknown topic), else VALIDATION_ERROR.
+func rowCode(err error) string {
+	if e, ok := apperr.As(err); ok && e.Code != "" {
+		return e.Code
+	}
+	return ImportCodeInvalid
 }
 
 // rowArrays are the parameters a round's statements take per row, in the
@@ -841,4 +1040,59 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// ImportFailure is a failed row (or a warning) as the download gives it:
+// the row as read, the CSV fields or the NDJSON line (nil for a row that
+// could not be read).
+type ImportFailure struct {
+	Line    int
+	Warning bool
+	Code    string
+	Message string
+	Fields  []string
+	Doc     *string
+}
+
+// DefaultFailurePage is how many failed rows one read of the download
+// takes.
+const DefaultFailurePage = 5000
+
+// Failures calls fn with the import's failed rows and warnings, by line,
+// a page at a time (each page one short statement: a download at a slow
+// client's pace holds no connection between pages). An unknown import (or
+// another tenant's) is NOT_FOUND before fn is called.
+func (s *Imports) Failures(ctx context.Context, tenantID, id string, fn func([]ImportFailure) error) error {
+	if _, err := s.Get(ctx, tenantID, id); err != nil {
+		return err
+	}
+	page := s.FailurePage
+	if page <= 0 {
+		page = DefaultFailurePage
+	}
+	var afterLine int32
+	afterWarning := true // line 0 has nothing: start after all of it
+	for {
+		rows, err := s.DB.ContactImportErrorsPage(ctx, queries.ContactImportErrorsPageParams{TenantID: tenantID, ID: id,
+			AfterLine: afterLine, AfterWarning: afterWarning, Lim: int32(page)})
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		out := make([]ImportFailure, len(rows))
+		for i, r := range rows {
+			out[i] = ImportFailure{Line: int(r.Line), Warning: r.Warning, Code: r.Code, Message: r.Message,
+				Fields: r.Fields, Doc: r.Doc}
+		}
+		if err := fn(out); err != nil {
+			return err
+		}
+		last := rows[len(rows)-1]
+		afterLine, afterWarning = last.Line, last.Warning
+		if len(rows) < page {
+			return nil
+		}
+	}
 }

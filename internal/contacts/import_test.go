@@ -241,7 +241,19 @@ func TestImportPlanLimit(t *testing.T) {
 	if imp.Parts != 1 {
 		t.Fatalf("an import under a plan limit has %d parts, want 1 (the first new rows by line take the room)", imp.Parts)
 	}
-	wantErrors(t, imp, "4: plan limit reached: at most 3 contacts", "7: plan limit reached: at most 3 contacts")
+	limitMsg := "plan free allows 3 contacts: a new contact is not imported past it (the operator's PLAN_FREE_CONTACTS)"
+	wantErrors(t, imp, "4: "+limitMsg, "7: "+limitMsg)
+	if imp.PlanRefused != 2 {
+		t.Fatalf("plan refused %d, want 2", imp.PlanRefused)
+	}
+	if got := contacts.PlanLimitSummary(3, imp.PlanRefused); got != "plan free allows 3 contacts; 2 rows not imported; raise PLAN_FREE_CONTACTS or move the tenant to another plan" {
+		t.Fatalf("summary %q", got)
+	}
+	// The second row for new1 is applied, and told.
+	if imp.Duplicates != 1 || !strings.Contains(string(imp.Warnings), `"line": 5`) ||
+		!strings.Contains(string(imp.Warnings), "duplicate of line 2") {
+		t.Fatalf("duplicates %d, warnings %s", imp.Duplicates, imp.Warnings)
+	}
 	if got := string(b.contact("ten_a", "new1@example.com").Properties); got != `{"n": "4"}` {
 		t.Fatalf("new1: %s", got)
 	}
@@ -280,6 +292,83 @@ func TestImportErrorsCapped(t *testing.T) {
 	errs := importErrors(t, imp)
 	if len(errs) != contacts.MaxImportErrors || errs[0].Line != 2 || errs[99].Line != 2+2*99 {
 		t.Fatalf("%d errors, first line %d, last line %d", len(errs), errs[0].Line, errs[len(errs)-1].Line)
+	}
+	// Every failed row is kept, with the row as read, and read back by
+	// line a page at a time.
+	b.imp.FailurePage = 10
+	var got []contacts.ImportFailure
+	pages := 0
+	if err := b.imp.Failures(b.ctx, "ten_a", imp.ID, func(f []contacts.ImportFailure) error {
+		pages++
+		got = append(got, f...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 125 || pages != 13 {
+		t.Fatalf("%d failed rows in %d pages, want 125 in 13", len(got), pages)
+	}
+	for i, f := range got {
+		if f.Line != 2+2*i || f.Warning || f.Code != contacts.ImportCodeInvalid ||
+			len(f.Fields) != 1 || f.Fields[0] != fmt.Sprintf("bad%d", 2*i) || !strings.Contains(f.Message, "email") {
+			t.Fatalf("failed row %d: %+v", i, f)
+		}
+	}
+	// Another tenant's import is NOT_FOUND.
+	err := b.imp.Failures(b.ctx, "ten_b", imp.ID, func([]contacts.ImportFailure) error { return nil })
+	if !apperr.IsCode(err, "NOT_FOUND") {
+		t.Fatalf("another tenant's failures: %v", err)
+	}
+}
+
+// A row repeating an earlier row's email is applied (as a second PUT) and
+// told as a warning naming the earlier line, across chunks and parts, and
+// across a worker that died between chunks (the next run reads the
+// processed rows' emails again).
+func TestImportDuplicates(t *testing.T) {
+	t.Parallel()
+	b := setupImports(t, 1000, 2)
+	b.exec(`UPDATE tenants SET plan = 'pro' WHERE id = 'ten_a'`) // parts
+	body := "email,n\n" +
+		"a@example.com,1\n" + // 2
+		"b@example.com,2\n" + // 3
+		"c@example.com,3\n" + // 4
+		"A@Example.com,4\n" + // 5: duplicate of 2
+		"d@example.com,5\n" + // 6
+		"b@example.com,6\n" + // 7: duplicate of 3
+		"e@example.com,7\n" + // 8
+		"a@example.com,8\n" // 9: duplicate of 2
+	id := b.stage("ten_a", contacts.CSV, body)
+	if _, err := b.imp.Step(b.ctx, "ten_a", id); err != nil { // one chunk of each part, then the worker "dies"
+		t.Fatal(err)
+	}
+	if err := b.imp.Run(b.ctx, "ten_a", id); err != nil {
+		t.Fatal(err)
+	}
+	imp := b.get("ten_a", id)
+	wantCounts(t, imp, 8, 5, 3, 0)
+	var warns []contacts.ImportError
+	if err := json.Unmarshal(imp.Warnings, &warns); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range warns {
+		got = append(got, fmt.Sprintf("%d %s %s", w.Line, w.Code, w.Message))
+	}
+	want := []string{
+		"5 DUPLICATE_ROW duplicate of line 2 (same email): applied after it, as a second PUT would be",
+		"7 DUPLICATE_ROW duplicate of line 3 (same email): applied after it, as a second PUT would be",
+		"9 DUPLICATE_ROW duplicate of line 2 (same email): applied after it, as a second PUT would be",
+	}
+	if imp.Duplicates != 3 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("duplicates %d, warnings\n%s\nwant\n%s", imp.Duplicates, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := string(b.contact("ten_a", "a@example.com").Properties); got != `{"n": "8"}` {
+		t.Fatalf("a: %s (the last row for it is line 9)", got)
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM contact_import_errors WHERE warning`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("%d warnings kept, %v", n, err)
 	}
 }
 
