@@ -179,8 +179,8 @@ func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx *T
 		return err
 	}
 	ended := false
-	// Deferred before the release (deferred calls run last in, first
-	// out), so the connection goes back outside a transaction.
+	// Deferred after the release, so it runs before it: the connection
+	// goes back to the pool outside a transaction.
 	defer func() {
 		if !ended {
 			_ = raw.Rollback(ctx)
