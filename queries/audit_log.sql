@@ -28,6 +28,23 @@ LIMIT @lim;
 
 -- name: AuditPrune :execrows
 -- Removes up to lim entries older than before, of every tenant (the
--- retention of ADDENDUM 25, run by the maintenance task in rounds).
+-- retention of ADDENDUM 25, run by the maintenance task in rounds). The
+-- list index (tenant_id, at DESC, id DESC) serves it without an index of
+-- its own (schema 0060): the tenants are found by a loose index scan (each
+-- the least tenant_id above the last), and each tenant's old entries are
+-- the end of its range in that index.
+WITH RECURSIVE tenant AS (
+    (SELECT tenant_id FROM audit_log ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.tenant_id FROM audit_log a WHERE a.tenant_id > tenant.tenant_id ORDER BY a.tenant_id LIMIT 1)
+    FROM tenant WHERE tenant.tenant_id IS NOT NULL
+)
 DELETE FROM audit_log
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM audit_log WHERE at < @before::timestamptz LIMIT @lim));
+WHERE ctid = ANY (ARRAY(
+    SELECT old.ctid FROM tenant
+    CROSS JOIN LATERAL (
+        SELECT o.ctid FROM audit_log o
+        WHERE o.tenant_id = tenant.tenant_id AND o.at < @before::timestamptz
+        LIMIT @lim
+    ) old
+    LIMIT @lim));

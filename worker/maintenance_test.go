@@ -61,7 +61,9 @@ func TestMaintenancePrunesAuditLog(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_a', 'A');
 		INSERT INTO audit_log (tenant_id, id, at, actor_type, actor_id, action, resource_type, resource_id, request_id, ip) VALUES
 		  ('ten_a', 'aud_old', now() - interval '366 days', 'apiKey', 'key_1', 'contact.create', 'contact', 'cnt_1', 'r1', '::1'),
-		  ('ten_a', 'aud_young', now() - interval '364 days', 'apiKey', 'key_1', 'contact.update', 'contact', 'cnt_1', 'r2', '::1')`); err != nil {
+		  ('ten_a', 'aud_young', now() - interval '364 days', 'apiKey', 'key_1', 'contact.update', 'contact', 'cnt_1', 'r2', '::1'),
+		  ('ten_b', 'aud_old_b', now() - interval '400 days', 'apiKey', 'key_2', 'contact.create', 'contact', 'cnt_2', 'r3', '::1'),
+		  ('ten_c', 'aud_old_c', now() - interval '367 days', 'session', 'u_1', 'contact.delete', 'contact', 'cnt_3', 'r4', '::1')`); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewMux(d).ProcessTask(ctx, asynq.NewTask(tasks.TypeIdempotencySweep, nil)); err != nil {

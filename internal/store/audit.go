@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
-	"strings"
+	"errors"
 	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"tidings/internal/ids"
 	"tidings/queries"
@@ -152,7 +155,7 @@ func (t *Tx) AuditResource(id string) { t.AuditResources(id) }
 // (a batch of sends): one entry each. An entry whose resource the route
 // named already keeps it.
 func (t *Tx) AuditResources(ids ...string) {
-	if t.audit != nil && !t.auditInCommit && len(ids) > 0 {
+	if t.audit != nil && !t.auditFixed && len(ids) > 0 {
 		t.audit.setResources(ids)
 	}
 }
@@ -165,30 +168,56 @@ func (a *Audit) fixed() bool {
 	return a.ResourceID != "" && !a.named
 }
 
-// commitSQL is the COMMIT of a transaction that writes the entry: its
-// INSERT and the COMMIT in one simple-protocol message (pgx sends a
-// statement without arguments so), so the entry costs the write no round
-// trip. The values are literals: E-strings (E'...') with quote and backslash
-// escaped, of text that the HTTP layer checked PostgreSQL can hold (no
-// NUL, valid UTF-8: api's audited). If the INSERT fails the COMMIT does
-// not run and the transaction is lost with its write.
-func (a *Audit) commitSQL() string {
-	r := a.row()
-	var b strings.Builder
-	b.WriteString("INSERT INTO audit_log (tenant_id, id, actor_type, actor_id, action, resource_type, resource_id, request_id, ip) VALUES (")
-	for i, v := range []string{r.TenantID, r.ID, r.ActorType, r.ActorID, r.Action, r.ResourceType, r.ResourceID, r.RequestID, r.Ip} {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("E'")
-		b.WriteString(literalEscaper.Replace(v))
-		b.WriteString("'")
+// commitAudited writes the transaction's entry and commits in one round
+// trip: the INSERT (the generated AuditInsert, by its cached prepared
+// statement: no parse or plan of its own) and the COMMIT are one batch,
+// one pipeline of messages with one Sync. If the INSERT fails, the server
+// skips the COMMIT and the transaction stays open, aborted, for InTx's
+// rollback; the write is lost with its entry.
+func (t *Tx) commitAudited(ctx context.Context) error {
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
+	if err := t.audit.insert(ctx, queries.New(batching{b})); err != nil {
+		return err
 	}
-	b.WriteString("); COMMIT")
-	return b.String()
+	b.Queue("commit")
+	br := t.raw.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() == "ROLLBACK" { // what COMMIT answers in an aborted transaction
+		err = pgx.ErrTxCommitRollback
+	}
+	return Translate(err)
 }
 
-var literalEscaper = strings.NewReplacer(`\`, `\\`, `'`, `''`)
+// batching is a queries.DBTX that queues the statements it is given into a
+// batch, for the generated inserts of an entry (Audit.insert); nothing
+// else runs through it.
+type batching struct{ b *pgx.Batch }
+
+func (q batching) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	q.b.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+var errBatching = errors.New("store: only Exec queues into an audit batch")
+
+func (batching) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errBatching }
+
+func (batching) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{} }
+
+func (batching) CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error) {
+	return 0, errBatching
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errBatching }
 
 // AuditMany makes the transaction write the entries of others' writes that
 // it carries out (a group commit's batch), as[i] about resource

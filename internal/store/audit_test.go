@@ -3,8 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"tidings/internal/store"
 	"tidings/internal/testenv"
@@ -101,7 +106,7 @@ func TestAuditWrittenByTheWritesTransaction(t *testing.T) {
 		}
 	}
 
-	// Named by the route, the entry rides with the COMMIT, as literals:
+	// Named by the route, the entry goes with the COMMIT, its text as it is:
 	// quotes and backslashes stay as they are; a failed write takes it
 	// back.
 	odd := `it's a \'quoted\' id`
@@ -146,5 +151,86 @@ func TestAuditWrittenByTheWritesTransaction(t *testing.T) {
 	}
 	if got := resourcesOf(t, db, "req_late"); !slices.Equal(got, []string{"tpl_1"}) {
 		t.Fatalf("WriteAudit: %v", got)
+	}
+}
+
+// countingConn counts the messages the client sends: each Write is one
+// flush of the client's buffer, so one round trip of the protocol.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// An entry costs its write no round trip, whether the route named the
+// resource (an update) or the transaction names it (a create): the
+// transaction sends as many messages as the same one without an entry,
+// and the entry is there.
+func TestAuditEntryCostsNoRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := testenv.DB(t)
+	if _, err := base.TenantInsert(ctx, queries.TenantInsertParams{ID: "ten_a", Name: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	var writes atomic.Int64
+	cfg := base.Pool.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 0 // one connection: its prepared statements are warm after the first round
+	dialer := &net.Dialer{}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, &writes}, nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	db := store.New(pool)
+	n := 0
+	write := func(ctx context.Context, create bool) int64 {
+		n++
+		before := writes.Load()
+		err := db.InTx(ctx, func(q *store.Tx) error {
+			_, err := q.ContactInsert(ctx, queries.ContactInsertParams{TenantID: "ten_a", ID: fmt.Sprintf("cnt_%d", n),
+				Email: fmt.Sprintf("c%d@example.com", n), Properties: []byte(`{}`)})
+			if create {
+				q.AuditResource(fmt.Sprintf("cnt_%d", n))
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return writes.Load() - before
+	}
+	entry := func(rid, resourceID string) *store.Audit {
+		return &store.Audit{TenantID: "ten_a", ActorType: "apiKey", ActorID: "key_1", Action: "contact.create",
+			ResourceType: "contact", ResourceID: resourceID, RequestID: rid, IP: "::1"}
+	}
+	for round := range 2 { // the first round prepares the statements
+		bare := write(ctx, false)
+		created := write(store.WithAudit(ctx, entry(fmt.Sprintf("req_create_%d", round), "")), true)
+		named := write(store.WithAudit(ctx, entry(fmt.Sprintf("req_named_%d", round), "cnt_route")), false)
+		if round == 0 {
+			continue
+		}
+		if created != bare || named != bare {
+			t.Errorf("messages sent: %d without an entry, %d with one the transaction named, %d with one the route named",
+				bare, created, named)
+		}
+		if got := resourcesOf(t, base, "req_create_1"); !slices.Equal(got, []string{fmt.Sprintf("cnt_%d", n-1)}) {
+			t.Errorf("the create's entry is about %v", got)
+		}
+		if got := resourcesOf(t, base, "req_named_1"); !slices.Equal(got, []string{"cnt_route"}) {
+			t.Errorf("the update's entry is about %v", got)
+		}
 	}
 }

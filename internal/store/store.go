@@ -93,9 +93,9 @@ type Tx struct {
 	// those of others' writes it carries out (AuditMany).
 	audit   *Audit
 	carried []*Audit
-	// auditInCommit: the COMMIT itself writes audit (its resource was
-	// known before the transaction began).
-	auditInCommit bool
+	// auditFixed: the route named audit's resource before the
+	// transaction began; the transaction's own naming does not replace it.
+	auditFixed bool
 }
 
 // AfterCommit runs fn once the transaction has committed (not at all if it
@@ -154,39 +154,53 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 // snapshot for work that must read and then delete the same rows).
 func (db *DB) InTxOptions(ctx context.Context, opts pgx.TxOptions, fn func(tx *Tx) error) error {
 	// The request's audit entry, if this is the first of its transactions.
-	// One whose resource is known already (named by the route) rides with
-	// the COMMIT (Audit.commitSQL): no round trip of its own.
 	var a *Audit
 	if a = AuditOf(ctx); a != nil && !a.claim() {
 		a = nil
 	}
-	inCommit := a != nil && a.fixed()
-	if inCommit {
-		opts.CommitQuery = a.commitSQL()
-	}
-	raw, err := db.Pool.BeginTx(ctx, opts)
+	fixed := a != nil && a.fixed()
+	// The connection is acquired here rather than by Pool.BeginTx, whose
+	// transaction must end in its own Commit or Rollback: one that writes
+	// an entry commits through a batch instead (commitAudited), and the
+	// connection goes back to the pool without another message.
+	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		if a != nil {
 			a.settle(false)
 		}
 		return err
 	}
-	defer func() { _ = raw.Rollback(ctx) }()
-	tx := &Tx{Queries: translated(raw), raw: raw, audit: a, auditInCommit: inCommit}
+	defer conn.Release()
+	raw, err := conn.BeginTx(ctx, opts)
+	if err != nil {
+		if a != nil {
+			a.settle(false)
+		}
+		return err
+	}
+	ended := false
+	// Deferred after the release, so it runs before it: the connection
+	// goes back to the pool outside a transaction.
+	defer func() {
+		if !ended {
+			_ = raw.Rollback(ctx)
+		}
+	}()
+	tx := &Tx{Queries: translated(raw), raw: raw, audit: a, auditFixed: fixed}
 	committed := false
 	// Deferred so that a panic in fn, too, hands the entry back.
 	defer func() { tx.settleAudits(committed) }()
 	if err := fn(tx); err != nil {
 		return err
 	}
-	// The request's audit entry, last, once fn has named the resource.
-	if tx.audit != nil && !tx.auditInCommit {
-		if err := tx.audit.insert(ctx, tx.Queries); err != nil {
+	if tx.audit != nil {
+		// The request's audit entry, once fn has named the resource, and
+		// the COMMIT in one round trip.
+		if err := tx.commitAudited(ctx); err != nil {
 			return err
 		}
-	}
-	// A deferred constraint fails at commit.
-	if err := Translate(raw.Commit(ctx)); err != nil {
+		ended = true
+	} else if err := Translate(raw.Commit(ctx)); err != nil { // a deferred constraint fails at commit
 		return err
 	}
 	committed = true
