@@ -54,6 +54,11 @@ type Broadcast struct {
 	UpdatedAt        time.Time
 	StartedAt        *time.Time
 	CompletedAt      *time.Time
+	Experiment       []byte
+	WinnerVariantID  *string
+	WinnerPickedAt   *time.Time
+	WinnerReason     *string
+	WinnerDueAt      *time.Time
 }
 
 type BroadcastCount struct {
@@ -78,6 +83,8 @@ type BroadcastRecipient struct {
 	Attempts     int32
 	ClaimedAt    *time.Time
 	LastError    *string
+	VariantID    *string
+	Held         bool
 }
 
 type Campaign struct {
@@ -189,6 +196,8 @@ type Enrolment struct {
 	UpdatedAt        time.Time
 	SequenceVersion  *int32
 	TriggerEventName *string
+	Branch           *string
+	ConvertedAt      *time.Time
 }
 
 type Event struct {
@@ -368,16 +377,18 @@ type Send struct {
 }
 
 type Sequence struct {
-	TenantID     string
-	ID           string
-	Name         string
-	Content      string
-	TriggerEvent string
-	Enabled      bool
-	Version      int32
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Definition   json.RawMessage
+	TenantID          string
+	ID                string
+	Name              string
+	Content           string
+	TriggerEvent      string
+	Enabled           bool
+	Version           int32
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Definition        json.RawMessage
+	GoalEvent         *string
+	GoalWithinSeconds *int64
 }
 
 type Suppression struct {

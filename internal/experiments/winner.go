@@ -14,7 +14,7 @@ const (
 // MachineClicked are scanners' and prefetchers', shown apart and never
 // judged.
 type Counts struct {
-	Delivered, Opened, Clicked     int64
+	Delivered, Opened, Clicked    int64
 	MachineOpened, MachineClicked int64
 }
 
