@@ -70,17 +70,17 @@ type winnerJSON struct {
 }
 
 type variantJSON struct {
-	VariantID  string     `json:"variantId"`
-	Name       string     `json:"name"`
-	TemplateID string     `json:"templateId"`
-	Subject    *string    `json:"subject"`
-	Recipients int64      `json:"recipients"`
-	Sent       int64      `json:"sent"`
-	Delivered  int64      `json:"delivered"`
-	Opened     int64      `json:"opened"`
-	Clicked    int64      `json:"clicked"`
-	Rate       float64    `json:"rate"`
-	Interval   [2]float64 `json:"interval"`
+	VariantID  string    `json:"variantId"`
+	Name       string    `json:"name"`
+	TemplateID string    `json:"templateId"`
+	Subject    *string   `json:"subject"`
+	Recipients int64     `json:"recipients"`
+	Sent       int64     `json:"sent"`
+	Delivered  int64     `json:"delivered"`
+	Opened     int64     `json:"opened"`
+	Clicked    int64     `json:"clicked"`
+	Rate       float64   `json:"rate"`
+	Interval   []float64 `json:"interval"`
 }
 
 // experimentView shows b's experiment with its variants' figures vs (in
@@ -104,7 +104,7 @@ func experimentView(b queries.Broadcast, vs []broadcasts.VariantStats) *experime
 		}
 		out.Variants[i] = variantJSON{VariantID: v.ID, Name: v.Name, TemplateID: tmpl, Subject: v.Subject,
 			Recipients: v.Recipients, Sent: v.Sent, Delivered: v.Delivered, Opened: v.Opened, Clicked: v.Clicked,
-			Rate: v.Rate, Interval: v.Interval}
+			Rate: v.Rate, Interval: []float64{v.Interval[0], v.Interval[1]}}
 	}
 	return out
 }
