@@ -12,9 +12,9 @@ import (
 )
 
 const enrolmentActiveWithExitForContacts = `-- name: EnrolmentActiveWithExitForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.converted_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.converted_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -56,8 +56,6 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
-			&i.Branch,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -70,8 +68,8 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 }
 
 const enrolmentActiveWithExitOfContact = `-- name: EnrolmentActiveWithExitOfContact :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.converted_at FROM (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.converted_at FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -109,8 +107,6 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
-			&i.Branch,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -125,7 +121,7 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 const enrolmentAdvance = `-- name: EnrolmentAdvance :one
 UPDATE enrolments SET current_step = $1, current_step_index = $2, updated_at = now()
 WHERE tenant_id = $3 AND id = $4 AND status = 'active'
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 `
 
 type EnrolmentAdvanceParams struct {
@@ -159,8 +155,6 @@ func (q *Queries) EnrolmentAdvance(ctx context.Context, arg EnrolmentAdvancePara
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
-		&i.Branch,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -172,7 +166,7 @@ WITH ended AS (
         current_step_index = coalesce($4::integer, current_step_index),
         ended_at = now(), updated_at = now()
     WHERE enrolments.tenant_id = $5 AND enrolments.id = $6 AND enrolments.status IN ('active', 'paused')
-    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at
+    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
     SELECT e.tenant_id, 'tle_' || e.id || ':' || e.status, e.contact_id,
@@ -180,7 +174,7 @@ WITH ended AS (
         jsonb_strip_nulls(jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'reason', e.exit_reason))
     FROM ended e
 )
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at FROM ended
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM ended
 `
 
 type EnrolmentEndParams struct {
@@ -207,8 +201,6 @@ type EnrolmentEndRow struct {
 	UpdatedAt        time.Time
 	SequenceVersion  *int32
 	TriggerEventName *string
-	Branch           *string
-	ConvertedAt      *time.Time
 }
 
 // Ends one open enrolment (completed, or exited with a reason) and writes
@@ -238,8 +230,6 @@ func (q *Queries) EnrolmentEnd(ctx context.Context, arg EnrolmentEndParams) (Enr
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
-		&i.Branch,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -298,7 +288,7 @@ func (q *Queries) EnrolmentExitBySequence(ctx context.Context, arg EnrolmentExit
 }
 
 const enrolmentForAdvance = `-- name: EnrolmentForAdvance :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.converted_at, sq.version AS seq_version, sq.definition AS seq_definition
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, sq.version AS seq_version, sq.definition AS seq_definition
 FROM enrolments e
 LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.id = $2
@@ -336,8 +326,6 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 		&i.Enrolment.UpdatedAt,
 		&i.Enrolment.SequenceVersion,
 		&i.Enrolment.TriggerEventName,
-		&i.Enrolment.Branch,
-		&i.Enrolment.ConvertedAt,
 		&i.SeqVersion,
 		&i.SeqDefinition,
 	)
@@ -345,7 +333,7 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 }
 
 const enrolmentGetForUpdate = `-- name: EnrolmentGetForUpdate :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type EnrolmentGetForUpdateParams struct {
@@ -371,8 +359,6 @@ func (q *Queries) EnrolmentGetForUpdate(ctx context.Context, arg EnrolmentGetFor
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
-		&i.Branch,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -414,7 +400,7 @@ INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, cu
 VALUES ($1, $2, $3, $4, $5, $6, $7,
     $8, $9)
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 `
 
 type EnrolmentInsertParams struct {
@@ -460,14 +446,12 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
-		&i.Branch,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
 
 const enrolmentLatest = `-- name: EnrolmentLatest :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.converted_at FROM enrolments e
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e
 JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.contact_id = $3
   AND e.enrolled_at >= s.created_at
@@ -502,17 +486,15 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
-		&i.Branch,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
 
 const enrolmentLatestForContacts = `-- name: EnrolmentLatestForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.converted_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
         unnest($3::text[]) AS sequence_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.converted_at FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
     WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
       AND e.enrolled_at >= s.created_at
     ORDER BY e.enrolled_at DESC, e.id DESC
@@ -553,8 +535,6 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
-			&i.Branch,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -567,7 +547,7 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 }
 
 const enrolmentListByContact = `-- name: EnrolmentListByContact :many
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments
 WHERE tenant_id = $1 AND contact_id = $2
 ORDER BY enrolled_at DESC, id DESC
 LIMIT $3
@@ -604,8 +584,6 @@ func (q *Queries) EnrolmentListByContact(ctx context.Context, arg EnrolmentListB
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
-			&i.Branch,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -679,9 +657,9 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 }
 
 const enrolmentLockActive = `-- name: EnrolmentLockActive :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.converted_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.converted_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
     FOR UPDATE) l
 `
 
@@ -716,8 +694,6 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
-			&i.Branch,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -730,7 +706,7 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 }
 
 const enrolmentOpen = `-- name: EnrolmentOpen :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments
 WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3
   AND status IN ('active', 'paused')
 `
@@ -760,8 +736,6 @@ func (q *Queries) EnrolmentOpen(ctx context.Context, arg EnrolmentOpenParams) (E
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
-		&i.Branch,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -844,7 +818,7 @@ SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::te
     unnest($5::text[]), unnest($6::integer[]), unnest($7::text[]),
     unnest($8::integer[]), unnest($9::text[])
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, converted_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
 `
 
 type EnrolmentStartForContactsParams struct {
@@ -898,8 +872,6 @@ func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentSt
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
-			&i.Branch,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -196,8 +196,6 @@ type Enrolment struct {
 	UpdatedAt        time.Time
 	SequenceVersion  *int32
 	TriggerEventName *string
-	Branch           *string
-	ConvertedAt      *time.Time
 }
 
 type Event struct {
@@ -377,18 +375,16 @@ type Send struct {
 }
 
 type Sequence struct {
-	TenantID          string
-	ID                string
-	Name              string
-	Content           string
-	TriggerEvent      string
-	Enabled           bool
-	Version           int32
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	Definition        json.RawMessage
-	GoalEvent         *string
-	GoalWithinSeconds *int64
+	TenantID     string
+	ID           string
+	Name         string
+	Content      string
+	TriggerEvent string
+	Enabled      bool
+	Version      int32
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	Definition   json.RawMessage
 }
 
 type Suppression struct {

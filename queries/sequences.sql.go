@@ -43,7 +43,7 @@ func (q *Queries) SequenceDelete(ctx context.Context, arg SequenceDeleteParams) 
 }
 
 const sequenceGet = `-- name: SequenceGet :one
-SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, goal_event, goal_within_seconds FROM sequences WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition FROM sequences WHERE tenant_id = $1 AND id = $2
 `
 
 type SequenceGetParams struct {
@@ -65,14 +65,12 @@ func (q *Queries) SequenceGet(ctx context.Context, arg SequenceGetParams) (Seque
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
-		&i.GoalEvent,
-		&i.GoalWithinSeconds,
 	)
 	return i, err
 }
 
 const sequenceGetForUpdate = `-- name: SequenceGetForUpdate :one
-SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, goal_event, goal_within_seconds FROM sequences WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition FROM sequences WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SequenceGetForUpdateParams struct {
@@ -94,8 +92,6 @@ func (q *Queries) SequenceGetForUpdate(ctx context.Context, arg SequenceGetForUp
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
-		&i.GoalEvent,
-		&i.GoalWithinSeconds,
 	)
 	return i, err
 }
@@ -104,7 +100,7 @@ const sequenceInsert = `-- name: SequenceInsert :one
 INSERT INTO sequences (tenant_id, id, name, content, definition, trigger_event, enabled)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, id) DO NOTHING
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, goal_event, goal_within_seconds
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition
 `
 
 type SequenceInsertParams struct {
@@ -140,8 +136,6 @@ func (q *Queries) SequenceInsert(ctx context.Context, arg SequenceInsertParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
-		&i.GoalEvent,
-		&i.GoalWithinSeconds,
 	)
 	return i, err
 }
@@ -210,7 +204,7 @@ func (q *Queries) SequenceList(ctx context.Context, arg SequenceListParams) ([]S
 const sequenceSetEnabled = `-- name: SequenceSetEnabled :one
 UPDATE sequences SET enabled = $1, updated_at = now()
 WHERE tenant_id = $2 AND id = $3
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, goal_event, goal_within_seconds
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition
 `
 
 type SequenceSetEnabledParams struct {
@@ -233,8 +227,6 @@ func (q *Queries) SequenceSetEnabled(ctx context.Context, arg SequenceSetEnabled
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
-		&i.GoalEvent,
-		&i.GoalWithinSeconds,
 	)
 	return i, err
 }
@@ -248,7 +240,7 @@ UPDATE sequences SET
     version       = $5,
     updated_at    = now()
 WHERE tenant_id = $6 AND id = $7
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, goal_event, goal_within_seconds
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition
 `
 
 type SequenceUpdateParams struct {
@@ -284,8 +276,6 @@ func (q *Queries) SequenceUpdate(ctx context.Context, arg SequenceUpdateParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
-		&i.GoalEvent,
-		&i.GoalWithinSeconds,
 	)
 	return i, err
 }
