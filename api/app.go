@@ -294,6 +294,7 @@ func New(d Deps) (*fiber.App, error) {
 	r.post("/broadcasts/:id/pause", on("broadcast", "pause", "id"), s.broadcastMove(s.broadcasts.Pause))
 	r.post("/broadcasts/:id/resume", on("broadcast", "resume", "id"), s.broadcastMove(s.broadcasts.Resume))
 	r.post("/broadcasts/:id/cancel", on("broadcast", "cancel", "id"), s.broadcastMove(s.broadcasts.Cancel))
+	r.post("/broadcasts/:id/winner", on("broadcast", "pickWinner", "id"), s.broadcastWinner)
 	r.get("/broadcasts/:id/recipients", s.broadcastRecipients)
 
 	r.get("/suppressions", s.suppressionList)

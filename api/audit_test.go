@@ -542,6 +542,21 @@ func TestAuditEveryWriteRoute(t *testing.T) {
 			return ok("POST", "/api/broadcasts/"+brd+"/cancel", key, nil), []string{brd}
 		}},
 		{route: "DELETE /api/broadcasts/:id", action: "broadcast.delete", do: fixed("DELETE", "/api/broadcasts/"+draft, key, nil, draft)},
+		{route: "POST /api/broadcasts/:id/winner", action: "broadcast.pickWinner", do: func() (resp, []string) {
+			// An A/B broadcast, started (its audience written), then its
+			// winner picked by hand.
+			r := ok("POST", "/api/broadcasts", key, map[string]any{"name": "AB", "templateId": "welcome", "segmentId": audience,
+				"experiment": map[string]any{"variants": []any{map[string]any{"name": "A", "subject": "A"}, map[string]any{"name": "B", "subject": "B"}},
+					"metric": "opened", "waitFor": "1h", "autoWinner": false}})
+			ab := r.body["broadcastId"].(string)
+			variant := r.body["experiment"].(map[string]any)["variants"].([]any)[1].(map[string]any)["variantId"].(string)
+			ok("POST", "/api/broadcasts/"+ab+"/send", key, nil)
+			tid := ok("GET", "/api/tenant", key, nil).body["tenantId"].(string)
+			if err := b.svc.Broadcasts.Start(context.Background(), tid, ab); err != nil {
+				t.Fatal(err)
+			}
+			return ok("POST", "/api/broadcasts/"+ab+"/winner", key, map[string]any{"variantId": variant}), []string{ab}
+		}},
 
 		{route: "POST /api/suppressions", action: "suppression.create", do: fixed("POST", "/api/suppressions", key,
 			map[string]any{"email": "Spam@Example.com"}, "spam@example.com")},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"tidings/internal/apperr"
 	"tidings/internal/broadcasts"
 	"tidings/internal/page"
 	"tidings/queries"
@@ -47,6 +48,65 @@ type broadcastJSON struct {
 	CompletedAt      *string            `json:"completedAt"`
 	LastScheduledFor *string            `json:"lastScheduledFor"`
 	Stats            broadcastStatsJSON `json:"stats"`
+	// Experiment is an A/B broadcast's (ADDENDUM 20); null for a plain one.
+	Experiment *experimentJSON `json:"experiment"`
+}
+
+// experimentJSON is an A/B broadcast's settings with defaults filled in,
+// its winner once picked, and each variant's figures.
+type experimentJSON struct {
+	TestFraction float64       `json:"testFraction"`
+	Metric       string        `json:"metric"`
+	WaitFor      string        `json:"waitFor"`
+	AutoWinner   bool          `json:"autoWinner"`
+	Winner       *winnerJSON   `json:"winner"`
+	Variants     []variantJSON `json:"variants"`
+}
+
+type winnerJSON struct {
+	VariantID string `json:"variantId"`
+	PickedAt  string `json:"pickedAt"`
+	Reason    string `json:"reason"`
+}
+
+type variantJSON struct {
+	VariantID  string    `json:"variantId"`
+	Name       string    `json:"name"`
+	TemplateID string    `json:"templateId"`
+	Subject    *string   `json:"subject"`
+	Recipients int64     `json:"recipients"`
+	Sent       int64     `json:"sent"`
+	Delivered  int64     `json:"delivered"`
+	Opened     int64     `json:"opened"`
+	Clicked    int64     `json:"clicked"`
+	Rate       float64   `json:"rate"`
+	Interval   []float64 `json:"interval"`
+}
+
+// experimentView shows b's experiment with its variants' figures vs (in
+// the experiment's order); nil for a plain broadcast. A variant without a
+// template of its own shows the broadcast's.
+func experimentView(b queries.Broadcast, vs []broadcasts.VariantStats) *experimentJSON {
+	x := broadcasts.ExperimentOf(b)
+	if x == nil {
+		return nil
+	}
+	out := &experimentJSON{TestFraction: x.TestFraction, Metric: x.Metric, WaitFor: x.WaitFor, AutoWinner: x.AutoWinner,
+		Variants: make([]variantJSON, len(vs))}
+	if b.WinnerVariantID != nil && b.WinnerPickedAt != nil && b.WinnerReason != nil {
+		out.Winner = &winnerJSON{VariantID: *b.WinnerVariantID, PickedAt: formatTime(*b.WinnerPickedAt),
+			Reason: *b.WinnerReason}
+	}
+	for i, v := range vs {
+		tmpl := b.TemplateID
+		if v.TemplateID != nil {
+			tmpl = *v.TemplateID
+		}
+		out.Variants[i] = variantJSON{VariantID: v.ID, Name: v.Name, TemplateID: tmpl, Subject: v.Subject,
+			Recipients: v.Recipients, Sent: v.Sent, Delivered: v.Delivered, Opened: v.Opened, Clicked: v.Clicked,
+			Rate: v.Rate, Interval: []float64{v.Interval[0], v.Interval[1]}}
+	}
+	return out
 }
 
 func broadcastView(b queries.Broadcast, st broadcasts.Stats) broadcastJSON {
@@ -73,6 +133,11 @@ func (s *Server) renderBroadcasts(ctx context.Context, tenant string, bs []queri
 	out := make([]broadcastJSON, len(bs))
 	for i, b := range bs {
 		out[i] = broadcastView(b, stats[i])
+		vs, err := s.broadcasts.VariantStatsOf(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Experiment = experimentView(b, vs)
 	}
 	return out, nil
 }
@@ -86,23 +151,53 @@ func (s *Server) renderBroadcast(c *fiber.Ctx, status int, b queries.Broadcast) 
 }
 
 type broadcastReq struct {
-	Name       Opt[string] `json:"name"`
-	TemplateID Opt[string] `json:"templateId"`
-	SegmentID  Opt[string] `json:"segmentId"`
-	From       Opt[string] `json:"from"`
-	SendAt     Opt[string] `json:"sendAt"`
-	LocalTime  Opt[bool]   `json:"localTime"`
-	CampaignID Opt[string] `json:"campaignId"`
-	Topic      Opt[string] `json:"topic"`
+	Name       Opt[string]        `json:"name"`
+	TemplateID Opt[string]        `json:"templateId"`
+	SegmentID  Opt[string]        `json:"segmentId"`
+	From       Opt[string]        `json:"from"`
+	SendAt     Opt[string]        `json:"sendAt"`
+	LocalTime  Opt[bool]          `json:"localTime"`
+	CampaignID Opt[string]        `json:"campaignId"`
+	Topic      Opt[string]        `json:"topic"`
+	Experiment Opt[experimentReq] `json:"experiment"`
+}
+
+// experimentReq is an A/B test as sent; the domain judges it.
+type experimentReq struct {
+	Variants     []variantReq `json:"variants"`
+	TestFraction *float64     `json:"testFraction"`
+	Metric       *string      `json:"metric"`
+	WaitFor      *string      `json:"waitFor"`
+	AutoWinner   *bool        `json:"autoWinner"`
+}
+
+type variantReq struct {
+	Name       *string `json:"name"`
+	TemplateID *string `json:"templateId"`
+	Subject    *string `json:"subject"`
+}
+
+func (r experimentReq) input() *broadcasts.ExperimentInput {
+	in := &broadcasts.ExperimentInput{TestFraction: r.TestFraction, Metric: r.Metric, WaitFor: r.WaitFor,
+		AutoWinner: r.AutoWinner}
+	for _, v := range r.Variants {
+		in.Variants = append(in.Variants, broadcasts.VariantInput{Name: v.Name, TemplateID: v.TemplateID, Subject: v.Subject})
+	}
+	return in
 }
 
 // validate passes what was sent to the domain, which judges it; a null
 // required field arrives as "" and is refused there.
 func (r broadcastReq) validate() (broadcasts.Input, error) {
-	return broadcasts.Input{Name: r.Name.Sent(), TemplateID: r.TemplateID.Sent(), SegmentID: r.SegmentID.Sent(),
+	in := broadcasts.Input{Name: r.Name.Sent(), TemplateID: r.TemplateID.Sent(), SegmentID: r.SegmentID.Sent(),
 		From: r.From.Ptr(), SetFrom: r.From.Set, SendAt: r.SendAt.Ptr(), SetSendAt: r.SendAt.Set,
 		LocalTime: r.LocalTime.Ptr(), CampaignID: r.CampaignID.Ptr(), SetCampaign: r.CampaignID.Set,
-		Topic: r.Topic.Ptr(), SetTopic: r.Topic.Set}, nil
+		Topic: r.Topic.Ptr(), SetTopic: r.Topic.Set}
+	if x, ok := r.Experiment.Value(); ok {
+		in.Experiment = x.input()
+	}
+	in.SetExperiment = r.Experiment.Set
+	return in, nil
 }
 
 func (s *Server) broadcastCreate(c *fiber.Ctx) error {
@@ -235,6 +330,10 @@ type recipientJSON struct {
 	// HeldBy names what a queued recipient waits for (a destination
 	// throttle, a domain's warm-up); null otherwise.
 	HeldBy *string `json:"heldBy"`
+	// VariantID is an A/B broadcast's variant for this recipient (the
+	// winner's once the rest are sent it); null for the rest before the
+	// pick and for a plain broadcast.
+	VariantID *string `json:"variantId"`
 }
 
 func (s *Server) broadcastRecipients(c *fiber.Ctx) error {
@@ -253,10 +352,42 @@ func (s *Server) broadcastRecipients(c *fiber.Ctx) error {
 	items := make([]recipientJSON, len(rows))
 	for i, r := range rows {
 		items[i] = recipientJSON{ContactID: r.ContactID, Email: r.Email, Status: r.Status, SkipReason: r.SkipReason,
-			SendID: r.SendID, ScheduledFor: formatTime(r.ScheduledFor)}
+			SendID: r.SendID, ScheduledFor: formatTime(r.ScheduledFor), VariantID: r.VariantID}
 		if r.Status == "queued" {
 			items[i].HeldBy = r.HeldBy
 		}
 	}
 	return c.JSON(list(items, s.pages.Next(next)))
+}
+
+type broadcastWinnerReq struct {
+	VariantID string `json:"variantId"`
+}
+
+func (r broadcastWinnerReq) validate() (string, error) {
+	if r.VariantID == "" {
+		return "", apperr.Invalid("variantId", "is required")
+	}
+	return r.VariantID, nil
+}
+
+// broadcastWinner picks an A/B broadcast's winner by hand.
+func (s *Server) broadcastWinner(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	var req broadcastWinnerReq
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	variantID, err := req.validate()
+	if err != nil {
+		return err
+	}
+	b, err := s.broadcasts.PickWinner(c.UserContext(), tenantID(c), id, variantID)
+	if err != nil {
+		return err
+	}
+	return s.renderBroadcast(c, http.StatusOK, b)
 }

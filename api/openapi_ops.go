@@ -176,6 +176,7 @@ var operations = map[string]op{
 	"POST /api/broadcasts/:id/resume":    {id: "resumeBroadcast", summary: "Resume a paused broadcast", res: broadcastJSON{}},
 	"POST /api/broadcasts/:id/cancel":    {id: "cancelBroadcast", summary: "Cancel a broadcast's unsent messages", res: broadcastJSON{}},
 	"GET /api/broadcasts/:id/recipients": {id: "listBroadcastRecipients", summary: "A broadcast's recipients and what became of each", res: listJSON[recipientJSON]{}},
+	"POST /api/broadcasts/:id/winner":    {id: "pickBroadcastWinner", summary: "Pick an A/B broadcast's winner by hand; the rest of the audience is sent it", req: broadcastWinnerReq{}, res: broadcastJSON{}},
 
 	// Consent.
 	"GET /api/suppressions":           {id: "listSuppressions", summary: "The suppression list, newest first", res: listJSON[suppressionJSON]{}},

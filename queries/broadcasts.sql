@@ -17,9 +17,9 @@
 
 -- name: BroadcastInsert :one
 INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic,
-    send_at, local_send_at, local_time)
+    send_at, local_send_at, local_time, experiment)
 VALUES (@tenant_id, @id, @name, @template_id, @segment_id, sqlc.narg(campaign_id), sqlc.narg(from_address),
-    sqlc.narg(topic), sqlc.narg(send_at), sqlc.narg(local_send_at), @local_time)
+    sqlc.narg(topic), sqlc.narg(send_at), sqlc.narg(local_send_at), @local_time, sqlc.narg(experiment))
 RETURNING *;
 
 -- name: BroadcastGet :one
@@ -41,7 +41,7 @@ LIMIT @lim;
 UPDATE broadcasts SET name = @name, template_id = @template_id, segment_id = @segment_id,
     campaign_id = sqlc.narg(campaign_id), from_address = sqlc.narg(from_address), topic = sqlc.narg(topic),
     send_at = sqlc.narg(send_at), local_send_at = sqlc.narg(local_send_at), local_time = @local_time,
-    starts_at = sqlc.narg(starts_at), updated_at = now()
+    starts_at = sqlc.narg(starts_at), experiment = sqlc.narg(experiment), updated_at = now()
 WHERE tenant_id = @tenant_id AND id = @id
 RETURNING *;
 
@@ -80,7 +80,7 @@ SELECT DISTINCT coalesce(properties->>'timezone', '')::text AS zone FROM contact
 -- name: BroadcastSnapshotted :one
 -- After the audience INSERT: the counters, the latest scheduledFor, and
 -- `sent` at once when there is nobody to send to.
-UPDATE broadcasts b SET snapshotted = true, recipients = @recipients,
+UPDATE broadcasts b SET snapshotted = true, recipients = @recipients, winner_due_at = sqlc.narg(winner_due_at),
     last_scheduled_for = CASE WHEN @recipients::bigint = 0 THEN NULL ELSE @last_scheduled_for::timestamptz END,
     status = CASE WHEN @recipients::bigint = 0 THEN 'sent' ELSE status END,
     completed_at = CASE WHEN @recipients::bigint = 0 THEN now() ELSE completed_at END,
@@ -104,7 +104,7 @@ WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id;
 -- The distinct seconds at which a broadcast's queued recipients fall due:
 -- the timers to set after the snapshot or a resume.
 SELECT DISTINCT date_trunc('second', scheduled_for)::timestamptz AS at FROM broadcast_recipients
-WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND status = 'queued'
+WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND status = 'queued' AND NOT held
 ORDER BY 1 LIMIT 1000;
 
 -- name: BroadcastCancelRecipients :exec
@@ -149,7 +149,7 @@ LIMIT 200;
 WITH due AS (
     SELECT r.tenant_id, r.broadcast_id, r.contact_id, r.attempts AS was_attempts FROM broadcast_recipients r
     WHERE r.tenant_id = @tenant_id AND r.broadcast_id = @broadcast_id
-      AND r.status = 'queued' AND r.scheduled_for <= now()
+      AND r.status = 'queued' AND NOT r.held AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < @reclaim_before::timestamptz)
     ORDER BY r.scheduled_for
     LIMIT @lim
@@ -352,7 +352,7 @@ GROUP BY broadcast_id;
 SELECT EXISTS (
     SELECT 1 FROM broadcast_recipients r
     JOIN broadcasts b ON b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
-    WHERE r.status = 'queued' AND r.scheduled_for <= now()
+    WHERE r.status = 'queued' AND NOT r.held AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < @reclaim_before::timestamptz) AND b.status = 'sending'
 );
 
@@ -368,3 +368,45 @@ GROUP BY scope_id;
 
 -- name: CampaignExists :one
 SELECT EXISTS (SELECT 1 FROM campaigns WHERE tenant_id = @tenant_id AND id = @id);
+
+-- name: BroadcastSetWinner :one
+-- The experiment's winner, written once (under the row lock the caller
+-- holds; a second pick finds winner_variant_id set and moves nothing).
+UPDATE broadcasts SET winner_variant_id = @variant_id, winner_picked_at = now(), winner_reason = @reason,
+    updated_at = now()
+WHERE tenant_id = @tenant_id AND id = @id AND winner_variant_id IS NULL
+RETURNING *;
+
+-- name: BroadcastReleaseHeld :execrows
+-- The rest of an A/B broadcast's audience gets the winner: every held
+-- recipient is given its variant and becomes due (still queued: the
+-- dispatch claims it as any recipient), in the pick's transaction, so a
+-- crash leaves either the rest held and no winner, or both. One statement
+-- however large the rest (index broadcast_recipients_held). A held
+-- recipient cancelled meanwhile is released too (its status stays).
+UPDATE broadcast_recipients SET held = false, variant_id = @variant_id
+WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND held;
+
+-- name: BroadcastsWinnerDue :many
+-- The sweep: A/B broadcasts whose automatic winner is due and not picked
+-- (index broadcasts_winner_due), whatever became of their timer task.
+SELECT tenant_id, id FROM broadcasts
+WHERE winner_due_at IS NOT NULL AND winner_variant_id IS NULL AND winner_due_at <= now()
+  AND status IN ('sending', 'paused')
+ORDER BY winner_due_at
+LIMIT @lim;
+
+-- name: BroadcastVariantStats :many
+-- Per variant of an A/B broadcast: its recipients and sent ones, and of
+-- their records the delivered, opened and clicked ones (people's first
+-- open and click: sends.opened_at and clicked_at are never set by a
+-- machine's, ADDENDUM 17).
+SELECT r.variant_id::text AS variant_id, count(*)::bigint AS recipients,
+    count(*) FILTER (WHERE r.status = 'sent')::bigint AS sent,
+    count(s.delivered_at)::bigint AS delivered,
+    count(s.opened_at)::bigint AS opened,
+    count(s.clicked_at)::bigint AS clicked
+FROM broadcast_recipients r
+LEFT JOIN sends s ON s.tenant_id = r.tenant_id AND s.id = r.send_id
+WHERE r.tenant_id = @tenant_id AND r.broadcast_id = @broadcast_id AND r.variant_id IS NOT NULL
+GROUP BY r.variant_id;

@@ -48,7 +48,7 @@ const broadcastClaim = `-- name: BroadcastClaim :many
 WITH due AS (
     SELECT r.tenant_id, r.broadcast_id, r.contact_id, r.attempts AS was_attempts FROM broadcast_recipients r
     WHERE r.tenant_id = $1 AND r.broadcast_id = $2
-      AND r.status = 'queued' AND r.scheduled_for <= now()
+      AND r.status = 'queued' AND NOT r.held AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < $3::timestamptz)
     ORDER BY r.scheduled_for
     LIMIT $4
@@ -57,7 +57,7 @@ WITH due AS (
 UPDATE broadcast_recipients r SET claimed_at = now(), attempts = r.attempts + 1
 FROM due
 WHERE r.tenant_id = due.tenant_id AND r.broadcast_id = due.broadcast_id AND r.contact_id = due.contact_id
-RETURNING r.tenant_id, r.broadcast_id, r.contact_id, r.email, r.status, r.skip_reason, r.send_id, r.scheduled_for, r.attempts, r.claimed_at, r.last_error, r.held_by,
+RETURNING r.tenant_id, r.broadcast_id, r.contact_id, r.email, r.status, r.skip_reason, r.send_id, r.scheduled_for, r.attempts, r.claimed_at, r.last_error, r.variant_id, r.held, r.held_by,
     -- A recipient claimed before (taken again after its claim lapsed, or
     -- queued again after a refusal) may have a record that survived; a
     -- first claim cannot, and skips the lookup (the record's insert judges
@@ -111,6 +111,8 @@ func (q *Queries) BroadcastClaim(ctx context.Context, arg BroadcastClaimParams) 
 			&i.BroadcastRecipient.Attempts,
 			&i.BroadcastRecipient.ClaimedAt,
 			&i.BroadcastRecipient.LastError,
+			&i.BroadcastRecipient.VariantID,
+			&i.BroadcastRecipient.Held,
 			&i.BroadcastRecipient.HeldBy,
 			&i.SentID,
 		); err != nil {
@@ -351,7 +353,7 @@ func (q *Queries) BroadcastFinish(ctx context.Context, batch json.RawMessage) ([
 }
 
 const broadcastGet = `-- name: BroadcastGet :one
-SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at FROM broadcasts WHERE tenant_id = $1 AND id = $2
 `
 
 type BroadcastGetParams struct {
@@ -384,12 +386,17 @@ func (q *Queries) BroadcastGet(ctx context.Context, arg BroadcastGetParams) (Bro
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.Experiment,
+		&i.WinnerVariantID,
+		&i.WinnerPickedAt,
+		&i.WinnerReason,
+		&i.WinnerDueAt,
 	)
 	return i, err
 }
 
 const broadcastGetForUpdate = `-- name: BroadcastGetForUpdate :one
-SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at FROM broadcasts WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type BroadcastGetForUpdateParams struct {
@@ -422,6 +429,11 @@ func (q *Queries) BroadcastGetForUpdate(ctx context.Context, arg BroadcastGetFor
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.Experiment,
+		&i.WinnerVariantID,
+		&i.WinnerPickedAt,
+		&i.WinnerReason,
+		&i.WinnerDueAt,
 	)
 	return i, err
 }
@@ -429,10 +441,10 @@ func (q *Queries) BroadcastGetForUpdate(ctx context.Context, arg BroadcastGetFor
 const broadcastInsert = `-- name: BroadcastInsert :one
 
 INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic,
-    send_at, local_send_at, local_time)
+    send_at, local_send_at, local_time, experiment)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-    $8, $9, $10, $11)
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
+    $8, $9, $10, $11, $12)
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at
 `
 
 type BroadcastInsertParams struct {
@@ -447,6 +459,7 @@ type BroadcastInsertParams struct {
 	SendAt      *time.Time
 	LocalSendAt *string
 	LocalTime   bool
+	Experiment  []byte
 }
 
 // Broadcasts (internal/broadcasts). Every statement is scoped by tenant.
@@ -478,6 +491,7 @@ func (q *Queries) BroadcastInsert(ctx context.Context, arg BroadcastInsertParams
 		arg.SendAt,
 		arg.LocalSendAt,
 		arg.LocalTime,
+		arg.Experiment,
 	)
 	var i Broadcast
 	err := row.Scan(
@@ -502,12 +516,17 @@ func (q *Queries) BroadcastInsert(ctx context.Context, arg BroadcastInsertParams
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.Experiment,
+		&i.WinnerVariantID,
+		&i.WinnerPickedAt,
+		&i.WinnerReason,
+		&i.WinnerDueAt,
 	)
 	return i, err
 }
 
 const broadcastList = `-- name: BroadcastList :many
-SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at FROM broadcasts
+SELECT tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at FROM broadcasts
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR status = $2)
   AND (created_at, id) < ($3::timestamptz, $4::text)
@@ -560,6 +579,11 @@ func (q *Queries) BroadcastList(ctx context.Context, arg BroadcastListParams) ([
 			&i.UpdatedAt,
 			&i.StartedAt,
 			&i.CompletedAt,
+			&i.Experiment,
+			&i.WinnerVariantID,
+			&i.WinnerPickedAt,
+			&i.WinnerReason,
+			&i.WinnerDueAt,
 		); err != nil {
 			return nil, err
 		}
@@ -618,7 +642,7 @@ const broadcastQueuedDue = `-- name: BroadcastQueuedDue :one
 SELECT EXISTS (
     SELECT 1 FROM broadcast_recipients r
     JOIN broadcasts b ON b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
-    WHERE r.status = 'queued' AND r.scheduled_for <= now()
+    WHERE r.status = 'queued' AND NOT r.held AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < $1::timestamptz) AND b.status = 'sending'
 )
 `
@@ -633,7 +657,7 @@ func (q *Queries) BroadcastQueuedDue(ctx context.Context, reclaimBefore time.Tim
 }
 
 const broadcastRecipientList = `-- name: BroadcastRecipientList :many
-SELECT tenant_id, broadcast_id, contact_id, email, status, skip_reason, send_id, scheduled_for, attempts, claimed_at, last_error, held_by FROM broadcast_recipients
+SELECT tenant_id, broadcast_id, contact_id, email, status, skip_reason, send_id, scheduled_for, attempts, claimed_at, last_error, variant_id, held, held_by FROM broadcast_recipients
 WHERE tenant_id = $1 AND broadcast_id = $2 AND contact_id > $3::text
   AND ($4::text IS NULL OR status = $4)
 ORDER BY contact_id
@@ -675,6 +699,8 @@ func (q *Queries) BroadcastRecipientList(ctx context.Context, arg BroadcastRecip
 			&i.Attempts,
 			&i.ClaimedAt,
 			&i.LastError,
+			&i.VariantID,
+			&i.Held,
 			&i.HeldBy,
 		); err != nil {
 			return nil, err
@@ -736,7 +762,7 @@ func (q *Queries) BroadcastRecipientSends(ctx context.Context, arg BroadcastReci
 
 const broadcastRecipientsDueAt = `-- name: BroadcastRecipientsDueAt :many
 SELECT DISTINCT date_trunc('second', scheduled_for)::timestamptz AS at FROM broadcast_recipients
-WHERE tenant_id = $1 AND broadcast_id = $2 AND status = 'queued'
+WHERE tenant_id = $1 AND broadcast_id = $2 AND status = 'queued' AND NOT held
 ORDER BY 1 LIMIT 1000
 `
 
@@ -909,13 +935,38 @@ func (q *Queries) BroadcastRefused(ctx context.Context, batch json.RawMessage) (
 	return items, nil
 }
 
+const broadcastReleaseHeld = `-- name: BroadcastReleaseHeld :execrows
+UPDATE broadcast_recipients SET held = false, variant_id = $1
+WHERE tenant_id = $2 AND broadcast_id = $3 AND held
+`
+
+type BroadcastReleaseHeldParams struct {
+	VariantID   *string
+	TenantID    string
+	BroadcastID string
+}
+
+// The rest of an A/B broadcast's audience gets the winner: every held
+// recipient is given its variant and becomes due (still queued: the
+// dispatch claims it as any recipient), in the pick's transaction, so a
+// crash leaves either the rest held and no winner, or both. One statement
+// however large the rest (index broadcast_recipients_held). A held
+// recipient cancelled meanwhile is released too (its status stays).
+func (q *Queries) BroadcastReleaseHeld(ctx context.Context, arg BroadcastReleaseHeldParams) (int64, error) {
+	result, err := q.db.Exec(ctx, broadcastReleaseHeld, arg.VariantID, arg.TenantID, arg.BroadcastID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const broadcastSetStatus = `-- name: BroadcastSetStatus :one
 UPDATE broadcasts SET status = $1, starts_at = $2, resume_to = $3,
     started_at = CASE WHEN $1 = 'sending' THEN coalesce(started_at, now()) ELSE started_at END,
     completed_at = CASE WHEN $1 IN ('sent', 'cancelled') THEN coalesce(completed_at, now()) ELSE completed_at END,
     updated_at = now()
 WHERE tenant_id = $4 AND id = $5
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at
 `
 
 type BroadcastSetStatusParams struct {
@@ -959,22 +1010,83 @@ func (q *Queries) BroadcastSetStatus(ctx context.Context, arg BroadcastSetStatus
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.Experiment,
+		&i.WinnerVariantID,
+		&i.WinnerPickedAt,
+		&i.WinnerReason,
+		&i.WinnerDueAt,
+	)
+	return i, err
+}
+
+const broadcastSetWinner = `-- name: BroadcastSetWinner :one
+UPDATE broadcasts SET winner_variant_id = $1, winner_picked_at = now(), winner_reason = $2,
+    updated_at = now()
+WHERE tenant_id = $3 AND id = $4 AND winner_variant_id IS NULL
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at
+`
+
+type BroadcastSetWinnerParams struct {
+	VariantID *string
+	Reason    *string
+	TenantID  string
+	ID        string
+}
+
+// The experiment's winner, written once (under the row lock the caller
+// holds; a second pick finds winner_variant_id set and moves nothing).
+func (q *Queries) BroadcastSetWinner(ctx context.Context, arg BroadcastSetWinnerParams) (Broadcast, error) {
+	row := q.db.QueryRow(ctx, broadcastSetWinner,
+		arg.VariantID,
+		arg.Reason,
+		arg.TenantID,
+		arg.ID,
+	)
+	var i Broadcast
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.Name,
+		&i.TemplateID,
+		&i.SegmentID,
+		&i.CampaignID,
+		&i.FromAddress,
+		&i.Topic,
+		&i.Status,
+		&i.SendAt,
+		&i.LocalSendAt,
+		&i.LocalTime,
+		&i.StartsAt,
+		&i.ResumeTo,
+		&i.Snapshotted,
+		&i.Recipients,
+		&i.LastScheduledFor,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.CompletedAt,
+		&i.Experiment,
+		&i.WinnerVariantID,
+		&i.WinnerPickedAt,
+		&i.WinnerReason,
+		&i.WinnerDueAt,
 	)
 	return i, err
 }
 
 const broadcastSnapshotted = `-- name: BroadcastSnapshotted :one
-UPDATE broadcasts b SET snapshotted = true, recipients = $1,
-    last_scheduled_for = CASE WHEN $1::bigint = 0 THEN NULL ELSE $2::timestamptz END,
+UPDATE broadcasts b SET snapshotted = true, recipients = $1, winner_due_at = $2,
+    last_scheduled_for = CASE WHEN $1::bigint = 0 THEN NULL ELSE $3::timestamptz END,
     status = CASE WHEN $1::bigint = 0 THEN 'sent' ELSE status END,
     completed_at = CASE WHEN $1::bigint = 0 THEN now() ELSE completed_at END,
     updated_at = now()
-WHERE b.tenant_id = $3 AND b.id = $4
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
+WHERE b.tenant_id = $4 AND b.id = $5
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at
 `
 
 type BroadcastSnapshottedParams struct {
 	Recipients       int64
+	WinnerDueAt      *time.Time
 	LastScheduledFor time.Time
 	TenantID         string
 	ID               string
@@ -985,6 +1097,7 @@ type BroadcastSnapshottedParams struct {
 func (q *Queries) BroadcastSnapshotted(ctx context.Context, arg BroadcastSnapshottedParams) (Broadcast, error) {
 	row := q.db.QueryRow(ctx, broadcastSnapshotted,
 		arg.Recipients,
+		arg.WinnerDueAt,
 		arg.LastScheduledFor,
 		arg.TenantID,
 		arg.ID,
@@ -1012,6 +1125,11 @@ func (q *Queries) BroadcastSnapshotted(ctx context.Context, arg BroadcastSnapsho
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.Experiment,
+		&i.WinnerVariantID,
+		&i.WinnerPickedAt,
+		&i.WinnerReason,
+		&i.WinnerDueAt,
 	)
 	return i, err
 }
@@ -1047,9 +1165,9 @@ const broadcastUpdate = `-- name: BroadcastUpdate :one
 UPDATE broadcasts SET name = $1, template_id = $2, segment_id = $3,
     campaign_id = $4, from_address = $5, topic = $6,
     send_at = $7, local_send_at = $8, local_time = $9,
-    starts_at = $10, updated_at = now()
-WHERE tenant_id = $11 AND id = $12
-RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at
+    starts_at = $10, experiment = $11, updated_at = now()
+WHERE tenant_id = $12 AND id = $13
+RETURNING tenant_id, id, name, template_id, segment_id, campaign_id, from_address, topic, status, send_at, local_send_at, local_time, starts_at, resume_to, snapshotted, recipients, last_scheduled_for, created_at, updated_at, started_at, completed_at, experiment, winner_variant_id, winner_picked_at, winner_reason, winner_due_at
 `
 
 type BroadcastUpdateParams struct {
@@ -1063,6 +1181,7 @@ type BroadcastUpdateParams struct {
 	LocalSendAt *string
 	LocalTime   bool
 	StartsAt    *time.Time
+	Experiment  []byte
 	TenantID    string
 	ID          string
 }
@@ -1080,6 +1199,7 @@ func (q *Queries) BroadcastUpdate(ctx context.Context, arg BroadcastUpdateParams
 		arg.LocalSendAt,
 		arg.LocalTime,
 		arg.StartsAt,
+		arg.Experiment,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -1106,8 +1226,70 @@ func (q *Queries) BroadcastUpdate(ctx context.Context, arg BroadcastUpdateParams
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.Experiment,
+		&i.WinnerVariantID,
+		&i.WinnerPickedAt,
+		&i.WinnerReason,
+		&i.WinnerDueAt,
 	)
 	return i, err
+}
+
+const broadcastVariantStats = `-- name: BroadcastVariantStats :many
+SELECT r.variant_id::text AS variant_id, count(*)::bigint AS recipients,
+    count(*) FILTER (WHERE r.status = 'sent')::bigint AS sent,
+    count(s.delivered_at)::bigint AS delivered,
+    count(s.opened_at)::bigint AS opened,
+    count(s.clicked_at)::bigint AS clicked
+FROM broadcast_recipients r
+LEFT JOIN sends s ON s.tenant_id = r.tenant_id AND s.id = r.send_id
+WHERE r.tenant_id = $1 AND r.broadcast_id = $2 AND r.variant_id IS NOT NULL
+GROUP BY r.variant_id
+`
+
+type BroadcastVariantStatsParams struct {
+	TenantID    string
+	BroadcastID string
+}
+
+type BroadcastVariantStatsRow struct {
+	VariantID  string
+	Recipients int64
+	Sent       int64
+	Delivered  int64
+	Opened     int64
+	Clicked    int64
+}
+
+// Per variant of an A/B broadcast: its recipients and sent ones, and of
+// their records the delivered, opened and clicked ones (people's first
+// open and click: sends.opened_at and clicked_at are never set by a
+// machine's, ADDENDUM 17).
+func (q *Queries) BroadcastVariantStats(ctx context.Context, arg BroadcastVariantStatsParams) ([]BroadcastVariantStatsRow, error) {
+	rows, err := q.db.Query(ctx, broadcastVariantStats, arg.TenantID, arg.BroadcastID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastVariantStatsRow{}
+	for rows.Next() {
+		var i BroadcastVariantStatsRow
+		if err := rows.Scan(
+			&i.VariantID,
+			&i.Recipients,
+			&i.Sent,
+			&i.Delivered,
+			&i.Opened,
+			&i.Clicked,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const broadcastsDispatchable = `-- name: BroadcastsDispatchable :many
@@ -1199,6 +1381,41 @@ func (q *Queries) BroadcastsSending(ctx context.Context) ([]BroadcastsSendingRow
 	items := []BroadcastsSendingRow{}
 	for rows.Next() {
 		var i BroadcastsSendingRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const broadcastsWinnerDue = `-- name: BroadcastsWinnerDue :many
+SELECT tenant_id, id FROM broadcasts
+WHERE winner_due_at IS NOT NULL AND winner_variant_id IS NULL AND winner_due_at <= now()
+  AND status IN ('sending', 'paused')
+ORDER BY winner_due_at
+LIMIT $1
+`
+
+type BroadcastsWinnerDueRow struct {
+	TenantID string
+	ID       string
+}
+
+// The sweep: A/B broadcasts whose automatic winner is due and not picked
+// (index broadcasts_winner_due), whatever became of their timer task.
+func (q *Queries) BroadcastsWinnerDue(ctx context.Context, lim int32) ([]BroadcastsWinnerDueRow, error) {
+	rows, err := q.db.Query(ctx, broadcastsWinnerDue, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastsWinnerDueRow{}
+	for rows.Next() {
+		var i BroadcastsWinnerDueRow
 		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
 			return nil, err
 		}

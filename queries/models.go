@@ -54,6 +54,11 @@ type Broadcast struct {
 	UpdatedAt        time.Time
 	StartedAt        *time.Time
 	CompletedAt      *time.Time
+	Experiment       []byte
+	WinnerVariantID  *string
+	WinnerPickedAt   *time.Time
+	WinnerReason     *string
+	WinnerDueAt      *time.Time
 }
 
 type BroadcastCount struct {
@@ -78,6 +83,8 @@ type BroadcastRecipient struct {
 	Attempts     int32
 	ClaimedAt    *time.Time
 	LastError    *string
+	VariantID    *string
+	Held         bool
 	HeldBy       *string
 }
 

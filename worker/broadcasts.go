@@ -38,6 +38,20 @@ func HandleBroadcastStart(d Deps) asynq.HandlerFunc {
 	}
 }
 
+// HandleBroadcastWinner picks an A/B broadcast's automatic winner once
+// its waitFor has passed (ADDENDUM 20); exported for tests. The pick and
+// the release of the rest are one transaction, so a retry or the sweep
+// after a crash finds either nothing done or everything.
+func HandleBroadcastWinner(d Deps) asynq.HandlerFunc {
+	return func(ctx context.Context, t *asynq.Task) error {
+		var p tasks.BroadcastPayload
+		if err := json.Unmarshal(t.Payload(), &p); err != nil || p.ID == "" || p.TenantID == "" {
+			return fmt.Errorf("broadcast winner payload %q: %w", t.Payload(), asynq.SkipRetry)
+		}
+		return d.Broadcasts.PickDue(ctx, p.TenantID, p.ID)
+	}
+}
+
 // dispatchBroadcasts runs one batch of due broadcast recipients and
 // reports whether it was full (more may be due).
 func dispatchBroadcasts(ctx context.Context, d Deps, limit int) (bool, error) {
@@ -69,6 +83,11 @@ func sweepBroadcasts(ctx context.Context, d Deps) (queued int, due bool, err err
 		if ok {
 			queued++
 		}
+	}
+	// A/B winners whose timer was lost (ADDENDUM 20): the rows say which
+	// are due.
+	if _, err = d.Broadcasts.DueWinners(ctx, broadcastSweepPage); err != nil {
+		return queued, false, err
 	}
 	if _, err = d.Broadcasts.Complete(ctx); err != nil {
 		return queued, false, err

@@ -59,6 +59,7 @@ func NewMux(d Deps) *asynq.ServeMux {
 	mux.Handle(tasks.TypeScheduledPrune, handleScheduledPrune(d))
 	mux.Handle(tasks.TypeSendingSweep, handleSendingSweep(d))
 	mux.Handle(tasks.TypeBroadcastStart, HandleBroadcastStart(d))
+	mux.Handle(tasks.TypeBroadcastWinner, HandleBroadcastWinner(d))
 	mux.Handle(tasks.TypeOutboundDeliver, HandleOutboundDeliver(d))
 	mux.Handle(tasks.TypeOutboundSweep, handleOutboundSweep(d))
 	mux.Handle(tasks.TypeEventsArchive, HandleEventsArchive(d))

@@ -112,6 +112,7 @@ type Broadcast struct {
 	CampaignId       *string        `json:"campaignId"`
 	CompletedAt      *string        `json:"completedAt"`
 	CreatedAt        string         `json:"createdAt"`
+	Experiment       *Experiment    `json:"experiment"`
 	From             *string        `json:"from"`
 	LastScheduledFor *string        `json:"lastScheduledFor"`
 	LocalTime        bool           `json:"localTime"`
@@ -134,14 +135,15 @@ type BroadcastList struct {
 
 // BroadcastRequest defines model for BroadcastRequest.
 type BroadcastRequest struct {
-	CampaignId *string `json:"campaignId,omitempty"`
-	From       *string `json:"from,omitempty"`
-	LocalTime  *bool   `json:"localTime,omitempty"`
-	Name       *string `json:"name,omitempty"`
-	SegmentId  *string `json:"segmentId,omitempty"`
-	SendAt     *string `json:"sendAt,omitempty"`
-	TemplateId *string `json:"templateId,omitempty"`
-	Topic      *string `json:"topic,omitempty"`
+	CampaignId *string            `json:"campaignId,omitempty"`
+	Experiment *ExperimentRequest `json:"experiment,omitempty"`
+	From       *string            `json:"from,omitempty"`
+	LocalTime  *bool              `json:"localTime,omitempty"`
+	Name       *string            `json:"name,omitempty"`
+	SegmentId  *string            `json:"segmentId,omitempty"`
+	SendAt     *string            `json:"sendAt,omitempty"`
+	TemplateId *string            `json:"templateId,omitempty"`
+	Topic      *string            `json:"topic,omitempty"`
 }
 
 // BroadcastSendRequest defines model for BroadcastSendRequest.
@@ -163,6 +165,11 @@ type BroadcastStats struct {
 	Sent         int `json:"sent"`
 	Skipped      int `json:"skipped"`
 	Unsubscribed int `json:"unsubscribed"`
+}
+
+// BroadcastWinnerRequest defines model for BroadcastWinnerRequest.
+type BroadcastWinnerRequest struct {
+	VariantId *string `json:"variantId,omitempty"`
 }
 
 // Campaign defines model for Campaign.
@@ -528,6 +535,25 @@ type EventRequest struct {
 	UpdateContact *bool                   `json:"updateContact,omitempty"`
 }
 
+// Experiment defines model for Experiment.
+type Experiment struct {
+	AutoWinner   bool      `json:"autoWinner"`
+	Metric       string    `json:"metric"`
+	TestFraction float32   `json:"testFraction"`
+	Variants     []Variant `json:"variants"`
+	WaitFor      string    `json:"waitFor"`
+	Winner       *Winner   `json:"winner"`
+}
+
+// ExperimentRequest defines model for ExperimentRequest.
+type ExperimentRequest struct {
+	AutoWinner   *bool             `json:"autoWinner,omitempty"`
+	Metric       *string           `json:"metric,omitempty"`
+	TestFraction *float32          `json:"testFraction,omitempty"`
+	Variants     *[]VariantRequest `json:"variants,omitempty"`
+	WaitFor      *string           `json:"waitFor,omitempty"`
+}
+
 // FrequencyCap defines model for FrequencyCap.
 type FrequencyCap struct {
 	Max    int    `json:"max"`
@@ -687,6 +713,7 @@ type Recipient struct {
 	SendId       *string `json:"sendId"`
 	SkipReason   *string `json:"skipReason"`
 	Status       string  `json:"status"`
+	VariantId    *string `json:"variantId"`
 }
 
 // RecipientList defines model for RecipientList.
@@ -1028,9 +1055,38 @@ type TopicRequest struct {
 	TopicId     *string `json:"topicId,omitempty"`
 }
 
+// Variant defines model for Variant.
+type Variant struct {
+	Clicked    int       `json:"clicked"`
+	Delivered  int       `json:"delivered"`
+	Interval   []float32 `json:"interval"`
+	Name       string    `json:"name"`
+	Opened     int       `json:"opened"`
+	Rate       float32   `json:"rate"`
+	Recipients int       `json:"recipients"`
+	Sent       int       `json:"sent"`
+	Subject    *string   `json:"subject"`
+	TemplateId string    `json:"templateId"`
+	VariantId  string    `json:"variantId"`
+}
+
+// VariantRequest defines model for VariantRequest.
+type VariantRequest struct {
+	Name       *string `json:"name,omitempty"`
+	Subject    *string `json:"subject,omitempty"`
+	TemplateId *string `json:"templateId,omitempty"`
+}
+
 // WhitelistRequest defines model for WhitelistRequest.
 type WhitelistRequest struct {
 	Email string `json:"email"`
+}
+
+// Winner defines model for Winner.
+type Winner struct {
+	PickedAt  string `json:"pickedAt"`
+	Reason    string `json:"reason"`
+	VariantId string `json:"variantId"`
 }
 
 // IdempotencyKey defines model for IdempotencyKey.
@@ -1125,6 +1181,12 @@ type ResumeBroadcastParams struct {
 
 // SendBroadcastParams defines parameters for SendBroadcast.
 type SendBroadcastParams struct {
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// PickBroadcastWinnerParams defines parameters for PickBroadcastWinner.
+type PickBroadcastWinnerParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
@@ -1696,6 +1758,9 @@ type UpdateBroadcastJSONRequestBody = BroadcastRequest
 // SendBroadcastJSONRequestBody defines body for SendBroadcast for application/json ContentType.
 type SendBroadcastJSONRequestBody = BroadcastSendRequest
 
+// PickBroadcastWinnerJSONRequestBody defines body for PickBroadcastWinner for application/json ContentType.
+type PickBroadcastWinnerJSONRequestBody = BroadcastWinnerRequest
+
 // CreateCampaignJSONRequestBody defines body for CreateCampaign for application/json ContentType.
 type CreateCampaignJSONRequestBody = CampaignRequest
 
@@ -2029,6 +2094,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/broadcasts/{id}/send (the `SendBroadcast` operationId).
 	SendBroadcast(ctx context.Context, id string, params *SendBroadcastParams, body SendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PickBroadcastWinnerWithBody Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinnerWithBody(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PickBroadcastWinner Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinner(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListCampaigns List campaigns
 	//
@@ -3187,6 +3266,40 @@ func (c *Client) SendBroadcastWithBody(ctx context.Context, id string, params *S
 // Corresponds with POST /api/broadcasts/{id}/send (the `SendBroadcast` operationId).
 func (c *Client) SendBroadcast(ctx context.Context, id string, params *SendBroadcastParams, body SendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSendBroadcastRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PickBroadcastWinnerWithBody Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *Client) PickBroadcastWinnerWithBody(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPickBroadcastWinnerRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PickBroadcastWinner Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *Client) PickBroadcastWinner(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPickBroadcastWinnerRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6248,6 +6361,68 @@ func NewSendBroadcastRequestWithBody(server string, id string, params *SendBroad
 	}
 
 	operationPath := fmt.Sprintf("/api/broadcasts/%s/send", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewPickBroadcastWinnerRequest calls the generic PickBroadcastWinner builder with application/json body
+func NewPickBroadcastWinnerRequest(server string, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPickBroadcastWinnerRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewPickBroadcastWinnerRequestWithBody constructs an http.Request for the PickBroadcastWinner method, with any body, and a specified content type
+func NewPickBroadcastWinnerRequestWithBody(server string, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/broadcasts/%s/winner", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -12362,6 +12537,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/broadcasts/{id}/send (the `SendBroadcast` operationId).
 	SendBroadcastWithResponse(ctx context.Context, id string, params *SendBroadcastParams, body SendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*SendBroadcastResponse, error)
 
+	// PickBroadcastWinnerWithBodyWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinnerWithBodyWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error)
+
+	// PickBroadcastWinnerWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinnerWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error)
+
 	// ListCampaignsWithResponse List campaigns
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -14363,6 +14552,76 @@ func (r SendBroadcastResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SendBroadcastResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PickBroadcastWinnerResponse200Headers the declared response headers of an HTTP 200 response for PickBroadcastWinner
+type PickBroadcastWinnerResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// PickBroadcastWinnerResponse429Headers the declared response headers of an HTTP 429 response for PickBroadcastWinner
+type PickBroadcastWinnerResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PickBroadcastWinnerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Broadcast
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PickBroadcastWinnerResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PickBroadcastWinnerResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSON200() *Broadcast {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PickBroadcastWinnerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PickBroadcastWinnerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PickBroadcastWinnerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PickBroadcastWinnerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -22176,6 +22435,32 @@ func (c *ClientWithResponses) SendBroadcastWithResponse(ctx context.Context, id 
 	return ParseSendBroadcastResponse(rsp)
 }
 
+// PickBroadcastWinnerWithBodyWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *ClientWithResponses) PickBroadcastWinnerWithBodyWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error) {
+	rsp, err := c.PickBroadcastWinnerWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePickBroadcastWinnerResponse(rsp)
+}
+
+// PickBroadcastWinnerWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *ClientWithResponses) PickBroadcastWinnerWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error) {
+	rsp, err := c.PickBroadcastWinner(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePickBroadcastWinnerResponse(rsp)
+}
+
 // ListCampaignsWithResponse List campaigns
 //
 // Returns a wrapper object for the known response body format(s).
@@ -25027,6 +25312,76 @@ func ParseSendBroadcastResponse(rsp *http.Response) (*SendBroadcastResponse, err
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers SendBroadcastResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePickBroadcastWinnerResponse parses an HTTP response from a PickBroadcastWinnerWithResponse call
+func ParsePickBroadcastWinnerResponse(rsp *http.Response) (*PickBroadcastWinnerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PickBroadcastWinnerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Broadcast
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PickBroadcastWinnerResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers PickBroadcastWinnerResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -89,11 +89,15 @@ type Input struct {
 	SendAt    *string
 	SetSendAt bool
 	LocalTime *bool
+	// Experiment replaces the A/B test whole (ADDENDUM 20); SetExperiment
+	// with a nil one makes the broadcast plain again.
+	Experiment    *ExperimentInput
+	SetExperiment bool
 }
 
 func (in Input) empty() bool {
 	return in.Name == nil && in.TemplateID == nil && in.SegmentID == nil && !in.SetFrom && !in.SetCampaign &&
-		!in.SetTopic && !in.SetSendAt && in.LocalTime == nil
+		!in.SetTopic && !in.SetSendAt && in.LocalTime == nil && !in.SetExperiment
 }
 
 // fields is a broadcast's editable fields, merged from the row and an Input.
@@ -103,11 +107,13 @@ type fields struct {
 	sendAt                      *time.Time
 	localSendAt                 *string
 	localTime                   bool
+	experiment                  *Experiment
 }
 
 func fieldsOf(b queries.Broadcast) fields {
 	return fields{name: b.Name, templateID: b.TemplateID, segmentID: b.SegmentID, from: b.FromAddress,
-		campaignID: b.CampaignID, topic: b.Topic, sendAt: b.SendAt, localSendAt: b.LocalSendAt, localTime: b.LocalTime}
+		campaignID: b.CampaignID, topic: b.Topic, sendAt: b.SendAt, localSendAt: b.LocalSendAt, localTime: b.LocalTime,
+		experiment: ExperimentOf(b)}
 }
 
 // rawSendAt is the stored sendAt as the caller wrote it.
@@ -155,6 +161,12 @@ func (f *fields) merge(in Input) error {
 			e.Check(ids.Valid(*in.Topic), "topic", "must be a topic id")
 		}
 		f.topic = in.Topic
+	}
+	if in.SetExperiment {
+		f.experiment = nil
+		if in.Experiment != nil {
+			f.experiment = in.Experiment.build(&e)
+		}
 	}
 	raw := f.rawSendAt()
 	if in.SetSendAt {
@@ -220,6 +232,11 @@ func (s *Store) checkRefs(ctx context.Context, tenantID string, f fields) error 
 			return err
 		}
 	}
+	if f.experiment != nil {
+		if err := s.checkVariants(ctx, tenantID, f.experiment); err != nil {
+			return err
+		}
+	}
 	if f.from != nil && s.From != nil {
 		return s.From.CheckFrom(ctx, tenantID, *f.from)
 	}
@@ -240,7 +257,8 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		var err error
 		b, err = q.BroadcastInsert(ctx, queries.BroadcastInsertParams{TenantID: tenantID, ID: ids.New(ids.Broadcast),
 			Name: f.name, TemplateID: f.templateID, SegmentID: f.segmentID, CampaignID: f.campaignID,
-			FromAddress: f.from, Topic: f.topic, SendAt: f.sendAt, LocalSendAt: f.localSendAt, LocalTime: f.localTime})
+			FromAddress: f.from, Topic: f.topic, SendAt: f.sendAt, LocalSendAt: f.localSendAt, LocalTime: f.localTime,
+			Experiment: f.experiment.marshal()})
 		q.AuditResource(b.ID)
 		return err
 	})
@@ -274,7 +292,7 @@ func (s *Store) List(ctx context.Context, tenantID, status string, p page.Params
 func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (queries.Broadcast, error) {
 	if in.empty() {
 		return queries.Broadcast{}, apperr.AtLeastOne("name", "templateId", "segmentId", "from", "sendAt",
-			"localTime", "campaignId", "topic")
+			"localTime", "campaignId", "topic", "experiment")
 	}
 	var out queries.Broadcast
 	err := s.DB.InTx(ctx, func(q *store.Tx) error {
@@ -304,7 +322,7 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 		out, err = q.BroadcastUpdate(ctx, queries.BroadcastUpdateParams{TenantID: tenantID, ID: id,
 			Name: f.name, TemplateID: f.templateID, SegmentID: f.segmentID, CampaignID: f.campaignID,
 			FromAddress: f.from, Topic: f.topic, SendAt: f.sendAt, LocalSendAt: f.localSendAt,
-			LocalTime: f.localTime, StartsAt: startsAt})
+			LocalTime: f.localTime, StartsAt: startsAt, Experiment: f.experiment.marshal()})
 		return err
 	})
 	return out, err

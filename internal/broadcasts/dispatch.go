@@ -440,6 +440,19 @@ func (d *Dispatcher) check(ctx context.Context, live []queries.BroadcastRecipien
 		}
 		st := delivery.Step{TenantID: r.TenantID, ContactID: r.ContactID, TemplateID: b.TemplateID,
 			BroadcastID: r.BroadcastID, From: deref(b.FromAddress), Tenant: t, Contact: c}
+		if r.VariantID != nil {
+			// An A/B broadcast's recipient gets its variant's template
+			// and subject line (ADDENDUM 20).
+			if x := ExperimentOf(*b); x != nil {
+				if i := x.VariantOf(*r.VariantID); i >= 0 {
+					v := x.Variants[i]
+					if v.TemplateID != nil {
+						st.TemplateID = *v.TemplateID
+					}
+					st.Subject = deref(v.Subject)
+				}
+			}
+		}
 		if topic != nil {
 			st.Topic = topic.ID
 		}

@@ -85,7 +85,7 @@ func (s *Store) Send(ctx context.Context, tenantID, id string, sendAt *string) (
 			if b, err = q.BroadcastUpdate(ctx, queries.BroadcastUpdateParams{TenantID: tenantID, ID: id,
 				Name: f.name, TemplateID: f.templateID, SegmentID: f.segmentID, CampaignID: f.campaignID,
 				FromAddress: f.from, Topic: f.topic, SendAt: f.sendAt, LocalSendAt: f.localSendAt,
-				LocalTime: f.localTime, StartsAt: b.StartsAt}); err != nil {
+				LocalTime: f.localTime, StartsAt: b.StartsAt, Experiment: b.Experiment}); err != nil {
 				return b, err
 			}
 		}

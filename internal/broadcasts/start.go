@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"tidings/internal/experiments"
 	"tidings/internal/localtime"
 	"tidings/internal/segments"
 	"tidings/internal/store"
@@ -25,6 +26,19 @@ const snapshotSQL = `INSERT INTO broadcast_recipients (tenant_id, broadcast_id, 
 SELECT c.tenant_id, $2, c.id, c.email,
     coalesce(($3::jsonb ->> coalesce(c.properties->>'timezone', ''))::timestamptz, $4::timestamptz)
 FROM contacts c
+WHERE c.tenant_id = $1 AND c.created_at <= $5::timestamptz AND (%s)`
+
+// snapshotABSQL is snapshotSQL for an A/B broadcast (ADDENDUM 20): each
+// recipient's place is experiments.Assign computed in the statement
+// (experiments.AssignSQL): $6 the test group's bucket threshold, $7 the
+// number of variants, $8 their ids in order. The test group gets its
+// variant; the rest is held, with no variant, until the winner.
+var snapshotABSQL = `INSERT INTO broadcast_recipients (tenant_id, broadcast_id, contact_id, email, scheduled_for, variant_id, held)
+SELECT c.tenant_id, $2, c.id, c.email,
+    coalesce(($3::jsonb ->> coalesce(c.properties->>'timezone', ''))::timestamptz, $4::timestamptz),
+    CASE WHEN a.v >= 0 THEN ($8::text[])[a.v + 1] END, a.v < 0
+FROM contacts c
+CROSS JOIN LATERAL (SELECT ` + experiments.AssignSQL("$2::text", "c.id", "$6::bigint", "$7::bigint") + ` AS v) a
 WHERE c.tenant_id = $1 AND c.created_at <= $5::timestamptz AND (%s)`
 
 // Start starts a broadcast whose time has come: a scheduled one becomes
@@ -72,12 +86,22 @@ func (s *Store) Start(ctx context.Context, tenantID, id string) error {
 		if err != nil {
 			return err
 		}
-		pred, args, err := segments.Predicate(ctx, q.Queries, tenantID, b.SegmentID, 6)
+		x := ExperimentOf(b)
+		first, head, sql := 6, []any{tenantID, id, zj, def, started}, snapshotSQL
+		if x != nil {
+			vids := make([]string, len(x.Variants))
+			for i, v := range x.Variants {
+				vids[i] = v.ID
+			}
+			first, sql = 9, snapshotABSQL
+			head = append(head, int64(experiments.Threshold(x.TestFraction)), int64(len(vids)), vids)
+		}
+		pred, args, err := segments.Predicate(ctx, q.Queries, tenantID, b.SegmentID, first)
 		if err != nil {
 			return err
 		}
-		args = append([]any{tenantID, id, zj, def, started}, args...)
-		tag, err := q.Raw().Exec(ctx, fmt.Sprintf(snapshotSQL, pred), args...)
+		args = append(head, args...)
+		tag, err := q.Raw().Exec(ctx, fmt.Sprintf(sql, pred), args...)
 		if err != nil {
 			return store.Translate(err)
 		}
@@ -93,8 +117,15 @@ func (s *Store) Start(ctx context.Context, tenantID, id string) error {
 				return err
 			}
 		}
+		// An automatic winner is due waitFor after the start (ADDENDUM 20).
+		var winnerAt *time.Time
+		if x != nil && x.AutoWinner {
+			at := started.Add(time.Duration(x.WaitSeconds) * time.Second)
+			winnerAt = &at
+			s.scheduleWinner(q, tenantID, id, at)
+		}
 		if _, err := q.BroadcastSnapshotted(ctx, queries.BroadcastSnapshottedParams{TenantID: tenantID, ID: id,
-			Recipients: wrote, LastScheduledFor: last}); err != nil {
+			Recipients: wrote, LastScheduledFor: last, WinnerDueAt: winnerAt}); err != nil {
 			return err
 		}
 		for _, at := range due {

@@ -173,6 +173,9 @@ type Step struct {
 	BroadcastID string
 	// From is the sequence's `from`; "" means the tenant's default.
 	From string
+	// Subject, when set, is the subject line rendered instead of the
+	// template's (an A/B broadcast's variant).
+	Subject string
 	// Topic is the message's topic id, which its unsubscribe link leaves
 	// (the caller checked the contact is subscribed to it); "" for none.
 	Topic string
@@ -259,7 +262,7 @@ func (s *Sender) stepOutgoing(ctx context.Context, st Step, c *stepCache) (outgo
 	}
 	return outgoing{tenant: tenant, contact: contact, tmpl: tmpl, from: from.addr, warmup: from.warmup, event: st.Event,
 		sequenceID: st.SequenceID, stepID: st.StepID, scheduledSendID: st.ScheduledSendID, broadcastID: st.BroadcastID,
-		topic: st.Topic, inRecord: st.InRecord}, nil
+		topic: st.Topic, inRecord: st.InRecord, subject: st.Subject}, nil
 }
 
 func (c *stepCache) template(k [2]string) (queries.Template, bool) {
@@ -384,6 +387,8 @@ type outgoing struct {
 	topic string
 	// inRecord is Step.InRecord; onRecord is Request.OnRecord.
 	inRecord, onRecord func(ctx context.Context, q *store.Tx, sendID string) error
+	// subject is Step.Subject.
+	subject string
 }
 
 // deliver renders the message, writes its record, hands it to the
@@ -508,7 +513,7 @@ func (s *Sender) prepare(ctx context.Context, o outgoing) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
-	msg, err := s.Templates.RenderCurrent(ctx, o.tenant.ID, o.tmpl, render.Context{
+	msg, err := s.Templates.RenderCurrentSubject(ctx, o.tenant.ID, o.tmpl, o.subject, render.Context{
 		Variables: o.variables, Event: o.event, UnsubscribeURL: unsubURL, Contact: recipient,
 	})
 	if err != nil {

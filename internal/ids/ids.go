@@ -23,6 +23,7 @@ const (
 	Broadcast     = "brd_"
 	Webhook       = "whk_"
 	Audit         = "aud_"
+	Variant       = "var_"
 )
 
 // New returns prefix followed by a lower-case ULID. ULIDs sort by creation

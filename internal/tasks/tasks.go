@@ -95,6 +95,11 @@ const (
 	// audience snapshot (broadcasts.Store.Start). Its recipients are
 	// dispatched by TypeDispatch with the sequence sends.
 	TypeBroadcastStart = "broadcasts:start"
+	// TypeBroadcastWinner picks an A/B broadcast's automatic winner once
+	// its waitFor has passed and releases the rest of the audience to it
+	// (broadcasts.Store.PickDue); the scheduled sweep picks whatever is
+	// due should the task be lost.
+	TypeBroadcastWinner = "broadcasts:winner"
 	// TypeOutboundDeliver posts due outbound webhook deliveries
 	// (outbound.Deliverer) until none is left; TypeOutboundSweep queues it
 	// whenever one is due (a NOTIFY lost, a retry time come) and prunes
@@ -267,6 +272,21 @@ func (c *Client) BroadcastStart(ctx context.Context, tenantID, id string, at tim
 		asynq.Timeout(DispatchTimeout)), id: fmt.Sprintf("broadcast:%s:%s:%d", tenantID, id, at.Unix()), queue: QueueSends}
 	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
 		c.log.Warn("broadcast start timer not set; the sweep will", "tenant_id", tenantID, "broadcast_id", id, "err", err)
+	}
+}
+
+// BroadcastWinner sets the timer of an A/B broadcast's automatic winner
+// at at, one task per broadcast; a failure is logged and left to the
+// sweep, which picks every winner that is due.
+func (c *Client) BroadcastWinner(ctx context.Context, tenantID, id string, at time.Time) {
+	if c == nil {
+		return
+	}
+	payload, _ := json.Marshal(BroadcastPayload{TenantID: tenantID, ID: id})
+	t := task{t: asynq.NewTask(TypeBroadcastWinner, payload, asynq.ProcessAt(at), asynq.MaxRetry(3),
+		asynq.Timeout(DispatchTimeout)), id: fmt.Sprintf("broadcast-winner:%s:%s", tenantID, id), queue: QueueSends}
+	if err := ignoreConflict(c.enqueue(ctx, t)); err != nil {
+		c.log.Warn("broadcast winner timer not set; the sweep will", "tenant_id", tenantID, "broadcast_id", id, "err", err)
 	}
 }
 

@@ -91,6 +91,28 @@ func (r *Renderer) RenderCurrent(ctx context.Context, tenantID string, t queries
 	return r.renderSource(ctx, t, src, rc.Bindings(), true)
 }
 
+// RenderCurrentSubject is RenderCurrent with subject, when not "",
+// rendered instead of the template's subject line (an A/B broadcast's
+// variant, ADDENDUM 20): the same variables, the same checks.
+func (r *Renderer) RenderCurrentSubject(ctx context.Context, tenantID string, t queries.Template, subject string, rc render.Context) (Rendered, error) {
+	if subject == "" {
+		return r.RenderCurrent(ctx, tenantID, t, rc)
+	}
+	want := ""
+	if rc.Contact != nil {
+		want, _ = rc.Contact.Properties["locale"].(string)
+	}
+	src, err := r.sourceOf(ctx, tenantID, t, MatchLocale(t.Locales, want))
+	if err != nil {
+		return Rendered{}, err
+	}
+	// The parsed-template cache is keyed by source: the override's text
+	// is part of its key, so it never serves the template's own subject.
+	src.key += "\x00subject\x00" + subject
+	src.subject = subject
+	return r.renderSource(ctx, t, src, rc.Bindings(), true)
+}
+
 // source is what one message renders from: the template's own version or
 // a locale version.
 type source struct {
