@@ -21,7 +21,8 @@ const (
 	// broadcast starts and their recipients, the scheduled sweep and the
 	// send ledger's in-doubt sweep.
 	RoleSends Role = "sends"
-	// RoleSegments: segment computes.
+	// RoleSegments: segment computes, and live segments' queue, ticks and
+	// reconciles (RunLive).
 	RoleSegments Role = "segments"
 	// RoleDomains: domain checks.
 	RoleDomains Role = "domains"
