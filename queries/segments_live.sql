@@ -158,3 +158,9 @@ SELECT now()::timestamptz AS now;
 -- name: SegmentIsMember :one
 SELECT EXISTS (SELECT 1 FROM segment_members
     WHERE tenant_id = @tenant_id AND segment_id = @segment_id AND contact_id = @contact_id);
+
+-- name: SequenceSetSegmentTrigger :exec
+-- A sequence's segment trigger as its definition states it (NULL for one
+-- started by an event).
+UPDATE sequences SET trigger_segment = sqlc.narg(trigger_segment), trigger_on = sqlc.narg(trigger_on)
+WHERE tenant_id = @tenant_id AND id = @id;

@@ -690,6 +690,30 @@ func (q *Queries) SegmentsNotLive(ctx context.Context, arg SegmentsNotLiveParams
 	return items, nil
 }
 
+const sequenceSetSegmentTrigger = `-- name: SequenceSetSegmentTrigger :exec
+UPDATE sequences SET trigger_segment = $1, trigger_on = $2
+WHERE tenant_id = $3 AND id = $4
+`
+
+type SequenceSetSegmentTriggerParams struct {
+	TriggerSegment *string
+	TriggerOn      *string
+	TenantID       string
+	ID             string
+}
+
+// A sequence's segment trigger as its definition states it (NULL for one
+// started by an event).
+func (q *Queries) SequenceSetSegmentTrigger(ctx context.Context, arg SequenceSetSegmentTriggerParams) error {
+	_, err := q.db.Exec(ctx, sequenceSetSegmentTrigger,
+		arg.TriggerSegment,
+		arg.TriggerOn,
+		arg.TenantID,
+		arg.ID,
+	)
+	return err
+}
+
 const sequencesNamingSegment = `-- name: SequencesNamingSegment :many
 SELECT id FROM sequences WHERE tenant_id = $1 AND trigger_segment = $2::text ORDER BY id
 `

@@ -528,6 +528,16 @@ type EventRequest struct {
 	UpdateContact *bool                   `json:"updateContact,omitempty"`
 }
 
+// Explain defines model for Explain.
+type Explain struct {
+	ContactId      string                 `json:"contactId"`
+	EvaluatedAt    string                 `json:"evaluatedAt"`
+	IsMember       bool                   `json:"isMember"`
+	Rules          map[string]interface{} `json:"rules"`
+	SegmentId      string                 `json:"segmentId"`
+	StoredIsMember bool                   `json:"storedIsMember"`
+}
+
 // FrequencyCap defines model for FrequencyCap.
 type FrequencyCap struct {
 	Max    int    `json:"max"`
@@ -728,6 +738,7 @@ type Segment struct {
 	Description    *string  `json:"description"`
 	Enabled        bool     `json:"enabled"`
 	LastComputedAt *string  `json:"lastComputedAt"`
+	Live           bool     `json:"live"`
 	MemberCount    int      `json:"memberCount"`
 	Name           string   `json:"name"`
 
@@ -748,6 +759,7 @@ type SegmentList struct {
 type SegmentRequest struct {
 	Description *string `json:"description,omitempty"`
 	Enabled     *bool   `json:"enabled,omitempty"`
+	Live        *bool   `json:"live,omitempty"`
 	Name        *string `json:"name,omitempty"`
 
 	// Rules Any JSON value.
@@ -1411,6 +1423,12 @@ type UpdateSegmentParams struct {
 type ComputeSegmentParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ExplainSegmentParams defines parameters for ExplainSegment.
+type ExplainSegmentParams struct {
+	// ContactId Only items of this contact.
+	ContactId *string `form:"contactId,omitempty" json:"contactId,omitempty"`
 }
 
 // ListSegmentMembersParams defines parameters for ListSegmentMembers.
@@ -2378,6 +2396,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/segments/{id}/compute (the `ComputeSegment` operationId).
 	ComputeSegment(ctx context.Context, id string, params *ComputeSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExplainSegment Why a contact is or is not a member: the rules judged on its current data
+	//
+	// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+	//
+	// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+	ExplainSegment(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSegmentMembers A segment's members as last computed
 	//
@@ -4159,6 +4184,23 @@ func (c *Client) UpdateSegment(ctx context.Context, id string, params *UpdateSeg
 // Corresponds with POST /api/segments/{id}/compute (the `ComputeSegment` operationId).
 func (c *Client) ComputeSegment(ctx context.Context, id string, params *ComputeSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewComputeSegmentRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExplainSegment Why a contact is or is not a member: the rules judged on its current data
+//
+// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+//
+// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+func (c *Client) ExplainSegment(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExplainSegmentRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -9130,6 +9172,67 @@ func NewComputeSegmentRequest(server string, id string, params *ComputeSegmentPa
 	return req, nil
 }
 
+// NewExplainSegmentRequest constructs an http.Request for the ExplainSegment method
+func NewExplainSegmentRequest(server string, id string, params *ExplainSegmentParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/segments/%s/explain", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ContactId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "contactId", *params.ContactId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSegmentMembersRequest constructs an http.Request for the ListSegmentMembers method
 func NewListSegmentMembersRequest(server string, id string, params *ListSegmentMembersParams) (*http.Request, error) {
 	var err error
@@ -12705,6 +12808,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/segments/{id}/compute (the `ComputeSegment` operationId).
 	ComputeSegmentWithResponse(ctx context.Context, id string, params *ComputeSegmentParams, reqEditors ...RequestEditorFn) (*ComputeSegmentResponse, error)
+
+	// ExplainSegmentWithResponse Why a contact is or is not a member: the rules judged on its current data
+	//
+	// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+	ExplainSegmentWithResponse(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*ExplainSegmentResponse, error)
 
 	// ListSegmentMembersWithResponse A segment's members as last computed
 	//
@@ -17857,6 +17969,76 @@ func (r ComputeSegmentResponse) ContentType() string {
 	return ""
 }
 
+// ExplainSegmentResponse200Headers the declared response headers of an HTTP 200 response for ExplainSegment
+type ExplainSegmentResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// ExplainSegmentResponse429Headers the declared response headers of an HTTP 429 response for ExplainSegment
+type ExplainSegmentResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ExplainSegmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Explain
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ExplainSegmentResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExplainSegmentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExplainSegmentResponse) GetJSON200() *Explain {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExplainSegmentResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ExplainSegmentResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ExplainSegmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExplainSegmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExplainSegmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExplainSegmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSegmentMembersResponse200Headers the declared response headers of an HTTP 200 response for ListSegmentMembers
 type ListSegmentMembersResponse200Headers struct {
 	XRateLimitLimit     int
@@ -22824,6 +23006,21 @@ func (c *ClientWithResponses) ComputeSegmentWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseComputeSegmentResponse(rsp)
+}
+
+// ExplainSegmentWithResponse Why a contact is or is not a member: the rules judged on its current data
+//
+// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+func (c *ClientWithResponses) ExplainSegmentWithResponse(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*ExplainSegmentResponse, error) {
+	rsp, err := c.ExplainSegment(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExplainSegmentResponse(rsp)
 }
 
 // ListSegmentMembersWithResponse A segment's members as last computed
@@ -28455,6 +28652,76 @@ func ParseComputeSegmentResponse(rsp *http.Response) (*ComputeSegmentResponse, e
 		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers ComputeSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExplainSegmentResponse parses an HTTP response from a ExplainSegmentWithResponse call
+func ParseExplainSegmentResponse(rsp *http.Response) (*ExplainSegmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExplainSegmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Explain
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ExplainSegmentResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers ExplainSegmentResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
