@@ -18,7 +18,7 @@ import (
 func live(b bool) *bool { return &b }
 
 // createLive adds a live segment, failing the test on error.
-func (b *bundle) createLive(t *testing.T, tenant, name string, r json.RawMessage) queries.Segment {
+func (b *bundle) createLive(t testing.TB, tenant, name string, r json.RawMessage) queries.Segment {
 	t.Helper()
 	s, err := b.segs.Create(b.ctx, tenant, segments.Input{Name: ptr(name), Rules: r, Live: live(true)})
 	if err != nil {
