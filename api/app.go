@@ -273,6 +273,7 @@ func New(d Deps) (*fiber.App, error) {
 	r.patch("/segments/:id", on("segment", "update", "id"), s.segmentUpdate)
 	r.delete("/segments/:id", on("segment", "delete", "id"), s.segmentDelete)
 	r.get("/segments/:id/members", s.segmentMembers)
+	r.get("/segments/:id/explain", s.segmentExplain)
 	r.post("/segments/:id/compute", on("segment", "compute", "id"), s.segmentCompute)
 
 	r.post("/campaigns", makes("campaign", "create"), s.campaignCreate)

@@ -153,6 +153,8 @@ var operations = map[string]op{
 	"DELETE /api/segments/:id":       {id: "deleteSegment", summary: "Delete a segment", status: http.StatusNoContent},
 	"GET /api/segments/:id/members":  {id: "listSegmentMembers", summary: "A segment's members as last computed", res: listJSON[memberJSON]{}},
 	"POST /api/segments/:id/compute": {id: "computeSegment", summary: "Compute a segment's members now", res: computedJSON{}},
+	"GET /api/segments/:id/explain": {id: "explainSegment", summary: "Why a contact is or is not a member: the rules judged on its current data",
+		desc: "Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).", res: explainJSON{}},
 
 	// Campaigns.
 	"POST /api/campaigns":                              {id: "createCampaign", summary: "Create a campaign", req: campaignReq{}, res: campaignJSON{}, status: http.StatusCreated},

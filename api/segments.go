@@ -23,6 +23,7 @@ type segmentJSON struct {
 	Description    *string         `json:"description"`
 	Rules          json.RawMessage `json:"rules"`
 	Enabled        bool            `json:"enabled"`
+	Live           bool            `json:"live"`
 	MemberCount    int64           `json:"memberCount"`
 	DependsOn      []string        `json:"dependsOn"`
 	DependedBy     []string        `json:"dependedBy"`
@@ -37,7 +38,7 @@ func segmentView(s queries.Segment, dependedBy []string) segmentJSON {
 		dependedBy = []string{}
 	}
 	return segmentJSON{SegmentID: s.ID, Name: s.Name, Description: s.Description, Rules: s.Rules, Enabled: s.Enabled,
-		MemberCount: s.MemberCount, DependsOn: s.DependsOn, DependedBy: dependedBy, Version: segments.Version(s.Version),
+		Live: s.Live, MemberCount: s.MemberCount, DependsOn: s.DependsOn, DependedBy: dependedBy, Version: segments.Version(s.Version),
 		LastComputedAt: formatTimePtr(s.LastComputedAt), CreatedAt: formatTime(s.CreatedAt), UpdatedAt: formatTime(s.UpdatedAt)}
 }
 
@@ -46,6 +47,7 @@ type segmentReq struct {
 	Description Opt[string]          `json:"description"`
 	Rules       Opt[json.RawMessage] `json:"rules"`
 	Enabled     Opt[bool]            `json:"enabled"`
+	Live        Opt[bool]            `json:"live"`
 }
 
 func (r *segmentReq) validate(create bool) (segments.Input, error) {
@@ -65,6 +67,13 @@ func (r *segmentReq) validate(create bool) (segments.Input, error) {
 			in.Enabled = &v
 		} else {
 			f.Add("enabled", "must be a boolean")
+		}
+	}
+	if r.Live.Set {
+		if v, ok := r.Live.Value(); ok {
+			in.Live = &v
+		} else {
+			f.Add("live", "must be a boolean")
 		}
 	}
 	return in, f.Err()
@@ -123,8 +132,8 @@ func (s *Server) segmentUpdate(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if !req.Name.Set && !req.Description.Set && !req.Rules.Set && !req.Enabled.Set {
-		return apperr.AtLeastOne("name", "description", "rules", "enabled")
+	if !req.Name.Set && !req.Description.Set && !req.Rules.Set && !req.Enabled.Set && !req.Live.Set {
+		return apperr.AtLeastOne("name", "description", "rules", "enabled", "live")
 	}
 	in, err := req.validate(false)
 	if err != nil {
@@ -220,4 +229,33 @@ type contactSegmentJSON struct {
 	Name        string  `json:"name"`
 	MemberCount int64   `json:"memberCount"`
 	ComputedAt  *string `json:"computedAt"`
+}
+
+// explainJSON is GET /api/segments/{id}/explain: the segment's rules judged
+// on the contact's current data, each node with its result and each leaf
+// with the contact's value.
+type explainJSON struct {
+	SegmentID      string         `json:"segmentId"`
+	ContactID      string         `json:"contactId"`
+	IsMember       bool           `json:"isMember"`
+	EvaluatedAt    string         `json:"evaluatedAt"`
+	StoredIsMember bool           `json:"storedIsMember"`
+	Rules          map[string]any `json:"rules"`
+}
+
+func (s *Server) segmentExplain(c *fiber.Ctx) error {
+	id, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	contactID := c.Query("contactId")
+	if contactID == "" {
+		return apperr.Invalid("contactId", "is required")
+	}
+	e, err := s.segments.Explain(c.UserContext(), tenantID(c), id, contactID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(explainJSON{SegmentID: e.SegmentID, ContactID: e.ContactID, IsMember: e.IsMember,
+		EvaluatedAt: formatTime(e.EvaluatedAt), StoredIsMember: e.StoredIsMember, Rules: e.Rules})
 }

@@ -40,6 +40,7 @@ var queryParams = map[string][]string{
 	"GET /api/partials":                   {"cursor", "limit"},
 	"GET /api/segments":                   {"cursor", "limit"},
 	"GET /api/segments/:id/members":       {"cursor", "limit"},
+	"GET /api/segments/:id/explain":       {"contactId"},
 	"GET /api/campaigns":                  {"cursor", "limit", "status"},
 	"GET /api/domains":                    {"cursor", "limit"},
 	"GET /api/metrics":                    {"period", "yearMonth", "date", "startDate", "endDate"},

@@ -358,6 +358,23 @@ type Segment struct {
 	LastComputedAt  *time.Time
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	Live            bool
+	LiveJudgedAt    *time.Time
+}
+
+type SegmentLiveQueue struct {
+	ID         int64
+	TenantID   string
+	ContactID  string
+	SegmentIds []string
+	CreatedAt  time.Time
+}
+
+type SegmentLiveRead struct {
+	TenantID  string
+	Kind      string
+	Key       string
+	SegmentID string
 }
 
 type SegmentMember struct {
@@ -400,16 +417,18 @@ type Send struct {
 }
 
 type Sequence struct {
-	TenantID     string
-	ID           string
-	Name         string
-	Content      string
-	TriggerEvent string
-	Enabled      bool
-	Version      int32
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Definition   json.RawMessage
+	TenantID       string
+	ID             string
+	Name           string
+	Content        string
+	TriggerEvent   string
+	Enabled        bool
+	Version        int32
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Definition     json.RawMessage
+	TriggerSegment *string
+	TriggerOn      *string
 }
 
 type Suppression struct {

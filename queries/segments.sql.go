@@ -17,7 +17,7 @@ UPDATE segments SET
     computed_version = version,
     last_computed_at = now()
 WHERE tenant_id = $1 AND id = $2
-RETURNING tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at
+RETURNING tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at, live, live_judged_at
 `
 
 type SegmentComputedParams struct {
@@ -42,6 +42,8 @@ func (q *Queries) SegmentComputed(ctx context.Context, arg SegmentComputedParams
 		&i.LastComputedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Live,
+		&i.LiveJudgedAt,
 	)
 	return i, err
 }
@@ -176,7 +178,7 @@ func (q *Queries) SegmentEdgesFrom(ctx context.Context, arg SegmentEdgesFromPara
 }
 
 const segmentGet = `-- name: SegmentGet :one
-SELECT tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at FROM segments WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at, live, live_judged_at FROM segments WHERE tenant_id = $1 AND id = $2
 `
 
 type SegmentGetParams struct {
@@ -201,12 +203,14 @@ func (q *Queries) SegmentGet(ctx context.Context, arg SegmentGetParams) (Segment
 		&i.LastComputedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Live,
+		&i.LiveJudgedAt,
 	)
 	return i, err
 }
 
 const segmentGetForUpdate = `-- name: SegmentGetForUpdate :one
-SELECT tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at FROM segments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at, live, live_judged_at FROM segments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SegmentGetForUpdateParams struct {
@@ -231,6 +235,8 @@ func (q *Queries) SegmentGetForUpdate(ctx context.Context, arg SegmentGetForUpda
 		&i.LastComputedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Live,
+		&i.LiveJudgedAt,
 	)
 	return i, err
 }
@@ -238,7 +244,7 @@ func (q *Queries) SegmentGetForUpdate(ctx context.Context, arg SegmentGetForUpda
 const segmentInsert = `-- name: SegmentInsert :one
 INSERT INTO segments (tenant_id, id, name, description, rules, enabled, depends_on)
 VALUES ($1, $2, $3, $4, $5, $6, $7::text[])
-RETURNING tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at
+RETURNING tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at, live, live_judged_at
 `
 
 type SegmentInsertParams struct {
@@ -276,12 +282,14 @@ func (q *Queries) SegmentInsert(ctx context.Context, arg SegmentInsertParams) (S
 		&i.LastComputedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Live,
+		&i.LiveJudgedAt,
 	)
 	return i, err
 }
 
 const segmentList = `-- name: SegmentList :many
-SELECT tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at FROM segments
+SELECT tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at, live, live_judged_at FROM segments
 WHERE tenant_id = $1
   AND (created_at, id) < ($2::timestamptz, $3::text)
 ORDER BY created_at DESC, id DESC
@@ -323,6 +331,8 @@ func (q *Queries) SegmentList(ctx context.Context, arg SegmentListParams) ([]Seg
 			&i.LastComputedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Live,
+			&i.LiveJudgedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -446,7 +456,7 @@ UPDATE segments SET
     depends_on  = $6::text[],
     updated_at  = now()
 WHERE tenant_id = $7 AND id = $8
-RETURNING tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at
+RETURNING tenant_id, id, name, description, rules, enabled, version, depends_on, member_count, computed_version, last_computed_at, created_at, updated_at, live, live_judged_at
 `
 
 type SegmentUpdateParams struct {
@@ -486,6 +496,8 @@ func (q *Queries) SegmentUpdate(ctx context.Context, arg SegmentUpdateParams) (S
 		&i.LastComputedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Live,
+		&i.LiveJudgedAt,
 	)
 	return i, err
 }

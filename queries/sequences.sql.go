@@ -43,7 +43,7 @@ func (q *Queries) SequenceDelete(ctx context.Context, arg SequenceDeleteParams) 
 }
 
 const sequenceGet = `-- name: SequenceGet :one
-SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition FROM sequences WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on FROM sequences WHERE tenant_id = $1 AND id = $2
 `
 
 type SequenceGetParams struct {
@@ -65,12 +65,14 @@ func (q *Queries) SequenceGet(ctx context.Context, arg SequenceGetParams) (Seque
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
+		&i.TriggerSegment,
+		&i.TriggerOn,
 	)
 	return i, err
 }
 
 const sequenceGetForUpdate = `-- name: SequenceGetForUpdate :one
-SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition FROM sequences WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on FROM sequences WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SequenceGetForUpdateParams struct {
@@ -92,6 +94,8 @@ func (q *Queries) SequenceGetForUpdate(ctx context.Context, arg SequenceGetForUp
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
+		&i.TriggerSegment,
+		&i.TriggerOn,
 	)
 	return i, err
 }
@@ -100,7 +104,7 @@ const sequenceInsert = `-- name: SequenceInsert :one
 INSERT INTO sequences (tenant_id, id, name, content, definition, trigger_event, enabled)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, id) DO NOTHING
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on
 `
 
 type SequenceInsertParams struct {
@@ -136,6 +140,8 @@ func (q *Queries) SequenceInsert(ctx context.Context, arg SequenceInsertParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
+		&i.TriggerSegment,
+		&i.TriggerOn,
 	)
 	return i, err
 }
@@ -204,7 +210,7 @@ func (q *Queries) SequenceList(ctx context.Context, arg SequenceListParams) ([]S
 const sequenceSetEnabled = `-- name: SequenceSetEnabled :one
 UPDATE sequences SET enabled = $1, updated_at = now()
 WHERE tenant_id = $2 AND id = $3
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on
 `
 
 type SequenceSetEnabledParams struct {
@@ -227,6 +233,8 @@ func (q *Queries) SequenceSetEnabled(ctx context.Context, arg SequenceSetEnabled
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
+		&i.TriggerSegment,
+		&i.TriggerOn,
 	)
 	return i, err
 }
@@ -240,7 +248,7 @@ UPDATE sequences SET
     version       = $5,
     updated_at    = now()
 WHERE tenant_id = $6 AND id = $7
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on
 `
 
 type SequenceUpdateParams struct {
@@ -276,6 +284,8 @@ func (q *Queries) SequenceUpdate(ctx context.Context, arg SequenceUpdateParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Definition,
+		&i.TriggerSegment,
+		&i.TriggerOn,
 	)
 	return i, err
 }

@@ -110,6 +110,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []Role
 	if Has(roles, RoleWebhooks) {
 		goBG(func(ctx context.Context) { ListenWebhooks(ctx, svc) })
 	}
+	if Has(roles, RoleSegments) {
+		goBG(func(ctx context.Context) { RunLive(ctx, svc) })
+	}
 
 	adminHandler, closeAdmin := AdminHandler(infra.AsynqOpt, infra.Inspector,
 		AdminOptions{ReadOnly: cfg.AsynqmonReadOnly, Hosts: cfg.AdminHosts, Roles: roles}, AdminCollectors(svc)...)

@@ -20,7 +20,8 @@ const (
 	// RoleSends: due sequence steps and scheduled sends (the dispatch),
 	// broadcast starts and their recipients.
 	RoleSends Role = "sends"
-	// RoleSegments: segment computes.
+	// RoleSegments: segment computes, and live segments' queue, ticks and
+	// reconciles (RunLive).
 	RoleSegments Role = "segments"
 	// RoleDomains: domain checks.
 	RoleDomains Role = "domains"

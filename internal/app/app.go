@@ -206,8 +206,10 @@ func New(in Infra) (*Services, error) {
 		Events: &events.Recorder{DB: db, Hooks: []events.Hook{engine.Hook},
 			BatchHooks: []events.BatchHook{engine.HookMany}, SystemHooks: []events.SystemHook{engine.SystemHook}},
 		Feed: &events.Feed{DB: db},
+		// A live segment's entered and exited start the sequences they
+		// trigger, in the transaction that writes the change.
 		Segments: &segments.Store{DB: db, Throttle: &segments.Throttle{Redis: in.Redis, Prefix: in.RedisPrefix,
-			Every: cfg.SegmentComputeEvery, Log: in.Log}},
+			Every: cfg.SegmentComputeEvery, Log: in.Log}, OnChange: engine.SegmentHook},
 		Campaigns: &campaigns.Store{DB: db},
 		Templates: &templates.Store{DB: db, Compiler: templates.Prepare{MJML: in.MJML},
 			FreeLimit: cfg.PlanFreeTemplates},

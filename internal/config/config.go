@@ -78,7 +78,13 @@ type Config struct {
 	UnauthRateLimitPerMinute int
 	APIKeyCacheTTL           time.Duration
 	SegmentComputeEvery      time.Duration
-	SendMaxAttempts          int
+	// LiveSegmentTick is how often live segments' time rules are judged
+	// again (LIVE_SEGMENT_TICK); LiveSegmentReconcile how often each live
+	// segment's full compute checks the incremental work
+	// (LIVE_SEGMENT_RECONCILE; ADDENDUM 21).
+	LiveSegmentTick      time.Duration
+	LiveSegmentReconcile time.Duration
+	SendMaxAttempts      int
 	// SendClaimTimeout is how old a scheduled send's or broadcast
 	// recipient's claim must be before the sweep takes it back (its worker
 	// died): at least an attempt's longest life, so a slow attempt is never
@@ -240,6 +246,8 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		UnauthRateLimitPerMinute: r.positiveInt("UNAUTH_RATE_LIMIT_PER_MINUTE", 600),
 		APIKeyCacheTTL:           r.durationUpTo("API_KEY_CACHE_TTL", 5*time.Second, time.Minute),
 		SegmentComputeEvery:      r.duration("SEGMENT_COMPUTE_INTERVAL", 60*time.Second),
+		LiveSegmentTick:          r.duration("LIVE_SEGMENT_TICK", time.Minute),
+		LiveSegmentReconcile:     r.duration("LIVE_SEGMENT_RECONCILE", 10*time.Minute),
 		SendMaxAttempts:          r.positiveInt("SEND_MAX_ATTEMPTS", 5),
 		SendClaimTimeout:         r.duration("SEND_CLAIM_TIMEOUT", 5*time.Minute),
 		SendAttemptTimeout:       r.duration("SEND_ATTEMPT_TIMEOUT", 2*time.Minute),

@@ -23,11 +23,12 @@ import (
 	"tidings/queries"
 )
 
-// EventTypes are the types a message may have, in ADDENDUM 14's order.
+// EventTypes are the types a message may have, in ADDENDUM 14's order,
+// then ADDENDUM 21's.
 var EventTypes = []string{"email.sent", "email.delivered", "email.opened", "email.clicked", "email.bounced",
 	"email.complained", "email.unsubscribed", "contact.created", "contact.updated", "contact.deleted",
 	"contact.unsubscribed", "contact.suppressed", "sequence.entered", "sequence.exited", "sequence.completed",
-	"broadcast.sent", "tenant.paused", "webhook.test"}
+	"broadcast.sent", "tenant.paused", "webhook.test", "segment.entered", "segment.exited"}
 
 // Delivery statuses.
 var DeliveryStatuses = []string{"pending", "succeeded", "failed"}

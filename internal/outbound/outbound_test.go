@@ -224,7 +224,9 @@ func TestEmission(t *testing.T) {
 		($1, 'tle_1', $2, 'sequence_entered', now(), '{"sequenceId":"s"}'),
 		($1, 'tle_2', $2, 'sequence_exited', now(), '{"sequenceId":"s","reason":"manual"}'),
 		($1, 'tle_3', $2, 'sequence_completed', now(), '{"sequenceId":"s"}'),
-		($1, 'tle_4', $2, 'scheduled', now(), '{}')`, tenant, c.ID)
+		($1, 'tle_4', $2, 'scheduled', now(), '{}'),
+		($1, 'tle_5', $2, 'segment_entered', now(), '{"segmentId":"seg_1"}'),
+		($1, 'tle_6', $2, 'segment_exited', now(), '{"segmentId":"seg_1"}')`, tenant, c.ID)
 	f.exec(`UPDATE contacts SET subscribed = false WHERE tenant_id = $1`, tenant)
 	f.exec(`UPDATE contacts SET suppressed = true WHERE tenant_id = $1`, tenant)
 	f.exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status) VALUES ($1, 'brd_1', 'B', 't', 's', 'sending')`, tenant)
@@ -238,7 +240,8 @@ func TestEmission(t *testing.T) {
 
 	want := []string{"contact.created", "contact.updated", "email.bounced", "email.clicked", "email.complained",
 		"email.delivered", "email.opened", "email.sent", "email.unsubscribed", "sequence.completed", "sequence.entered",
-		"sequence.exited", "contact.unsubscribed", "contact.suppressed", "broadcast.sent", "tenant.paused", "contact.deleted"}
+		"sequence.exited", "segment.entered", "segment.exited", "contact.unsubscribed", "contact.suppressed",
+		"broadcast.sent", "tenant.paused", "contact.deleted"}
 	got := types(all.ID)
 	seen := map[string]int{}
 	for _, g := range got {

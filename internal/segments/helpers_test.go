@@ -31,7 +31,7 @@ type bundle struct {
 	contacts *contacts.Store
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	db := testenv.DB(t)
 	b := &bundle{ctx: context.Background(), db: db, segs: &segments.Store{DB: db},
@@ -90,7 +90,7 @@ func (b *bundle) get(t *testing.T, tenant, id string) (queries.Segment, []string
 }
 
 // contact adds a contact of tenant with the given properties.
-func (b *bundle) contact(t *testing.T, tenant, email string, props map[string]any) string {
+func (b *bundle) contact(t testing.TB, tenant, email string, props map[string]any) string {
 	t.Helper()
 	c, err := b.contacts.Create(b.ctx, tenant, contacts.Input{Email: email, Properties: contacts.Patch{Set: props}})
 	if err != nil {

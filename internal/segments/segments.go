@@ -32,6 +32,11 @@ type Store struct {
 	DB *store.DB
 	// Throttle spaces computes (ComputeThrottled); Compute ignores it.
 	Throttle *Throttle
+	// OnChange, when set, runs in the transaction that writes live
+	// segments' membership changes (with their timeline entries): the
+	// sequence engine starts the sequences a segment's entered or exited
+	// triggers there. An error rolls the changes back.
+	OnChange func(ctx context.Context, q *store.Tx, tenantID string, changes []Change) error
 }
 
 // Input is a create or PATCH body; nil fields were not sent.
@@ -41,6 +46,8 @@ type Input struct {
 	SetDesc     bool // description sent (null clears it)
 	Rules       json.RawMessage
 	Enabled     *bool
+	// Live keeps the membership current from the data (ADDENDUM 21).
+	Live *bool
 }
 
 // Limits of a segment's text fields, in characters.
@@ -191,13 +198,13 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		return seg, err
 	}
 	err := s.DB.InTx(ctx, func(tx *store.Tx) error {
-		q := tx.Queries
+		q := tx
 		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
 			return err
 		}
 		id := ids.New(ids.Segment)
 		tx.AuditResource(id)
-		_, refs, err := parseRules(ctx, q, tenantID, in.Rules, id)
+		_, refs, err := parseRules(ctx, q.Queries, tenantID, in.Rules, id)
 		if err != nil {
 			return err
 		}
@@ -205,15 +212,27 @@ func (s *Store) Create(ctx context.Context, tenantID string, in Input) (queries.
 		if in.Enabled != nil {
 			enabled = *in.Enabled
 		}
+		live := in.Live != nil && *in.Live
+		if live {
+			if err := refsLive(ctx, q.Queries, tenantID, in.Rules, refs); err != nil {
+				return err
+			}
+		}
 		seg, err = q.SegmentInsert(ctx, queries.SegmentInsertParams{TenantID: tenantID, ID: id, Name: *in.Name,
 			Description: in.Description, Rules: compact(in.Rules), Enabled: enabled, DependsOn: refs})
-		return err
+		if err != nil || !live {
+			return err
+		}
+		if seg, err = s.makeLive(ctx, q, tenantID, id); err != nil {
+			return err
+		}
+		return nil
 	})
 	return seg, err
 }
 
 // Update applies a PATCH; changing rules bumps the version and does not
-// recompute membership. It returns the segment as Get does, with the ids of
+// recompute membership, except for a live segment (liveRulesChanged). It returns the segment as Get does, with the ids of
 // the segments that reference it.
 func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (queries.Segment, []string, error) {
 	var seg queries.Segment
@@ -221,7 +240,7 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 	if err := in.check(false); err != nil {
 		return seg, nil, err
 	}
-	err := s.DB.Tx(ctx, func(q *queries.Queries) error {
+	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		if err := q.SegmentLockGraph(ctx, tenantID); err != nil {
 			return err
 		}
@@ -241,7 +260,7 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 			next.Enabled = *in.Enabled
 		}
 		if in.Rules != nil {
-			n, refs, err := parseRules(ctx, q, tenantID, in.Rules, id)
+			n, refs, err := parseRules(ctx, q.Queries, tenantID, in.Rules, id)
 			if err != nil {
 				return err
 			}
@@ -250,7 +269,30 @@ func (s *Store) Update(ctx context.Context, tenantID, id string, in Input) (quer
 				next.Rules, next.DependsOn, next.Version = compact(in.Rules), refs, cur.Version+1
 			}
 		}
+		live := cur.Live
+		if in.Live != nil {
+			live = *in.Live
+		}
+		if err := s.checkLive(ctx, q.Queries, tenantID, cur, live, next); err != nil {
+			return err
+		}
 		if seg, err = q.SegmentUpdate(ctx, next); err != nil {
+			return err
+		}
+		rulesChanged := next.Version != cur.Version
+		switch {
+		case live && !cur.Live:
+			seg, err = s.makeLive(ctx, q, tenantID, id)
+		case !live && cur.Live:
+			seg, err = s.stopLive(ctx, q, tenantID, id)
+		case live && (rulesChanged || (next.Enabled && !cur.Enabled)):
+			// New rules: the segment and the live segments that refer to
+			// it (they evaluate its current rules) follow at once, with
+			// entered and exited for whom it moves. Re-enabled: it
+			// catches up silently, as when it became live.
+			seg, err = s.liveRulesChanged(ctx, q, tenantID, id, rulesChanged)
+		}
+		if err != nil {
 			return err
 		}
 		by, err = q.SegmentDependedBy(ctx, queries.SegmentDependedByParams{TenantID: tenantID, ID: id})
@@ -379,4 +421,124 @@ func unknownSegmentFields(n *rules.Node, ids []string) error {
 		return err
 	}
 	return apperr.Invalid("rules", fmt.Sprintf("unknown segment: %v", ids))
+}
+
+// refsLive refuses a live segment whose rules refer to a segment that is
+// not live: it could not follow that one's changes.
+func refsLive(ctx context.Context, q *queries.Queries, tenantID string, raw json.RawMessage, refs []string) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	notLive, err := q.SegmentsNotLive(ctx, queries.SegmentsNotLiveParams{TenantID: tenantID, Ids: refs})
+	if err != nil || len(notLive) == 0 {
+		return err
+	}
+	n, err := rules.Parse(raw, rules.Options{})
+	if err != nil {
+		return apperr.Invalid("live", fmt.Sprintf("refers to segments that are not live: %v", notLive))
+	}
+	bad := map[string]bool{}
+	for _, id := range notLive {
+		bad[id] = true
+	}
+	f := apperr.Fields{}
+	n.Walk("rules", func(path string, m *rules.Node) {
+		if m.Type == rules.TypeSegment && bad[m.SegmentID] {
+			f.Add(path+".segmentId", "a live segment may refer only to live segments; "+m.SegmentID+" is not live")
+		}
+	})
+	return f.Err()
+}
+
+// checkLive judges a PATCH's liveness: a live segment refers only to live
+// ones; a segment that a live segment refers to, or that a sequence
+// trigger names, stays live.
+func (s *Store) checkLive(ctx context.Context, q *queries.Queries, tenantID string, cur queries.Segment, live bool, next queries.SegmentUpdateParams) error {
+	if live {
+		return refsLive(ctx, q, tenantID, next.Rules, next.DependsOn)
+	}
+	if !cur.Live {
+		return nil
+	}
+	by, err := q.SegmentLiveDependedBy(ctx, queries.SegmentLiveDependedByParams{TenantID: tenantID, ID: cur.ID})
+	if err != nil {
+		return err
+	}
+	if len(by) > 0 {
+		return apperr.Invalid("live", fmt.Sprintf("live segments refer to this segment, so it must stay live: %v", by))
+	}
+	seqs, err := q.SequencesNamingSegment(ctx, queries.SequencesNamingSegmentParams{TenantID: tenantID, SegmentID: cur.ID})
+	if err != nil {
+		return err
+	}
+	if len(seqs) > 0 {
+		return apperr.Invalid("live", fmt.Sprintf("sequence triggers name this segment, so it must stay live: %v", seqs))
+	}
+	return nil
+}
+
+// makeLive turns a segment live: it writes its rows of the reads index and
+// computes it once, without entered events for the members it finds.
+func (s *Store) makeLive(ctx context.Context, q *store.Tx, tenantID, id string) (queries.Segment, error) {
+	if _, err := q.SegmentSetLive(ctx, queries.SegmentSetLiveParams{TenantID: tenantID, ID: id, Live: true}); err != nil {
+		return queries.Segment{}, err
+	}
+	if err := s.writeReadsOf(ctx, q, tenantID, id); err != nil {
+		return queries.Segment{}, err
+	}
+	if err := s.recomputeLive(ctx, q, tenantID, id, false); err != nil {
+		return queries.Segment{}, err
+	}
+	return q.SegmentGet(ctx, queries.SegmentGetParams{TenantID: tenantID, ID: id})
+}
+
+// stopLive turns a segment back into one that changes only on compute.
+func (s *Store) stopLive(ctx context.Context, q *store.Tx, tenantID, id string) (queries.Segment, error) {
+	if err := q.SegmentLiveReadsDelete(ctx, queries.SegmentLiveReadsDeleteParams{TenantID: tenantID, SegmentID: id}); err != nil {
+		return queries.Segment{}, err
+	}
+	return q.SegmentSetLive(ctx, queries.SegmentSetLiveParams{TenantID: tenantID, ID: id, Live: false})
+}
+
+// liveRulesChanged recomputes a live segment whose rules changed (or that
+// was enabled again), and the live segments that refer to it, directly or
+// not, rewriting their reads: they read what it reads.
+func (s *Store) liveRulesChanged(ctx context.Context, q *store.Tx, tenantID, id string, emit bool) (queries.Segment, error) {
+	order := []string{id}
+	seen := map[string]bool{id: true}
+	for i := 0; i < len(order); i++ {
+		by, err := q.SegmentLiveDependedBy(ctx, queries.SegmentLiveDependedByParams{TenantID: tenantID, ID: order[i]})
+		if err != nil {
+			return queries.Segment{}, err
+		}
+		for _, b := range by {
+			if !seen[b] {
+				seen[b] = true
+				order = append(order, b)
+			}
+		}
+	}
+	for i, sid := range order {
+		if err := s.writeReadsOf(ctx, q, tenantID, sid); err != nil {
+			return queries.Segment{}, err
+		}
+		if err := s.recomputeLive(ctx, q, tenantID, sid, emit || i > 0); err != nil {
+			return queries.Segment{}, err
+		}
+	}
+	return q.SegmentGet(ctx, queries.SegmentGetParams{TenantID: tenantID, ID: id})
+}
+
+// writeReadsOf rewrites the reads index rows of live segment id from its
+// rules and those of the segments it refers to.
+func (s *Store) writeReadsOf(ctx context.Context, q *store.Tx, tenantID, id string) error {
+	ls, err := loadLive(ctx, q.Queries, tenantID)
+	if err != nil {
+		return err
+	}
+	n, ok := ls.nodes[id]
+	if !ok {
+		return nil
+	}
+	return writeReads(ctx, q.Queries, tenantID, id, readsOf(n, ls.resolve))
 }

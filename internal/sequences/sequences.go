@@ -127,6 +127,9 @@ func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (out Saved,
 		if err := checkRefs(ctx, q, tenantID, d); err != nil {
 			return err
 		}
+		if err := checkSegmentTrigger(ctx, q, tenantID, d); err != nil {
+			return err
+		}
 		name := d.Name
 		if p.Name != nil {
 			name = *p.Name
@@ -134,12 +137,18 @@ func (s *Store) put(ctx context.Context, tenantID, id string, p Put) (out Saved,
 		if create {
 			out.Created = true
 			out.Sequence, err = s.create(ctx, q, tenantID, id, string(p.Content), name, d, p.Enabled)
-			return err
+			if err != nil {
+				return err
+			}
+			return setSegmentTrigger(ctx, q, tenantID, id, d)
 		}
 		if name == "" {
 			name = cur.Name // neither the YAML nor the wrapper renames it
 		}
 		out.Sequence, err = update(ctx, q, cur, string(p.Content), name, d)
+		if err == nil {
+			err = setSegmentTrigger(ctx, q, tenantID, id, d)
+		}
 		if err != nil || out.Sequence.Version == cur.Version || s.OnNewVersion == nil {
 			return err
 		}
@@ -207,6 +216,40 @@ func stored(d *definition.Definition, name, trigger string) (json.RawMessage, er
 	c := *d
 	c.Name, c.Trigger.Event = name, trigger
 	return json.Marshal(&c)
+}
+
+// checkSegmentTrigger refuses a trigger.segment that is not a live segment
+// of the tenant (ADDENDUM 21).
+func checkSegmentTrigger(ctx context.Context, q *store.Tx, tenantID string, d *definition.Definition) error {
+	id := d.Trigger.Segment
+	if id == "" {
+		return nil
+	}
+	found, err := q.SegmentsExisting(ctx, queries.SegmentsExistingParams{TenantID: tenantID, Ids: []string{id}})
+	if err != nil {
+		return err
+	}
+	if len(found) == 0 {
+		return apperr.Invalid("trigger.segment", "unknown segment "+id)
+	}
+	notLive, err := q.SegmentsNotLive(ctx, queries.SegmentsNotLiveParams{TenantID: tenantID, Ids: []string{id}})
+	if err != nil {
+		return err
+	}
+	if len(notLive) > 0 {
+		return apperr.Invalid("trigger.segment", "segment "+id+" is not live: only a live segment's entered or exited starts a sequence")
+	}
+	return nil
+}
+
+// setSegmentTrigger records the sequence's segment trigger, if any, where
+// the live segments' changes look it up.
+func setSegmentTrigger(ctx context.Context, q *store.Tx, tenantID, id string, d *definition.Definition) error {
+	p := queries.SequenceSetSegmentTriggerParams{TenantID: tenantID, ID: id}
+	if d.Trigger.Segment != "" {
+		p.TriggerSegment, p.TriggerOn = &d.Trigger.Segment, &d.Trigger.On
+	}
+	return q.SequenceSetSegmentTrigger(ctx, p)
 }
 
 // checkRefs answers VALIDATION_ERROR for unknown segments in the rule trees

@@ -72,6 +72,10 @@ var (
 		Name: "tidings_ingest_events_total",
 		Help: "POST /api/events events by what the group commit did with them: batched (written in a batch transaction, whatever each one's own answer), refused (queue full or shutting down: 503), abandoned (the request gave up before a batch took it: 503).",
 	}, []string{"outcome"})
+	liveRepairs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tidings_live_segment_repairs_total",
+		Help: "Live segment memberships the periodic full compute had to repair (joined plus left): what incremental evaluation missed; 0 when nothing was lost.",
+	})
 	ingestBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tidings_ingest_batch_events",
 		Help:    "Events per group-commit transaction of POST /api/events.",
@@ -97,7 +101,7 @@ var (
 
 // own are Tidings's collectors, served by every process's registry.
 var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
-	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses, machineHits, ingestEvents, ingestBatch}
+	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses, machineHits, ingestEvents, ingestBatch, liveRepairs}
 
 var createSeries sync.Once
 
@@ -158,6 +162,9 @@ func MachineHits(opens, clicks int64) {
 		machineHits.WithLabelValues("click").Add(float64(clicks))
 	}
 }
+
+// LiveRepairs counts memberships a live segment's reconcile repaired.
+func LiveRepairs(n int) { liveRepairs.Add(float64(n)) }
 
 // TenantPaused counts a pause by the deliverability guard.
 func TenantPaused(reason string) { tenantPauses.WithLabelValues(reason).Inc() }

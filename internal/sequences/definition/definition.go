@@ -76,13 +76,24 @@ func (w *Window) Next(t time.Time, loc *time.Location) time.Time {
 	return lw.Next(t, loc)
 }
 
-// Trigger says which custom event enrols a contact.
+// Trigger says which custom event enrols a contact, or (ADDENDUM 21)
+// which live segment's entered or exited does.
 type Trigger struct {
-	Event string `json:"event"`
+	Event string `json:"event,omitempty"`
+	// Segment and On, instead of Event: the live segment whose members
+	// entering (TriggerEntered) or leaving (TriggerExited) enrols them.
+	Segment string `json:"segment,omitempty"`
+	On      string `json:"on,omitempty"`
 	// Reenroll lets a contact enter again after an earlier enrolment ended;
 	// false: a contact enters at most once.
 	Reenroll bool `json:"reenroll"`
 }
+
+// Values of Trigger.On.
+const (
+	TriggerEntered = "entered"
+	TriggerExited  = "exited"
+)
 
 // Step is one step of a sequence.
 type Step struct {

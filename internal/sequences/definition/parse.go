@@ -50,7 +50,7 @@ const (
 var (
 	topKeys     = []string{"name", "trigger", "from", "topic", "window", "gates", "exit", "steps"}
 	windowKeys  = []string{"days", "from", "to"}
-	triggerKeys = []string{"event", "reenroll"}
+	triggerKeys = []string{"event", "reenroll", "segment", "on"}
 	stepKeys    = []string{"id", "send", "delay", "action", "template", "duration", "conditions"}
 )
 
@@ -475,7 +475,11 @@ func (p *parser) trigger(e entry) Trigger {
 		got[te.key] = te
 	}
 	ev, ok := got["event"]
-	if !ok {
+	if seg, isSeg := got["segment"]; isSeg || got["on"].key != "" {
+		// A live segment's entered or exited enrols instead (ADDENDUM 21);
+		// that the segment exists and is live is the store's to check.
+		t.Segment, t.On = p.segmentTrigger(e, seg, got["on"], ok)
+	} else if !ok {
 		p.errorf("trigger.event", e.line, "is required: the custom event that enrols contacts")
 	} else if s, ok := p.text("trigger.event", ev.line, ev.val, true); ok {
 		switch {
@@ -497,6 +501,34 @@ func (p *parser) trigger(e entry) Trigger {
 		}
 	}
 	return t
+}
+
+// segmentTrigger reads trigger.segment and trigger.on, which replace
+// trigger.event.
+func (p *parser) segmentTrigger(e, seg, on entry, hasEvent bool) (string, string) {
+	if hasEvent {
+		p.errorf("trigger.event", e.line, "must not be given with trigger.segment: a sequence starts on one or the other")
+	}
+	var id, when string
+	if seg.key == "" {
+		p.errorf("trigger.segment", e.line, "is required with trigger.on: the live segment whose members start the sequence")
+	} else if s, ok := p.text("trigger.segment", seg.line, seg.val, true); ok {
+		if strings.TrimSpace(s) == "" {
+			p.errorf("trigger.segment", seg.line, "must not be blank")
+		} else {
+			id = s
+		}
+	}
+	if on.key == "" {
+		p.errorf("trigger.on", e.line, "is required with trigger.segment: entered or exited")
+	} else if s, ok := p.text("trigger.on", on.line, on.val, true); ok {
+		if s != TriggerEntered && s != TriggerExited {
+			p.errorf("trigger.on", on.line, "must be entered or exited")
+		} else {
+			when = s
+		}
+	}
+	return id, when
 }
 
 // from checks an optional from address, "a@b.example" or
