@@ -86,11 +86,11 @@ func (s *Server) renderBroadcast(c *fiber.Ctx, status int, b queries.Broadcast) 
 }
 
 type broadcastReq struct {
-	Name       Opt[string] `json:"name"`
-	TemplateID Opt[string] `json:"templateId"`
-	SegmentID  Opt[string] `json:"segmentId"`
-	From       Opt[string] `json:"from"`
-	SendAt     Opt[string] `json:"sendAt"`
+	Name       Opt[string] `json:"name" min:"1" max:"200"`
+	TemplateID Opt[string] `json:"templateId" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"`
+	SegmentID  Opt[string] `json:"segmentId" min:"1" max:"64"`
+	From       Opt[string] `json:"from" max:"320" doc:"addr@domain or Name <addr@domain>."`
+	SendAt     Opt[string] `json:"sendAt" format:"-" nullable:"true" doc:"When to send (with an offset or Z), or with localTime a wall-clock time in each contact's zone."`
 	LocalTime  Opt[bool]   `json:"localTime"`
 	CampaignID Opt[string] `json:"campaignId"`
 	Topic      Opt[string] `json:"topic"`
@@ -181,7 +181,7 @@ func (s *Server) broadcastDelete(c *fiber.Ctx) error {
 }
 
 type broadcastSendReq struct {
-	SendAt *string `json:"sendAt"`
+	SendAt *string `json:"sendAt" format:"-" doc:"When to send; now when absent. With the broadcast's localTime, a wall-clock time without an offset."`
 }
 
 // validate has nothing to judge: the domain reads sendAt by the

@@ -47,11 +47,11 @@ type domainCheckedJSON struct {
 }
 
 type domainCreateReq struct {
-	Domain string `json:"domain" required:"true"`
+	Domain string `json:"domain" required:"true" min:"1" max:"253" doc:"A domain name (mail.example.com), not an IP address."`
 }
 
 type domainUpdateReq struct {
-	SendingEnabled Opt[bool] `json:"sendingEnabled"`
+	SendingEnabled Opt[bool] `json:"sendingEnabled" required:"true"`
 }
 
 func (r domainUpdateReq) validate() (bool, error) {
