@@ -83,8 +83,9 @@ test: services tools mjml-deps browser lint-deps ts-client-deps ## vet, staticch
 	$(SQLC) diff || (echo "generated code is stale: run make generate" && exit 1)
 	@$(MAKE) --no-print-directory client-diff
 	@$(MAKE) --no-print-directory lint-openapi
+	@# -timeout 30m: go test's 10 minutes is too short for the api package under -race on a busy 2-core machine.
 	@echo "go test -race: building the race binaries takes a few minutes the first time; then one line per package"
-	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -count=1 $(GO_PACKAGES)
+	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -count=1 -timeout 30m $(GO_PACKAGES)
 
 # Every fuzz target, as package:target. make fuzz runs each in turn (Go
 # fuzzes one target per go test invocation); their seed corpora (f.Add and
