@@ -92,9 +92,12 @@ func usedTags(doc *openapi3.T) (openapi3.Tags, error) {
 func describeOperation(key, fiberPath string, params []string, o op) string {
 	method, _, _ := strings.Cut(key, " ")
 	var b strings.Builder
-	if o.desc != "" {
+	switch {
+	case o.desc != "":
 		b.WriteString(o.desc)
-	} else {
+	case opDescs[key] != "":
+		b.WriteString(opDescs[key])
+	default:
 		b.WriteString(o.summary + ".")
 	}
 	note := func(s string) { b.WriteString("\n\n" + s) }
@@ -465,4 +468,54 @@ func valueSchemas() openapi3.Schemas {
 		"EventPropertyValue": {Value: &openapi3.Schema{AnyOf: scalar(),
 			Description: "A string (at most 4096 bytes), number or boolean."}},
 	}
+}
+
+// opDescs describe the operations whose entry in the table has no desc,
+// kept here so that the table's lines stay as other branches know them.
+var opDescs = map[string]string{
+	"GET /api/tenant": "The tenant of the credential: its plan, sending status (a new tenant is in the sandbox: mail goes only to " +
+		"the whitelist), counters of contacts and sends this month, and its settings.",
+	"PATCH /api/tenant": "Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, " +
+		"frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs " +
+		"a connected email provider and at least one verified domain.",
+	"POST /api/tenant/sandbox-whitelist": "While the tenant is in the sandbox, mail goes only to these addresses (at most 50). " +
+		"Answers the whole list.",
+	"POST /api/api-keys": "The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. " +
+		"Keys do not expire; revoke one with DELETE.",
+	"GET /api/api-keys":           "Every key of the tenant with its keyPrefix and status; never the key itself.",
+	"DELETE /api/api-keys/:keyId": "The key stops working at once on every instance: its next request is 401.",
+	"GET /api/contacts/:id":       "The contact with its properties, topics and derived counters (sends, opens, clicks, last event).",
+	"DELETE /api/contacts/:id":    "Deletes the contact with its enrolments; its pending scheduled sends are cancelled.",
+	"GET /api/contacts/stats":     "Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.",
+	"POST /api/events": "Records an event about an existing contact (by email; an event never creates a contact). Every enabled " +
+		"sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the " +
+		"contact's derived fields are updated and the contact is in the answer.",
+	"GET /api/sends/:sendId": "A send record: who, which template, the provider's message id, its delivery status and the " +
+		"time of each outcome (delivered, opened, clicked, bounced, complained).",
+	"GET /api/sends": "Every message sent by the tenant, newest first, filtered by status, contact, template, sequence, broadcast or time.",
+	"POST /api/segments": "A segment is a rule tree over contacts' properties, derived counters and other segments. Created with " +
+		"no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.",
+	"POST /api/segments/:id/compute": "Evaluates the rules against every contact of the tenant now and stores who is a member; " +
+		"answers how many contacts were processed and how many changed.",
+	"POST /api/campaigns": "A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; " +
+		"PATCH its status to active, paused, completed or archived.",
+	"PATCH /api/campaigns/:campaignId": "Name, description, status, segmentId (null clears it) and goals (replaces the list). " +
+		"Sequences and templates are added and removed by their own routes.",
+	"POST /api/broadcasts": "A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.",
+	"POST /api/broadcasts/:id/send": "Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in " +
+		"each contact's time zone).",
+	"POST /api/domains": "Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a " +
+		"verification TXT). Publish them, then verify; the service also re-checks periodically.",
+	"POST /api/domains/:domain/verify": "Looks the domain's DNS records up now and answers its status (verified once every " +
+		"record is found) with a message naming what is still missing.",
+	"PATCH /api/domains/:domain": "Enables or disables sending from the domain (sendingEnabled, required).",
+	"POST /api/webhooks": "Registers an https endpoint for the event types listed (every type when absent). The answer's secret " +
+		"signs every delivery (Standard Webhooks) and is shown this once.",
+	"GET /api/sequences/:id": "The sequence with its YAML definition, parsed steps, trigger and version.",
+	"POST /api/sequences/:id/contacts": "Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it " +
+		"already was. A disabled sequence enrols no one.",
+	"GET /api/templates/:id": "The template with its MJML source, the variables it reads and its current version.",
+	"GET /api/metrics": "The tenant's counters (scheduled, sent, delivered, opened, clicked, bounced, complained...): for a month " +
+		"(default: this one), a day (period=daily), or a range of days (startDate and endDate, at most 93 days). Rates are the " +
+		"client's to compute (open rate: opened / delivered).",
 }

@@ -2919,7 +2919,7 @@ type ClientInterface interface {
 
 	// ListApiKeys List API keys
 	//
-	// List API keys.
+	// Every key of the tenant with its keyPrefix and status; never the key itself.
 	//
 	// Answered whole, without paging.
 	//
@@ -2930,7 +2930,7 @@ type ClientInterface interface {
 
 	// CreateApiKeyWithBody Create an API key (the raw key is shown once)
 	//
-	// Create an API key (the raw key is shown once).
+	// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 	//
 	// Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 	//
@@ -2941,7 +2941,7 @@ type ClientInterface interface {
 
 	// CreateApiKey Create an API key (the raw key is shown once)
 	//
-	// Create an API key (the raw key is shown once).
+	// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 	//
 	// Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 	//
@@ -2952,7 +2952,7 @@ type ClientInterface interface {
 
 	// RevokeApiKey Revoke an API key
 	//
-	// Revoke an API key.
+	// The key stops working at once on every instance: its next request is 401.
 	//
 	// An unknown `keyId` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -2985,7 +2985,7 @@ type ClientInterface interface {
 
 	// CreateBroadcastWithBody Create a broadcast (a draft)
 	//
-	// Create a broadcast (a draft).
+	// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 	//
 	// Required: name, templateId, segmentId.
 	//
@@ -2998,7 +2998,7 @@ type ClientInterface interface {
 
 	// CreateBroadcast Create a broadcast (a draft)
 	//
-	// Create a broadcast (a draft).
+	// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 	//
 	// Required: name, templateId, segmentId.
 	//
@@ -3109,7 +3109,7 @@ type ClientInterface interface {
 
 	// SendBroadcastWithBody Send a broadcast now or at sendAt
 	//
-	// Send a broadcast now or at sendAt.
+	// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3122,7 +3122,7 @@ type ClientInterface interface {
 
 	// SendBroadcast Send a broadcast now or at sendAt
 	//
-	// Send a broadcast now or at sendAt.
+	// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3146,7 +3146,7 @@ type ClientInterface interface {
 
 	// CreateCampaignWithBody Create a campaign
 	//
-	// Create a campaign.
+	// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 	//
 	// Required: name.
 	//
@@ -3159,7 +3159,7 @@ type ClientInterface interface {
 
 	// CreateCampaign Create a campaign
 	//
-	// Create a campaign.
+	// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 	//
 	// Required: name.
 	//
@@ -3194,7 +3194,7 @@ type ClientInterface interface {
 
 	// UpdateCampaignWithBody Change a campaign
 	//
-	// Change a campaign.
+	// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -3209,7 +3209,7 @@ type ClientInterface interface {
 
 	// UpdateCampaign Change a campaign
 	//
-	// Change a campaign.
+	// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -3353,7 +3353,7 @@ type ClientInterface interface {
 
 	// ContactStats Counts of the tenant's contacts
 	//
-	// Counts of the tenant's contacts.
+	// Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -3362,7 +3362,7 @@ type ClientInterface interface {
 
 	// DeleteContact Delete a contact (its pending sends are cancelled)
 	//
-	// Delete a contact (its pending sends are cancelled).
+	// Deletes the contact with its enrolments; its pending scheduled sends are cancelled.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3373,7 +3373,7 @@ type ClientInterface interface {
 
 	// GetContact A contact
 	//
-	// A contact.
+	// The contact with its properties, topics and derived counters (sends, opens, clicks, last event).
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3488,7 +3488,7 @@ type ClientInterface interface {
 
 	// CreateDomainWithBody Add a sending domain
 	//
-	// Add a sending domain.
+	// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -3499,7 +3499,7 @@ type ClientInterface interface {
 
 	// CreateDomain Add a sending domain
 	//
-	// Add a sending domain.
+	// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -3532,7 +3532,7 @@ type ClientInterface interface {
 
 	// UpdateDomainWithBody Enable or disable sending from a domain
 	//
-	// Enable or disable sending from a domain.
+	// Enables or disables sending from the domain (sendingEnabled, required).
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3545,7 +3545,7 @@ type ClientInterface interface {
 
 	// UpdateDomain Enable or disable sending from a domain
 	//
-	// Enable or disable sending from a domain.
+	// Enables or disables sending from the domain (sendingEnabled, required).
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3558,7 +3558,7 @@ type ClientInterface interface {
 
 	// VerifyDomain Check a domain's DNS records now
 	//
-	// Check a domain's DNS records now.
+	// Looks the domain's DNS records up now and answers its status (verified once every record is found) with a message naming what is still missing.
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3580,7 +3580,7 @@ type ClientInterface interface {
 
 	// CreateEventWithBody Record a custom event (it may enrol the contact in sequences)
 	//
-	// Record a custom event (it may enrol the contact in sequences).
+	// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -3591,7 +3591,7 @@ type ClientInterface interface {
 
 	// CreateEvent Record a custom event (it may enrol the contact in sequences)
 	//
-	// Record a custom event (it may enrol the contact in sequences).
+	// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -3637,7 +3637,7 @@ type ClientInterface interface {
 
 	// GetMetrics The tenant's counters for a month, a day or a range of days
 	//
-	// The tenant's counters for a month, a day or a range of days.
+	// The tenant's counters (scheduled, sent, delivered, opened, clicked, bounced, complained...): for a month (default: this one), a day (period=daily), or a range of days (startDate and endDate, at most 93 days). Rates are the client's to compute (open rate: opened / delivered).
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -3787,7 +3787,7 @@ type ClientInterface interface {
 
 	// CreateSegmentWithBody Create a rule-based segment
 	//
-	// Create a rule-based segment.
+	// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 	//
 	// Required: name, rules.
 	//
@@ -3800,7 +3800,7 @@ type ClientInterface interface {
 
 	// CreateSegment Create a rule-based segment
 	//
-	// Create a rule-based segment.
+	// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 	//
 	// Required: name, rules.
 	//
@@ -3865,7 +3865,7 @@ type ClientInterface interface {
 
 	// ComputeSegment Compute a segment's members now
 	//
-	// Compute a segment's members now.
+	// Evaluates the rules against every contact of the tenant now and stores who is a member; answers how many contacts were processed and how many changed.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3933,7 +3933,7 @@ type ClientInterface interface {
 
 	// ListSends Send history, newest first
 	//
-	// Send history, newest first.
+	// Every message sent by the tenant, newest first, filtered by status, contact, template, sequence, broadcast or time.
 	//
 	// Paged: up to `limit` items (default 20, at most 100), newest first unless said otherwise; pass the answer's `nextCursor` as `cursor` for the next page (null on the last).
 	//
@@ -3944,7 +3944,7 @@ type ClientInterface interface {
 
 	// GetSend A send and its outcomes
 	//
-	// A send and its outcomes.
+	// A send record: who, which template, the provider's message id, its delivery status and the time of each outcome (delivered, opened, clicked, bounced, complained).
 	//
 	// An unknown `sendId` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3977,7 +3977,7 @@ type ClientInterface interface {
 
 	// GetSequence A sequence with its YAML and steps
 	//
-	// A sequence with its YAML and steps.
+	// The sequence with its YAML definition, parsed steps, trigger and version.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -4057,7 +4057,7 @@ type ClientInterface interface {
 
 	// EnrolWithBody Enrol a contact in a sequence
 	//
-	// Enrol a contact in a sequence.
+	// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -4070,7 +4070,7 @@ type ClientInterface interface {
 
 	// Enrol Enrol a contact in a sequence
 	//
-	// Enrol a contact in a sequence.
+	// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -4210,7 +4210,7 @@ type ClientInterface interface {
 
 	// GetTemplate A template with its content
 	//
-	// A template with its content.
+	// The template with its MJML source, the variables it reads and its current version.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -4351,7 +4351,7 @@ type ClientInterface interface {
 
 	// GetTenant The tenant, with its deliverability
 	//
-	// The tenant, with its deliverability.
+	// The tenant of the credential: its plan, sending status (a new tenant is in the sandbox: mail goes only to the whitelist), counters of contacts and sends this month, and its settings.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -4360,7 +4360,7 @@ type ClientInterface interface {
 
 	// UpdateTenantWithBody Change the tenant's settings
 	//
-	// Change the tenant's settings.
+	// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -4373,7 +4373,7 @@ type ClientInterface interface {
 
 	// UpdateTenant Change the tenant's settings
 	//
-	// Change the tenant's settings.
+	// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -4417,7 +4417,7 @@ type ClientInterface interface {
 
 	// AddSandboxWhitelistWithBody Allow an address in the sandbox
 	//
-	// Allow an address in the sandbox.
+	// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -4428,7 +4428,7 @@ type ClientInterface interface {
 
 	// AddSandboxWhitelist Allow an address in the sandbox
 	//
-	// Allow an address in the sandbox.
+	// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -4550,7 +4550,7 @@ type ClientInterface interface {
 
 	// CreateWebhookWithBody Add a webhook endpoint (the secret is shown once)
 	//
-	// Add a webhook endpoint (the secret is shown once).
+	// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 	//
 	// Required: url.
 	//
@@ -4563,7 +4563,7 @@ type ClientInterface interface {
 
 	// CreateWebhook Add a webhook endpoint (the secret is shown once)
 	//
-	// Add a webhook endpoint (the secret is shown once).
+	// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 	//
 	// Required: url.
 	//
@@ -4779,7 +4779,7 @@ type ClientInterface interface {
 
 // ListApiKeys List API keys
 //
-// List API keys.
+// Every key of the tenant with its keyPrefix and status; never the key itself.
 //
 // Answered whole, without paging.
 //
@@ -4800,7 +4800,7 @@ func (c *Client) ListApiKeys(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateApiKeyWithBody Create an API key (the raw key is shown once)
 //
-// Create an API key (the raw key is shown once).
+// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 //
 // Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 //
@@ -4821,7 +4821,7 @@ func (c *Client) CreateApiKeyWithBody(ctx context.Context, params *CreateApiKeyP
 
 // CreateApiKey Create an API key (the raw key is shown once)
 //
-// Create an API key (the raw key is shown once).
+// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 //
 // Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 //
@@ -4842,7 +4842,7 @@ func (c *Client) CreateApiKey(ctx context.Context, params *CreateApiKeyParams, b
 
 // RevokeApiKey Revoke an API key
 //
-// Revoke an API key.
+// The key stops working at once on every instance: its next request is 401.
 //
 // An unknown `keyId` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -4905,7 +4905,7 @@ func (c *Client) ListBroadcasts(ctx context.Context, params *ListBroadcastsParam
 
 // CreateBroadcastWithBody Create a broadcast (a draft)
 //
-// Create a broadcast (a draft).
+// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 //
 // Required: name, templateId, segmentId.
 //
@@ -4928,7 +4928,7 @@ func (c *Client) CreateBroadcastWithBody(ctx context.Context, params *CreateBroa
 
 // CreateBroadcast Create a broadcast (a draft)
 //
-// Create a broadcast (a draft).
+// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 //
 // Required: name, templateId, segmentId.
 //
@@ -5129,7 +5129,7 @@ func (c *Client) ResumeBroadcast(ctx context.Context, id string, params *ResumeB
 
 // SendBroadcastWithBody Send a broadcast now or at sendAt
 //
-// Send a broadcast now or at sendAt.
+// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5152,7 +5152,7 @@ func (c *Client) SendBroadcastWithBody(ctx context.Context, id string, params *S
 
 // SendBroadcast Send a broadcast now or at sendAt
 //
-// Send a broadcast now or at sendAt.
+// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5196,7 +5196,7 @@ func (c *Client) ListCampaigns(ctx context.Context, params *ListCampaignsParams,
 
 // CreateCampaignWithBody Create a campaign
 //
-// Create a campaign.
+// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 //
 // Required: name.
 //
@@ -5219,7 +5219,7 @@ func (c *Client) CreateCampaignWithBody(ctx context.Context, params *CreateCampa
 
 // CreateCampaign Create a campaign
 //
-// Create a campaign.
+// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 //
 // Required: name.
 //
@@ -5284,7 +5284,7 @@ func (c *Client) GetCampaign(ctx context.Context, campaignId string, reqEditors 
 
 // UpdateCampaignWithBody Change a campaign
 //
-// Change a campaign.
+// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -5309,7 +5309,7 @@ func (c *Client) UpdateCampaignWithBody(ctx context.Context, campaignId string, 
 
 // UpdateCampaign Change a campaign
 //
-// Change a campaign.
+// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -5573,7 +5573,7 @@ func (c *Client) GetContactImport(ctx context.Context, id string, reqEditors ...
 
 // ContactStats Counts of the tenant's contacts
 //
-// Counts of the tenant's contacts.
+// Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -5592,7 +5592,7 @@ func (c *Client) ContactStats(ctx context.Context, reqEditors ...RequestEditorFn
 
 // DeleteContact Delete a contact (its pending sends are cancelled)
 //
-// Delete a contact (its pending sends are cancelled).
+// Deletes the contact with its enrolments; its pending scheduled sends are cancelled.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5613,7 +5613,7 @@ func (c *Client) DeleteContact(ctx context.Context, id string, reqEditors ...Req
 
 // GetContact A contact
 //
-// A contact.
+// The contact with its properties, topics and derived counters (sends, opens, clicks, last event).
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5818,7 +5818,7 @@ func (c *Client) ListDomains(ctx context.Context, params *ListDomainsParams, req
 
 // CreateDomainWithBody Add a sending domain
 //
-// Add a sending domain.
+// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -5839,7 +5839,7 @@ func (c *Client) CreateDomainWithBody(ctx context.Context, params *CreateDomainP
 
 // CreateDomain Add a sending domain
 //
-// Add a sending domain.
+// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -5902,7 +5902,7 @@ func (c *Client) GetDomain(ctx context.Context, domain string, reqEditors ...Req
 
 // UpdateDomainWithBody Enable or disable sending from a domain
 //
-// Enable or disable sending from a domain.
+// Enables or disables sending from the domain (sendingEnabled, required).
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5925,7 +5925,7 @@ func (c *Client) UpdateDomainWithBody(ctx context.Context, domain string, params
 
 // UpdateDomain Enable or disable sending from a domain
 //
-// Enable or disable sending from a domain.
+// Enables or disables sending from the domain (sendingEnabled, required).
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5948,7 +5948,7 @@ func (c *Client) UpdateDomain(ctx context.Context, domain string, params *Update
 
 // VerifyDomain Check a domain's DNS records now
 //
-// Check a domain's DNS records now.
+// Looks the domain's DNS records up now and answers its status (verified once every record is found) with a message naming what is still missing.
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5990,7 +5990,7 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 
 // CreateEventWithBody Record a custom event (it may enrol the contact in sequences)
 //
-// Record a custom event (it may enrol the contact in sequences).
+// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -6011,7 +6011,7 @@ func (c *Client) CreateEventWithBody(ctx context.Context, params *CreateEventPar
 
 // CreateEvent Record a custom event (it may enrol the contact in sequences)
 //
-// Record a custom event (it may enrol the contact in sequences).
+// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -6097,7 +6097,7 @@ func (c *Client) ListContactEvents(ctx context.Context, id string, params *ListC
 
 // GetMetrics The tenant's counters for a month, a day or a range of days
 //
-// The tenant's counters for a month, a day or a range of days.
+// The tenant's counters (scheduled, sent, delivered, opened, clicked, bounced, complained...): for a month (default: this one), a day (period=daily), or a range of days (startDate and endDate, at most 93 days). Rates are the client's to compute (open rate: opened / delivered).
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -6387,7 +6387,7 @@ func (c *Client) ListSegments(ctx context.Context, params *ListSegmentsParams, r
 
 // CreateSegmentWithBody Create a rule-based segment
 //
-// Create a rule-based segment.
+// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 //
 // Required: name, rules.
 //
@@ -6410,7 +6410,7 @@ func (c *Client) CreateSegmentWithBody(ctx context.Context, params *CreateSegmen
 
 // CreateSegment Create a rule-based segment
 //
-// Create a rule-based segment.
+// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 //
 // Required: name, rules.
 //
@@ -6525,7 +6525,7 @@ func (c *Client) UpdateSegment(ctx context.Context, id string, params *UpdateSeg
 
 // ComputeSegment Compute a segment's members now
 //
-// Compute a segment's members now.
+// Evaluates the rules against every contact of the tenant now and stores who is a member; answers how many contacts were processed and how many changed.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -6653,7 +6653,7 @@ func (c *Client) SendBatch(ctx context.Context, params *SendBatchParams, body Se
 
 // ListSends Send history, newest first
 //
-// Send history, newest first.
+// Every message sent by the tenant, newest first, filtered by status, contact, template, sequence, broadcast or time.
 //
 // Paged: up to `limit` items (default 20, at most 100), newest first unless said otherwise; pass the answer's `nextCursor` as `cursor` for the next page (null on the last).
 //
@@ -6674,7 +6674,7 @@ func (c *Client) ListSends(ctx context.Context, params *ListSendsParams, reqEdit
 
 // GetSend A send and its outcomes
 //
-// A send and its outcomes.
+// A send record: who, which template, the provider's message id, its delivery status and the time of each outcome (delivered, opened, clicked, bounced, complained).
 //
 // An unknown `sendId` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -6737,7 +6737,7 @@ func (c *Client) DeleteSequence(ctx context.Context, id string, reqEditors ...Re
 
 // GetSequence A sequence with its YAML and steps
 //
-// A sequence with its YAML and steps.
+// The sequence with its YAML definition, parsed steps, trigger and version.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -6877,7 +6877,7 @@ func (c *Client) ListEnrolled(ctx context.Context, id string, params *ListEnroll
 
 // EnrolWithBody Enrol a contact in a sequence
 //
-// Enrol a contact in a sequence.
+// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -6900,7 +6900,7 @@ func (c *Client) EnrolWithBody(ctx context.Context, id string, params *EnrolPara
 
 // Enrol Enrol a contact in a sequence
 //
-// Enrol a contact in a sequence.
+// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -7160,7 +7160,7 @@ func (c *Client) DeleteTemplate(ctx context.Context, id string, reqEditors ...Re
 
 // GetTemplate A template with its content
 //
-// A template with its content.
+// The template with its MJML source, the variables it reads and its current version.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -7411,7 +7411,7 @@ func (c *Client) ListTemplateVersions(ctx context.Context, id string, reqEditors
 
 // GetTenant The tenant, with its deliverability
 //
-// The tenant, with its deliverability.
+// The tenant of the credential: its plan, sending status (a new tenant is in the sandbox: mail goes only to the whitelist), counters of contacts and sends this month, and its settings.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -7430,7 +7430,7 @@ func (c *Client) GetTenant(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // UpdateTenantWithBody Change the tenant's settings
 //
-// Change the tenant's settings.
+// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -7453,7 +7453,7 @@ func (c *Client) UpdateTenantWithBody(ctx context.Context, params *UpdateTenantP
 
 // UpdateTenant Change the tenant's settings
 //
-// Change the tenant's settings.
+// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -7537,7 +7537,7 @@ func (c *Client) GetSandboxWhitelist(ctx context.Context, reqEditors ...RequestE
 
 // AddSandboxWhitelistWithBody Allow an address in the sandbox
 //
-// Allow an address in the sandbox.
+// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -7558,7 +7558,7 @@ func (c *Client) AddSandboxWhitelistWithBody(ctx context.Context, params *AddSan
 
 // AddSandboxWhitelist Allow an address in the sandbox
 //
-// Allow an address in the sandbox.
+// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -7780,7 +7780,7 @@ func (c *Client) ListWebhooks(ctx context.Context, params *ListWebhooksParams, r
 
 // CreateWebhookWithBody Add a webhook endpoint (the secret is shown once)
 //
-// Add a webhook endpoint (the secret is shown once).
+// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 //
 // Required: url.
 //
@@ -7803,7 +7803,7 @@ func (c *Client) CreateWebhookWithBody(ctx context.Context, params *CreateWebhoo
 
 // CreateWebhook Add a webhook endpoint (the secret is shown once)
 //
-// Add a webhook endpoint (the secret is shown once).
+// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 //
 // Required: url.
 //
@@ -14902,7 +14902,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListApiKeysWithResponse List API keys
 	//
-	// List API keys.
+	// Every key of the tenant with its keyPrefix and status; never the key itself.
 	//
 	// Answered whole, without paging.
 	//
@@ -14915,7 +14915,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateApiKeyWithBodyWithResponse Create an API key (the raw key is shown once)
 	//
-	// Create an API key (the raw key is shown once).
+	// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 	//
 	// Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 	//
@@ -14926,7 +14926,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateApiKeyWithResponse Create an API key (the raw key is shown once)
 	//
-	// Create an API key (the raw key is shown once).
+	// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 	//
 	// Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 	//
@@ -14937,7 +14937,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeApiKeyWithResponse Revoke an API key
 	//
-	// Revoke an API key.
+	// The key stops working at once on every instance: its next request is 401.
 	//
 	// An unknown `keyId` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -14976,7 +14976,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateBroadcastWithBodyWithResponse Create a broadcast (a draft)
 	//
-	// Create a broadcast (a draft).
+	// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 	//
 	// Required: name, templateId, segmentId.
 	//
@@ -14989,7 +14989,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateBroadcastWithResponse Create a broadcast (a draft)
 	//
-	// Create a broadcast (a draft).
+	// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 	//
 	// Required: name, templateId, segmentId.
 	//
@@ -15112,7 +15112,7 @@ type ClientWithResponsesInterface interface {
 
 	// SendBroadcastWithBodyWithResponse Send a broadcast now or at sendAt
 	//
-	// Send a broadcast now or at sendAt.
+	// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15125,7 +15125,7 @@ type ClientWithResponsesInterface interface {
 
 	// SendBroadcastWithResponse Send a broadcast now or at sendAt
 	//
-	// Send a broadcast now or at sendAt.
+	// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15151,7 +15151,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateCampaignWithBodyWithResponse Create a campaign
 	//
-	// Create a campaign.
+	// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 	//
 	// Required: name.
 	//
@@ -15164,7 +15164,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateCampaignWithResponse Create a campaign
 	//
-	// Create a campaign.
+	// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 	//
 	// Required: name.
 	//
@@ -15203,7 +15203,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateCampaignWithBodyWithResponse Change a campaign
 	//
-	// Change a campaign.
+	// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -15218,7 +15218,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateCampaignWithResponse Change a campaign
 	//
-	// Change a campaign.
+	// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -15374,7 +15374,7 @@ type ClientWithResponsesInterface interface {
 
 	// ContactStatsWithResponse Counts of the tenant's contacts
 	//
-	// Counts of the tenant's contacts.
+	// Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -15385,7 +15385,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteContactWithResponse Delete a contact (its pending sends are cancelled)
 	//
-	// Delete a contact (its pending sends are cancelled).
+	// Deletes the contact with its enrolments; its pending scheduled sends are cancelled.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15398,7 +15398,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetContactWithResponse A contact
 	//
-	// A contact.
+	// The contact with its properties, topics and derived counters (sends, opens, clicks, last event).
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15527,7 +15527,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateDomainWithBodyWithResponse Add a sending domain
 	//
-	// Add a sending domain.
+	// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -15538,7 +15538,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateDomainWithResponse Add a sending domain
 	//
-	// Add a sending domain.
+	// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -15575,7 +15575,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateDomainWithBodyWithResponse Enable or disable sending from a domain
 	//
-	// Enable or disable sending from a domain.
+	// Enables or disables sending from the domain (sendingEnabled, required).
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15588,7 +15588,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateDomainWithResponse Enable or disable sending from a domain
 	//
-	// Enable or disable sending from a domain.
+	// Enables or disables sending from the domain (sendingEnabled, required).
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15601,7 +15601,7 @@ type ClientWithResponsesInterface interface {
 
 	// VerifyDomainWithResponse Check a domain's DNS records now
 	//
-	// Check a domain's DNS records now.
+	// Looks the domain's DNS records up now and answers its status (verified once every record is found) with a message naming what is still missing.
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15627,7 +15627,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateEventWithBodyWithResponse Record a custom event (it may enrol the contact in sequences)
 	//
-	// Record a custom event (it may enrol the contact in sequences).
+	// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -15638,7 +15638,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateEventWithResponse Record a custom event (it may enrol the contact in sequences)
 	//
-	// Record a custom event (it may enrol the contact in sequences).
+	// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -15690,7 +15690,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse The tenant's counters for a month, a day or a range of days
 	//
-	// The tenant's counters for a month, a day or a range of days.
+	// The tenant's counters (scheduled, sent, delivered, opened, clicked, bounced, complained...): for a month (default: this one), a day (period=daily), or a range of days (startDate and endDate, at most 93 days). Rates are the client's to compute (open rate: opened / delivered).
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -15864,7 +15864,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSegmentWithBodyWithResponse Create a rule-based segment
 	//
-	// Create a rule-based segment.
+	// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 	//
 	// Required: name, rules.
 	//
@@ -15877,7 +15877,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSegmentWithResponse Create a rule-based segment
 	//
-	// Create a rule-based segment.
+	// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 	//
 	// Required: name, rules.
 	//
@@ -15946,7 +15946,7 @@ type ClientWithResponsesInterface interface {
 
 	// ComputeSegmentWithResponse Compute a segment's members now
 	//
-	// Compute a segment's members now.
+	// Evaluates the rules against every contact of the tenant now and stores who is a member; answers how many contacts were processed and how many changed.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -16018,7 +16018,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSendsWithResponse Send history, newest first
 	//
-	// Send history, newest first.
+	// Every message sent by the tenant, newest first, filtered by status, contact, template, sequence, broadcast or time.
 	//
 	// Paged: up to `limit` items (default 20, at most 100), newest first unless said otherwise; pass the answer's `nextCursor` as `cursor` for the next page (null on the last).
 	//
@@ -16031,7 +16031,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetSendWithResponse A send and its outcomes
 	//
-	// A send and its outcomes.
+	// A send record: who, which template, the provider's message id, its delivery status and the time of each outcome (delivered, opened, clicked, bounced, complained).
 	//
 	// An unknown `sendId` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -16070,7 +16070,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetSequenceWithResponse A sequence with its YAML and steps
 	//
-	// A sequence with its YAML and steps.
+	// The sequence with its YAML definition, parsed steps, trigger and version.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -16154,7 +16154,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnrolWithBodyWithResponse Enrol a contact in a sequence
 	//
-	// Enrol a contact in a sequence.
+	// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -16167,7 +16167,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnrolWithResponse Enrol a contact in a sequence
 	//
-	// Enrol a contact in a sequence.
+	// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -16321,7 +16321,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetTemplateWithResponse A template with its content
 	//
-	// A template with its content.
+	// The template with its MJML source, the variables it reads and its current version.
 	//
 	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -16472,7 +16472,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetTenantWithResponse The tenant, with its deliverability
 	//
-	// The tenant, with its deliverability.
+	// The tenant of the credential: its plan, sending status (a new tenant is in the sandbox: mail goes only to the whitelist), counters of contacts and sends this month, and its settings.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -16483,7 +16483,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateTenantWithBodyWithResponse Change the tenant's settings
 	//
-	// Change the tenant's settings.
+	// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -16496,7 +16496,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateTenantWithResponse Change the tenant's settings
 	//
-	// Change the tenant's settings.
+	// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 	//
 	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
@@ -16542,7 +16542,7 @@ type ClientWithResponsesInterface interface {
 
 	// AddSandboxWhitelistWithBodyWithResponse Allow an address in the sandbox
 	//
-	// Allow an address in the sandbox.
+	// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -16553,7 +16553,7 @@ type ClientWithResponsesInterface interface {
 
 	// AddSandboxWhitelistWithResponse Allow an address in the sandbox
 	//
-	// Allow an address in the sandbox.
+	// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 	//
 	// Takes an API key or a dashboard session as `Authorization: Bearer`.
 	//
@@ -16685,7 +16685,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateWebhookWithBodyWithResponse Add a webhook endpoint (the secret is shown once)
 	//
-	// Add a webhook endpoint (the secret is shown once).
+	// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 	//
 	// Required: url.
 	//
@@ -16698,7 +16698,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateWebhookWithResponse Add a webhook endpoint (the secret is shown once)
 	//
-	// Add a webhook endpoint (the secret is shown once).
+	// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 	//
 	// Required: url.
 	//
@@ -27645,7 +27645,7 @@ func (r SendgridEventsResponse) ContentType() string {
 
 // ListApiKeysWithResponse List API keys
 //
-// List API keys.
+// Every key of the tenant with its keyPrefix and status; never the key itself.
 //
 // Answered whole, without paging.
 //
@@ -27664,7 +27664,7 @@ func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, reqEd
 
 // CreateApiKeyWithBodyWithResponse Create an API key (the raw key is shown once)
 //
-// Create an API key (the raw key is shown once).
+// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 //
 // Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 //
@@ -27681,7 +27681,7 @@ func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Conte
 
 // CreateApiKeyWithResponse Create an API key (the raw key is shown once)
 //
-// Create an API key (the raw key is shown once).
+// The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
 //
 // Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
 //
@@ -27698,7 +27698,7 @@ func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, para
 
 // RevokeApiKeyWithResponse Revoke an API key
 //
-// Revoke an API key.
+// The key stops working at once on every instance: its next request is 401.
 //
 // An unknown `keyId` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -27755,7 +27755,7 @@ func (c *ClientWithResponses) ListBroadcastsWithResponse(ctx context.Context, pa
 
 // CreateBroadcastWithBodyWithResponse Create a broadcast (a draft)
 //
-// Create a broadcast (a draft).
+// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 //
 // Required: name, templateId, segmentId.
 //
@@ -27774,7 +27774,7 @@ func (c *ClientWithResponses) CreateBroadcastWithBodyWithResponse(ctx context.Co
 
 // CreateBroadcastWithResponse Create a broadcast (a draft)
 //
-// Create a broadcast (a draft).
+// A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
 //
 // Required: name, templateId, segmentId.
 //
@@ -27951,7 +27951,7 @@ func (c *ClientWithResponses) ResumeBroadcastWithResponse(ctx context.Context, i
 
 // SendBroadcastWithBodyWithResponse Send a broadcast now or at sendAt
 //
-// Send a broadcast now or at sendAt.
+// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -27970,7 +27970,7 @@ func (c *ClientWithResponses) SendBroadcastWithBodyWithResponse(ctx context.Cont
 
 // SendBroadcastWithResponse Send a broadcast now or at sendAt
 //
-// Send a broadcast now or at sendAt.
+// Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -28008,7 +28008,7 @@ func (c *ClientWithResponses) ListCampaignsWithResponse(ctx context.Context, par
 
 // CreateCampaignWithBodyWithResponse Create a campaign
 //
-// Create a campaign.
+// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 //
 // Required: name.
 //
@@ -28027,7 +28027,7 @@ func (c *ClientWithResponses) CreateCampaignWithBodyWithResponse(ctx context.Con
 
 // CreateCampaignWithResponse Create a campaign
 //
-// Create a campaign.
+// A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
 //
 // Required: name.
 //
@@ -28084,7 +28084,7 @@ func (c *ClientWithResponses) GetCampaignWithResponse(ctx context.Context, campa
 
 // UpdateCampaignWithBodyWithResponse Change a campaign
 //
-// Change a campaign.
+// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -28105,7 +28105,7 @@ func (c *ClientWithResponses) UpdateCampaignWithBodyWithResponse(ctx context.Con
 
 // UpdateCampaignWithResponse Change a campaign
 //
-// Change a campaign.
+// Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -28333,7 +28333,7 @@ func (c *ClientWithResponses) GetContactImportWithResponse(ctx context.Context, 
 
 // ContactStatsWithResponse Counts of the tenant's contacts
 //
-// Counts of the tenant's contacts.
+// Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -28350,7 +28350,7 @@ func (c *ClientWithResponses) ContactStatsWithResponse(ctx context.Context, reqE
 
 // DeleteContactWithResponse Delete a contact (its pending sends are cancelled)
 //
-// Delete a contact (its pending sends are cancelled).
+// Deletes the contact with its enrolments; its pending scheduled sends are cancelled.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -28369,7 +28369,7 @@ func (c *ClientWithResponses) DeleteContactWithResponse(ctx context.Context, id 
 
 // GetContactWithResponse A contact
 //
-// A contact.
+// The contact with its properties, topics and derived counters (sends, opens, clicks, last event).
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -28552,7 +28552,7 @@ func (c *ClientWithResponses) ListDomainsWithResponse(ctx context.Context, param
 
 // CreateDomainWithBodyWithResponse Add a sending domain
 //
-// Add a sending domain.
+// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -28569,7 +28569,7 @@ func (c *ClientWithResponses) CreateDomainWithBodyWithResponse(ctx context.Conte
 
 // CreateDomainWithResponse Add a sending domain
 //
-// Add a sending domain.
+// Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -28624,7 +28624,7 @@ func (c *ClientWithResponses) GetDomainWithResponse(ctx context.Context, domain 
 
 // UpdateDomainWithBodyWithResponse Enable or disable sending from a domain
 //
-// Enable or disable sending from a domain.
+// Enables or disables sending from the domain (sendingEnabled, required).
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -28643,7 +28643,7 @@ func (c *ClientWithResponses) UpdateDomainWithBodyWithResponse(ctx context.Conte
 
 // UpdateDomainWithResponse Enable or disable sending from a domain
 //
-// Enable or disable sending from a domain.
+// Enables or disables sending from the domain (sendingEnabled, required).
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -28662,7 +28662,7 @@ func (c *ClientWithResponses) UpdateDomainWithResponse(ctx context.Context, doma
 
 // VerifyDomainWithResponse Check a domain's DNS records now
 //
-// Check a domain's DNS records now.
+// Looks the domain's DNS records up now and answers its status (verified once every record is found) with a message naming what is still missing.
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -28700,7 +28700,7 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 
 // CreateEventWithBodyWithResponse Record a custom event (it may enrol the contact in sequences)
 //
-// Record a custom event (it may enrol the contact in sequences).
+// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -28717,7 +28717,7 @@ func (c *ClientWithResponses) CreateEventWithBodyWithResponse(ctx context.Contex
 
 // CreateEventWithResponse Record a custom event (it may enrol the contact in sequences)
 //
-// Record a custom event (it may enrol the contact in sequences).
+// Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -28793,7 +28793,7 @@ func (c *ClientWithResponses) ListContactEventsWithResponse(ctx context.Context,
 
 // GetMetricsWithResponse The tenant's counters for a month, a day or a range of days
 //
-// The tenant's counters for a month, a day or a range of days.
+// The tenant's counters (scheduled, sent, delivered, opened, clicked, bounced, complained...): for a month (default: this one), a day (period=daily), or a range of days (startDate and endDate, at most 93 days). Rates are the client's to compute (open rate: opened / delivered).
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -29051,7 +29051,7 @@ func (c *ClientWithResponses) ListSegmentsWithResponse(ctx context.Context, para
 
 // CreateSegmentWithBodyWithResponse Create a rule-based segment
 //
-// Create a rule-based segment.
+// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 //
 // Required: name, rules.
 //
@@ -29070,7 +29070,7 @@ func (c *ClientWithResponses) CreateSegmentWithBodyWithResponse(ctx context.Cont
 
 // CreateSegmentWithResponse Create a rule-based segment
 //
-// Create a rule-based segment.
+// A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
 //
 // Required: name, rules.
 //
@@ -29169,7 +29169,7 @@ func (c *ClientWithResponses) UpdateSegmentWithResponse(ctx context.Context, id 
 
 // ComputeSegmentWithResponse Compute a segment's members now
 //
-// Compute a segment's members now.
+// Evaluates the rules against every contact of the tenant now and stores who is a member; answers how many contacts were processed and how many changed.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -29277,7 +29277,7 @@ func (c *ClientWithResponses) SendBatchWithResponse(ctx context.Context, params 
 
 // ListSendsWithResponse Send history, newest first
 //
-// Send history, newest first.
+// Every message sent by the tenant, newest first, filtered by status, contact, template, sequence, broadcast or time.
 //
 // Paged: up to `limit` items (default 20, at most 100), newest first unless said otherwise; pass the answer's `nextCursor` as `cursor` for the next page (null on the last).
 //
@@ -29296,7 +29296,7 @@ func (c *ClientWithResponses) ListSendsWithResponse(ctx context.Context, params 
 
 // GetSendWithResponse A send and its outcomes
 //
-// A send and its outcomes.
+// A send record: who, which template, the provider's message id, its delivery status and the time of each outcome (delivered, opened, clicked, bounced, complained).
 //
 // An unknown `sendId` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -29353,7 +29353,7 @@ func (c *ClientWithResponses) DeleteSequenceWithResponse(ctx context.Context, id
 
 // GetSequenceWithResponse A sequence with its YAML and steps
 //
-// A sequence with its YAML and steps.
+// The sequence with its YAML definition, parsed steps, trigger and version.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -29473,7 +29473,7 @@ func (c *ClientWithResponses) ListEnrolledWithResponse(ctx context.Context, id s
 
 // EnrolWithBodyWithResponse Enrol a contact in a sequence
 //
-// Enrol a contact in a sequence.
+// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -29492,7 +29492,7 @@ func (c *ClientWithResponses) EnrolWithBodyWithResponse(ctx context.Context, id 
 
 // EnrolWithResponse Enrol a contact in a sequence
 //
-// Enrol a contact in a sequence.
+// Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -29718,7 +29718,7 @@ func (c *ClientWithResponses) DeleteTemplateWithResponse(ctx context.Context, id
 
 // GetTemplateWithResponse A template with its content
 //
-// A template with its content.
+// The template with its MJML source, the variables it reads and its current version.
 //
 // An unknown `id` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -29935,7 +29935,7 @@ func (c *ClientWithResponses) ListTemplateVersionsWithResponse(ctx context.Conte
 
 // GetTenantWithResponse The tenant, with its deliverability
 //
-// The tenant, with its deliverability.
+// The tenant of the credential: its plan, sending status (a new tenant is in the sandbox: mail goes only to the whitelist), counters of contacts and sends this month, and its settings.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -29952,7 +29952,7 @@ func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, reqEdit
 
 // UpdateTenantWithBodyWithResponse Change the tenant's settings
 //
-// Change the tenant's settings.
+// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -29971,7 +29971,7 @@ func (c *ClientWithResponses) UpdateTenantWithBodyWithResponse(ctx context.Conte
 
 // UpdateTenantWithResponse Change the tenant's settings
 //
-// Change the tenant's settings.
+// Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
 //
 // Send only the fields to change; at least one. A field left out keeps its value.
 //
@@ -30041,7 +30041,7 @@ func (c *ClientWithResponses) GetSandboxWhitelistWithResponse(ctx context.Contex
 
 // AddSandboxWhitelistWithBodyWithResponse Allow an address in the sandbox
 //
-// Allow an address in the sandbox.
+// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -30058,7 +30058,7 @@ func (c *ClientWithResponses) AddSandboxWhitelistWithBodyWithResponse(ctx contex
 
 // AddSandboxWhitelistWithResponse Allow an address in the sandbox
 //
-// Allow an address in the sandbox.
+// While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
 //
 // Takes an API key or a dashboard session as `Authorization: Bearer`.
 //
@@ -30250,7 +30250,7 @@ func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, para
 
 // CreateWebhookWithBodyWithResponse Add a webhook endpoint (the secret is shown once)
 //
-// Add a webhook endpoint (the secret is shown once).
+// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 //
 // Required: url.
 //
@@ -30269,7 +30269,7 @@ func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Cont
 
 // CreateWebhookWithResponse Add a webhook endpoint (the secret is shown once)
 //
-// Add a webhook endpoint (the secret is shown once).
+// Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
 //
 // Required: url.
 //

@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * List API keys
-         * @description List API keys.
+         * @description Every key of the tenant with its keyPrefix and status; never the key itself.
          *
          *     Answered whole, without paging.
          *
@@ -23,7 +23,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key (the raw key is shown once)
-         * @description Create an API key (the raw key is shown once).
+         * @description The answer's rawKey is the key itself, shown this once; store it. A tenant holds at most 10 active keys. Keys do not expire; revoke one with DELETE.
          *
          *     Takes a dashboard session (a bearer JWT from the identity provider); an API key is 403 FORBIDDEN.
          */
@@ -46,7 +46,7 @@ export interface paths {
         post?: never;
         /**
          * Revoke an API key
-         * @description Revoke an API key.
+         * @description The key stops working at once on every instance: its next request is 401.
          *
          *     An unknown `keyId` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -101,7 +101,7 @@ export interface paths {
         put?: never;
         /**
          * Create a broadcast (a draft)
-         * @description Create a broadcast (a draft).
+         * @description A draft that sends templateId to the members of segmentId. Send it with POST .../send, now or at sendAt.
          *
          *     Required: name, templateId, segmentId.
          *
@@ -265,7 +265,7 @@ export interface paths {
         put?: never;
         /**
          * Send a broadcast now or at sendAt
-         * @description Send a broadcast now or at sendAt.
+         * @description Sends the broadcast now, or schedules it at sendAt (with localTime: that wall-clock time in each contact's time zone).
          *
          *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -297,7 +297,7 @@ export interface paths {
         put?: never;
         /**
          * Create a campaign
-         * @description Create a campaign.
+         * @description A campaign groups sequences and templates towards goal events, aimed at a segment. It starts as draft; PATCH its status to active, paused, completed or archived.
          *
          *     Required: name.
          *
@@ -341,7 +341,7 @@ export interface paths {
         head?: never;
         /**
          * Change a campaign
-         * @description Change a campaign.
+         * @description Name, description, status, segmentId (null clears it) and goals (replaces the list). Sequences and templates are added and removed by their own routes.
          *
          *     Send only the fields to change; at least one. A field left out keeps its value.
          *
@@ -511,7 +511,7 @@ export interface paths {
         };
         /**
          * Counts of the tenant's contacts
-         * @description Counts of the tenant's contacts.
+         * @description Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
          *
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
@@ -533,7 +533,7 @@ export interface paths {
         };
         /**
          * A contact
-         * @description A contact.
+         * @description The contact with its properties, topics and derived counters (sends, opens, clicks, last event).
          *
          *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -544,7 +544,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a contact (its pending sends are cancelled)
-         * @description Delete a contact (its pending sends are cancelled).
+         * @description Deletes the contact with its enrolments; its pending scheduled sends are cancelled.
          *
          *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -713,7 +713,7 @@ export interface paths {
         put?: never;
         /**
          * Add a sending domain
-         * @description Add a sending domain.
+         * @description Adds a sending domain in status pending and answers the DNS records to publish (DKIM CNAMEs and a verification TXT). Publish them, then verify; the service also re-checks periodically.
          *
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
@@ -755,7 +755,7 @@ export interface paths {
         head?: never;
         /**
          * Enable or disable sending from a domain
-         * @description Enable or disable sending from a domain.
+         * @description Enables or disables sending from the domain (sendingEnabled, required).
          *
          *     An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -775,7 +775,7 @@ export interface paths {
         put?: never;
         /**
          * Check a domain's DNS records now
-         * @description Check a domain's DNS records now.
+         * @description Looks the domain's DNS records up now and answers its status (verified once every record is found) with a message naming what is still missing.
          *
          *     An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -807,7 +807,7 @@ export interface paths {
         put?: never;
         /**
          * Record a custom event (it may enrol the contact in sequences)
-         * @description Record a custom event (it may enrol the contact in sequences).
+         * @description Records an event about an existing contact (by email; an event never creates a contact). Every enabled sequence whose trigger.event is the name enrols the contact (triggeredSequences). With updateContact (the default) the contact's derived fields are updated and the contact is in the answer.
          *
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
@@ -901,7 +901,7 @@ export interface paths {
         };
         /**
          * The tenant's counters for a month, a day or a range of days
-         * @description The tenant's counters for a month, a day or a range of days.
+         * @description The tenant's counters (scheduled, sent, delivered, opened, clicked, bounced, complained...): for a month (default: this one), a day (period=daily), or a range of days (startDate and endDate, at most 93 days). Rates are the client's to compute (open rate: opened / delivered).
          *
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
@@ -1159,7 +1159,7 @@ export interface paths {
         put?: never;
         /**
          * Create a rule-based segment
-         * @description Create a rule-based segment.
+         * @description A segment is a rule tree over contacts' properties, derived counters and other segments. Created with no members: compute it (POST .../compute) to fill them. A rule naming a segment that names this one is 422 CIRCULAR_DEPENDENCY.
          *
          *     Required: name, rules.
          *
@@ -1225,7 +1225,7 @@ export interface paths {
         put?: never;
         /**
          * Compute a segment's members now
-         * @description Compute a segment's members now.
+         * @description Evaluates the rules against every contact of the tenant now and stores who is a member; answers how many contacts were processed and how many changed.
          *
          *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -1317,7 +1317,7 @@ export interface paths {
         };
         /**
          * Send history, newest first
-         * @description Send history, newest first.
+         * @description Every message sent by the tenant, newest first, filtered by status, contact, template, sequence, broadcast or time.
          *
          *     Paged: up to `limit` items (default 20, at most 100), newest first unless said otherwise; pass the answer's `nextCursor` as `cursor` for the next page (null on the last).
          *
@@ -1341,7 +1341,7 @@ export interface paths {
         };
         /**
          * A send and its outcomes
-         * @description A send and its outcomes.
+         * @description A send record: who, which template, the provider's message id, its delivery status and the time of each outcome (delivered, opened, clicked, bounced, complained).
          *
          *     An unknown `sendId` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -1389,7 +1389,7 @@ export interface paths {
         };
         /**
          * A sequence with its YAML and steps
-         * @description A sequence with its YAML and steps.
+         * @description The sequence with its YAML definition, parsed steps, trigger and version.
          *
          *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -1451,7 +1451,7 @@ export interface paths {
         put?: never;
         /**
          * Enrol a contact in a sequence
-         * @description Enrol a contact in a sequence.
+         * @description Enrols a contact now, as its trigger event would: 201 when enrolled, 200 when it already was. A disabled sequence enrols no one.
          *
          *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -1649,7 +1649,7 @@ export interface paths {
         };
         /**
          * A template with its content
-         * @description A template with its content.
+         * @description The template with its MJML source, the variables it reads and its current version.
          *
          *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -1807,7 +1807,7 @@ export interface paths {
         };
         /**
          * The tenant, with its deliverability
-         * @description The tenant, with its deliverability.
+         * @description The tenant of the credential: its plan, sending status (a new tenant is in the sandbox: mail goes only to the whitelist), counters of contacts and sends this month, and its settings.
          *
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
@@ -1825,7 +1825,7 @@ export interface paths {
         head?: never;
         /**
          * Change the tenant's settings
-         * @description Change the tenant's settings.
+         * @description Settings: name, defaultFromAddress (on a verified domain), timezone (IANA), eventRetentionDays, frequencyCap ({max, period} or null) and sendingStatus. Setting sendingStatus to enabled leaves the sandbox; it needs a connected email provider and at least one verified domain.
          *
          *     Send only the fields to change; at least one. A field left out keeps its value.
          *
@@ -1851,7 +1851,7 @@ export interface paths {
         put?: never;
         /**
          * Allow an address in the sandbox
-         * @description Allow an address in the sandbox.
+         * @description While the tenant is in the sandbox, mail goes only to these addresses (at most 50). Answers the whole list.
          *
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
@@ -1979,7 +1979,7 @@ export interface paths {
         put?: never;
         /**
          * Add a webhook endpoint (the secret is shown once)
-         * @description Add a webhook endpoint (the secret is shown once).
+         * @description Registers an https endpoint for the event types listed (every type when absent). The answer's secret signs every delivery (Standard Webhooks) and is shown this once.
          *
          *     Required: url.
          *
