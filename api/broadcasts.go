@@ -39,7 +39,7 @@ type broadcastJSON struct {
 	From             *string            `json:"from"`
 	Topic            *string            `json:"topic"`
 	Status           string             `json:"status"`
-	SendAt           *string            `json:"sendAt"`
+	SendAt           *string            `json:"sendAt" format:"-" doc:"With localTime, a wall-clock time without an offset; else a date-time."`
 	LocalTime        bool               `json:"localTime"`
 	CreatedAt        string             `json:"createdAt"`
 	UpdatedAt        string             `json:"updatedAt"`

@@ -582,22 +582,24 @@ type BatchRequest struct {
 
 // Broadcast defines model for Broadcast.
 type Broadcast struct {
-	BroadcastId      string         `json:"broadcastId"`
-	CampaignId       *string        `json:"campaignId"`
-	CompletedAt      *time.Time     `json:"completedAt"`
-	CreatedAt        time.Time      `json:"createdAt"`
-	From             *string        `json:"from"`
-	LastScheduledFor *string        `json:"lastScheduledFor"`
-	LocalTime        bool           `json:"localTime"`
-	Name             string         `json:"name"`
-	SegmentId        string         `json:"segmentId"`
-	SendAt           *time.Time     `json:"sendAt"`
-	StartedAt        *time.Time     `json:"startedAt"`
-	Stats            BroadcastStats `json:"stats"`
-	Status           string         `json:"status"`
-	TemplateId       string         `json:"templateId"`
-	Topic            *string        `json:"topic"`
-	UpdatedAt        time.Time      `json:"updatedAt"`
+	BroadcastId      string     `json:"broadcastId"`
+	CampaignId       *string    `json:"campaignId"`
+	CompletedAt      *time.Time `json:"completedAt"`
+	CreatedAt        time.Time  `json:"createdAt"`
+	From             *string    `json:"from"`
+	LastScheduledFor *string    `json:"lastScheduledFor"`
+	LocalTime        bool       `json:"localTime"`
+	Name             string     `json:"name"`
+	SegmentId        string     `json:"segmentId"`
+
+	// SendAt With localTime, a wall-clock time without an offset; else a date-time.
+	SendAt     *string        `json:"sendAt"`
+	StartedAt  *time.Time     `json:"startedAt"`
+	Stats      BroadcastStats `json:"stats"`
+	Status     string         `json:"status"`
+	TemplateId string         `json:"templateId"`
+	Topic      *string        `json:"topic"`
+	UpdatedAt  time.Time      `json:"updatedAt"`
 }
 
 // BroadcastCreateRequest defines model for BroadcastCreateRequest.

@@ -2410,7 +2410,7 @@ export interface components {
             localTime: boolean;
             name: string;
             segmentId: string;
-            /** Format: date-time */
+            /** @description With localTime, a wall-clock time without an offset; else a date-time. */
             sendAt: string | null;
             /** Format: date-time */
             startedAt: string | null;
