@@ -61,15 +61,43 @@ internal/mjml/node/node_modules/.package-lock.json: internal/mjml/node/package.j
 	npm ci --prefix internal/mjml/node --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The two linters of docs/openapi.json and the TypeScript client's
+# packages, pinned by their package-lock.json files.
+.PHONY: lint-deps
+lint-deps: tools/lint/node_modules/.package-lock.json
+
+tools/lint/node_modules/.package-lock.json: tools/lint/package.json tools/lint/package-lock.json
+	@command -v node >/dev/null || { echo "node is required for the OpenAPI linters (apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix tools/lint --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: ts-client-deps
+ts-client-deps: clients/ts/node_modules/.package-lock.json ## Install the TypeScript client's pinned packages (openapi-typescript, openapi-fetch, typescript)
+
+clients/ts/node_modules/.package-lock.json: clients/ts/package.json clients/ts/package-lock.json
+	@command -v node >/dev/null || { echo "node is required for the TypeScript client (apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix clients/ts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# Redocly CLI (recommended-strict: warnings fail) and Spectral (spectral:oas,
+# any finding fails); the waivers and their reasons are in tools/lint.
+.PHONY: lint-openapi
+lint-openapi: lint-deps ## Lint docs/openapi.json with Redocly CLI and Spectral: 0 errors, 0 warnings
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true tools/lint/node_modules/.bin/redocly lint docs/openapi.json \
+		--config tools/lint/redocly.yaml --format=summary
+	tools/lint/node_modules/.bin/spectral lint docs/openapi.json --ruleset tools/lint/.spectral.yaml --fail-severity=hint
+
 .PHONY: test
-test: services tools mjml-deps browser ## vet, staticcheck, gofmt, generated-code check and go test -race
+test: services tools mjml-deps browser lint-deps ts-client-deps ## vet, staticcheck, gofmt, generated-code check and go test -race
 	go vet $(GO_PACKAGES)
 	$(STATICCHECK) $(GO_PACKAGES)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(SQLC) diff || (echo "generated code is stale: run make generate" && exit 1)
 	@$(MAKE) --no-print-directory client-diff
+	@$(MAKE) --no-print-directory lint-openapi
+	@# -timeout 30m: go test's 10 minutes is too short for the api package under -race on a busy 2-core machine.
 	@echo "go test -race: building the race binaries takes a few minutes the first time; then one line per package"
-	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -count=1 $(GO_PACKAGES)
+	$(GOTESTSUM) --format pkgname-and-test-fails --format-hide-empty-pkg -- -race -count=1 -timeout 30m $(GO_PACKAGES)
 
 # Every fuzz target, as package:target. make fuzz runs each in turn (Go
 # fuzzes one target per go test invocation); their seed corpora (f.Add and
@@ -105,19 +133,25 @@ fuzz: services mjml-deps ## Fuzz every target in turn: make fuzz FUZZTIME=30s FU
 	done
 
 .PHONY: generate
-generate: tools services mjml-deps ## Regenerate sqlc code, docs/openapi.json (from the route table) and the client generated from it
+generate: tools services mjml-deps ts-client-deps ## Regenerate sqlc code, the OpenAPI examples and docs/openapi.json (from the route table), and the Go and TypeScript clients
 	$(SQLC) generate
+	go test ./api -run '^TestOpenAPIExamples$$' -count=1 -update
 	go test ./api -run '^TestOpenAPIFile$$' -count=1 -update
-	go generate ./internal/apiclient
+	go generate ./clients/go
+	npm run --prefix clients/ts --silent generate
 
-# The client generated from docs/openapi.json must be the one committed
-# (TestOpenAPIFile checks that the file is the served document).
+# The clients generated from docs/openapi.json must be the ones committed
+# (TestOpenAPIFile checks that the file is the served document, and
+# TestOpenAPIExamples that its examples are what the service answers).
 .PHONY: client-diff
-client-diff:
-	@tmp=$$(mktemp -d) && sed "s|^output: .*|output: $$tmp/client.gen.go|" internal/apiclient/oapi-codegen.yaml > $$tmp/config.yaml && \
+client-diff: ts-client-deps
+	@tmp=$$(mktemp -d) && sed "s|^output: .*|output: $$tmp/client.gen.go|" clients/go/oapi-codegen.yaml > $$tmp/config.yaml && \
 		go tool oapi-codegen -config $$tmp/config.yaml docs/openapi.json && \
-		cmp -s $$tmp/client.gen.go internal/apiclient/client.gen.go; st=$$?; rm -rf $$tmp; \
-		if [ $$st -ne 0 ]; then echo "internal/apiclient is stale: run make generate"; exit 1; fi
+		cmp -s $$tmp/client.gen.go clients/go/client.gen.go; st=$$?; rm -rf $$tmp; \
+		if [ $$st -ne 0 ]; then echo "clients/go is stale: run make generate"; exit 1; fi
+	@tmp=$$(mktemp -d) && clients/ts/node_modules/.bin/openapi-typescript docs/openapi.json -o $$tmp/schema.d.ts --silent && \
+		cmp -s $$tmp/schema.d.ts clients/ts/src/schema.d.ts; st=$$?; rm -rf $$tmp; \
+		if [ $$st -ne 0 ]; then echo "clients/ts is stale: run make generate"; exit 1; fi
 
 .PHONY: bench
 bench: services mjml-deps ## Run the Go benchmarks

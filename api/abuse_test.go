@@ -283,6 +283,9 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 				t.Errorf("%s %s: 404 outside the error envelope: %s", p.method, p.path, r.raw)
 			}
 			in, _ := json.Marshal(p.body)
+			if p.path == "/api/openapi.json" {
+				continue // one document for every caller; its examples are the examples test's tenant's
+			}
 			for _, m := range markers {
 				// What the attacker sent may come back (its own contact
 				// with that email, "unknown segment <id>"); anything else

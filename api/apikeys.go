@@ -28,7 +28,7 @@ type apiKeyJSON struct {
 }
 
 type apiKeyCreateReq struct {
-	Name *string `json:"name"`
+	Name *string `json:"name" required:"true" min:"1" max:"64" doc:"A label, 1-64 characters."`
 }
 
 func (s *Server) apiKeyCreate(c *fiber.Ctx) error {

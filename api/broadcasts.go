@@ -40,7 +40,7 @@ type broadcastJSON struct {
 	From             *string            `json:"from"`
 	Topic            *string            `json:"topic"`
 	Status           string             `json:"status"`
-	SendAt           *string            `json:"sendAt"`
+	SendAt           *string            `json:"sendAt" format:"-" doc:"With localTime, a wall-clock time without an offset; else a date-time."`
 	LocalTime        bool               `json:"localTime"`
 	CreatedAt        string             `json:"createdAt"`
 	UpdatedAt        string             `json:"updatedAt"`
@@ -151,28 +151,28 @@ func (s *Server) renderBroadcast(c *fiber.Ctx, status int, b queries.Broadcast) 
 }
 
 type broadcastReq struct {
-	Name       Opt[string]        `json:"name"`
-	TemplateID Opt[string]        `json:"templateId"`
-	SegmentID  Opt[string]        `json:"segmentId"`
-	From       Opt[string]        `json:"from"`
-	SendAt     Opt[string]        `json:"sendAt"`
+	Name       Opt[string]        `json:"name" min:"1" max:"200"`
+	TemplateID Opt[string]        `json:"templateId" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"`
+	SegmentID  Opt[string]        `json:"segmentId" min:"1" max:"64"`
+	From       Opt[string]        `json:"from" max:"320" doc:"addr@domain or Name <addr@domain>."`
+	SendAt     Opt[string]        `json:"sendAt" format:"-" nullable:"true" doc:"When to send (with an offset or Z), or with localTime a wall-clock time in each contact's zone."`
 	LocalTime  Opt[bool]          `json:"localTime"`
 	CampaignID Opt[string]        `json:"campaignId"`
 	Topic      Opt[string]        `json:"topic"`
-	Experiment Opt[experimentReq] `json:"experiment"`
+	Experiment Opt[experimentReq] `json:"experiment" nullable:"true" doc:"An A/B test: 2-5 variants (each a template and/or a subject), testFraction 0.05-0.5 (default 0.2), metric opened or clicked, waitFor 10s-72h, autoWinner (default true); null makes the broadcast plain."`
 }
 
 // experimentReq is an A/B test as sent; the domain judges it.
 type experimentReq struct {
-	Variants     []variantReq `json:"variants"`
-	TestFraction *float64     `json:"testFraction"`
-	Metric       *string      `json:"metric"`
-	WaitFor      *string      `json:"waitFor"`
+	Variants     []variantReq `json:"variants" required:"true" min:"2" max:"5"`
+	TestFraction *float64     `json:"testFraction" min:"0.05" max:"0.5"`
+	Metric       *string      `json:"metric" required:"true" enum:"opened,clicked"`
+	WaitFor      *string      `json:"waitFor" required:"true" doc:"A duration from 10s to 72h, e.g. 4h."`
 	AutoWinner   *bool        `json:"autoWinner"`
 }
 
 type variantReq struct {
-	Name       *string `json:"name"`
+	Name       *string `json:"name" required:"true" min:"1" max:"50"`
 	TemplateID *string `json:"templateId"`
 	Subject    *string `json:"subject"`
 }
@@ -276,7 +276,7 @@ func (s *Server) broadcastDelete(c *fiber.Ctx) error {
 }
 
 type broadcastSendReq struct {
-	SendAt *string `json:"sendAt"`
+	SendAt *string `json:"sendAt" format:"-" doc:"When to send; now when absent. With the broadcast's localTime, a wall-clock time without an offset."`
 }
 
 // validate has nothing to judge: the domain reads sendAt by the

@@ -33,13 +33,13 @@ func campaignView(c queries.Campaign) campaignJSON {
 }
 
 type campaignReq struct {
-	Name        Opt[string]   `json:"name"`
-	Description Opt[string]   `json:"description"`
-	Status      Opt[string]   `json:"status"`
-	SequenceIDs Opt[[]string] `json:"sequenceIds"`
-	TemplateIDs Opt[[]string] `json:"templateIds"`
-	SegmentID   Opt[string]   `json:"segmentId"`
-	Goals       Opt[[]string] `json:"goals"`
+	Name        Opt[string]   `json:"name" min:"1" max:"256"`
+	Description Opt[string]   `json:"description" max:"2000"`
+	Status      Opt[string]   `json:"status" enum:"draft,active,paused,completed,archived"`
+	SequenceIDs Opt[[]string] `json:"sequenceIds" max:"100"`
+	TemplateIDs Opt[[]string] `json:"templateIds" max:"100"`
+	SegmentID   Opt[string]   `json:"segmentId" nullable:"true" doc:"The target segment; null clears it."`
+	Goals       Opt[[]string] `json:"goals" max:"100" doc:"Goal event names (replaces the list)."`
 }
 
 // validate passes what was sent to the domain, which judges it; a null name

@@ -43,7 +43,10 @@ func TestDocsPageInBrowser(t *testing.T) {
 	summaries := docsSummaries(t, origin+"/api/openapi.json")
 
 	browser := testenv.Browser(t)
-	ctx, cancel := context.WithTimeout(browser, time.Minute)
+	// Redoc renders the whole document, examples included (about 550 KB),
+	// before the summaries appear: on a busy machine that took most of a
+	// minute.
+	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
 	defer cancel()
 	w := &docsWatch{}
 	if err := chromedp.Listen(browser, w.event("page")); err != nil {

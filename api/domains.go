@@ -61,14 +61,14 @@ type domainCheckedJSON struct {
 }
 
 type domainCreateReq struct {
-	Domain string `json:"domain" required:"true"`
+	Domain string `json:"domain" required:"true" min:"1" max:"253" doc:"A domain name (mail.example.com), not an IP address."`
 }
 
 type domainUpdateReq struct {
-	SendingEnabled Opt[bool]                  `json:"sendingEnabled"`
+	SendingEnabled Opt[bool] `json:"sendingEnabled"`
 	// Warmup is decoded strictly in validate (an unknown key in it is
 	// refused, as at the top level).
-	Warmup Opt[json.RawMessage] `json:"warmup"`
+	Warmup Opt[json.RawMessage] `json:"warmup" doc:"Warm-up: {enabled?: boolean, schedule?: [daily limits] (non-empty, non-decreasing positive integers; null restores the default)}."`
 }
 
 type domainWarmupUpdateReq struct {

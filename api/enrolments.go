@@ -32,7 +32,7 @@ func enrolmentView(e queries.Enrolment) enrolmentJSON {
 }
 
 type enrolReq struct {
-	ContactID Opt[string] `json:"contactId" required:"true"`
+	ContactID Opt[string] `json:"contactId" required:"true" min:"1"`
 }
 
 // enrol is POST /api/sequences/{id}/contacts: 201 with a new enrolment,

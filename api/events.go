@@ -23,11 +23,11 @@ type eventJSON struct {
 }
 
 type eventReq struct {
-	Email         Opt[string]                     `json:"email" required:"true"`
-	Name          Opt[string]                     `json:"name" required:"true"`
-	Properties    Opt[map[string]json.RawMessage] `json:"properties"`
-	Timestamp     Opt[string]                     `json:"timestamp"`
-	UpdateContact Opt[bool]                       `json:"updateContact"`
+	Email         Opt[string]                     `json:"email" required:"true" format:"email" doc:"An existing contact's address: events never create contacts."`
+	Name          Opt[string]                     `json:"name" required:"true" min:"1" max:"256" doc:"The event's name, case-sensitive (purchase.completed)."`
+	Properties    Opt[map[string]json.RawMessage] `json:"properties" values:"EventPropertyValue" nullable:"true" max:"200" doc:"At most 200 properties."`
+	Timestamp     Opt[string]                     `json:"timestamp" doc:"When it happened; now when absent; at most 5 minutes ahead."`
+	UpdateContact Opt[bool]                       `json:"updateContact" doc:"Update the contact's derived counters (true when absent)."`
 }
 
 func (r *eventReq) validate(tenantID string, now time.Time) (events.Custom, error) {

@@ -63,6 +63,9 @@ type bundle struct {
 	// sg is the fake SendGrid every send of this test goes to.
 	sg       *providertest.SendGrid
 	provider provider.Provider
+	// record, when set, sees every request do sends and its answer (the
+	// OpenAPI examples test records them).
+	record func(req *http.Request, reqBody []byte, res *http.Response, body []byte)
 }
 
 type option func(*config.Config)
@@ -237,17 +240,21 @@ func (r resp) items() []any {
 // marshalled as JSON.
 func (b *bundle) do(method, path, token string, body any) resp {
 	b.t.Helper()
-	var rd io.Reader
+	var sent []byte
 	ct := ""
 	switch v := body.(type) {
 	case nil:
 	case string:
-		rd, ct = strings.NewReader(v), "application/json"
+		sent, ct = []byte(v), "application/json"
 	case []byte:
-		rd, ct = bytes.NewReader(v), "application/json"
+		sent, ct = v, "application/json"
 	default:
-		j, _ := json.Marshal(v)
-		rd, ct = bytes.NewReader(j), "application/json"
+		sent, _ = json.Marshal(v)
+		ct = "application/json"
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(sent)
 	}
 	req := httptest.NewRequest(method, path, rd)
 	req.Header.Set("User-Agent", mailClientUA) // a person's client: tracking hits without one are machines'
@@ -264,6 +271,10 @@ func (b *bundle) do(method, path, token string, body any) resp {
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	checkResponse(b.t, b.app, req, res, raw)
+	checkRequest(b.t, b.app, req, sent, res.StatusCode, raw)
+	if b.record != nil {
+		b.record(req, sent, res, raw)
+	}
 	r := resp{status: res.StatusCode, header: res.Header, raw: raw}
 	if len(raw) > 0 && strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &r.body); err != nil {

@@ -35,6 +35,9 @@ func (b *bundle) upload(method, path, token, contentType string, body io.Reader,
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	if b.record != nil {
+		b.record(req, nil, res, raw)
+	}
 	r := resp{status: res.StatusCode, header: res.Header, raw: raw}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &r.body); err != nil {

@@ -57,6 +57,19 @@ type op struct {
 	status  int
 	also    []int
 	resType string
+	// reqName names this operation's own request schema when its Go type
+	// is shared with another operation whose rules differ (a create and
+	// an update of one type), and required lists the JSON fields this
+	// operation requires beyond the type's required:"true" tags.
+	reqName  string
+	required []string
+	// atLeastOne: the body must carry at least one field (an update).
+	atLeastOne bool
+	// omit lists the type's fields this operation refuses or ignores (an
+	// update cannot change a contact's email).
+	omit []string
+	// bodyOptional: the body may be left out altogether.
+	bodyOptional bool
 }
 
 // oneOf is an op's res when the route answers one of several bodies
@@ -121,8 +134,16 @@ func Document(app *fiber.App) (*openapi3.T, error) {
 				"an Idempotency-Key header."},
 		Paths:      openapi3.NewPaths(),
 		Components: &openapi3.Components{Schemas: openapi3.Schemas{}},
+		Servers:    servers,
 	}
-	g := &schemaGen{schemas: doc.Components.Schemas, names: map[string]reflect.Type{}}
+	// No licence is named: the project publishes under none (redocly.yaml
+	// waives info-license for that reason).
+	doc.Info.Contact = &openapi3.Contact{Name: "The Tidings operators of this service"}
+	examples, err := loadExamples()
+	if err != nil {
+		return nil, err
+	}
+	g := &schemaGen{schemas: doc.Components.Schemas, names: map[string]reflect.Type{}, examples: examples}
 	addShared(doc, g)
 
 	seen := map[string]bool{}
@@ -162,6 +183,11 @@ func Document(app *fiber.App) (*openapi3.T, error) {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("the route table and the operations table differ: %s", strings.Join(missing, ", "))
 	}
+	tags, err := usedTags(doc)
+	if err != nil {
+		return nil, err
+	}
+	doc.Tags = tags
 	// Built with references by name only; loading the JSON resolves them,
 	// and what is validated is then exactly what is served.
 	body, err := json.Marshal(doc)
@@ -218,39 +244,44 @@ func addShared(doc *openapi3.T, g *schemaGen) {
 			Schema: &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{"string"}, MinLength: 1,
 				MaxLength: openapi3.Ptr(uint64(255))}}}},
 	}
+	for name, v := range valueSchemas() {
+		c.Schemas[name] = v
+	}
 	errRef, _ := g.ref(reflect.TypeFor[errorBody]())
 	c.Responses = openapi3.ResponseBodies{
 		"Error": {Value: &openapi3.Response{Description: openapi3.Ptr("An error, in the envelope every error uses."),
 			Content: openapi3.NewContentWithJSONSchemaRef(errRef)}},
 		"RateLimited": {Value: &openapi3.Response{Description: openapi3.Ptr("RATE_LIMITED: the tenant spent its budget; try again after Retry-After seconds."),
 			Headers: openapi3.Headers{"Retry-After": {Ref: "#/components/headers/Retry-After"}},
-			Content: openapi3.NewContentWithJSONSchemaRef(errRef)}},
+			Content: withExamples(openapi3.NewContentWithJSONSchemaRef(errRef), g.examples["shared"].Responses["429"])}},
+		"Unauthorized": {Value: &openapi3.Response{Description: openapi3.Ptr("UNAUTHORIZED: no credential, or one that is invalid, expired or revoked."),
+			Content: withExamples(openapi3.NewContentWithJSONSchemaRef(errRef), g.examples["shared"].Responses["401"])}},
+		"SessionOnly": {Value: &openapi3.Response{Description: openapi3.Ptr("FORBIDDEN: this operation takes a dashboard session, not an API key."),
+			Content: withExamples(openapi3.NewContentWithJSONSchemaRef(errRef), g.examples["shared"].Responses["403"])}},
 	}
 }
 
 func (g *schemaGen) operation(key, fiberPath string, params []string, o op) (*openapi3.Operation, error) {
 	method, _, _ := strings.Cut(key, " ")
 	underAPI := strings.HasPrefix(fiberPath, "/api/") && o.auth != authNone
-	out := &openapi3.Operation{OperationID: o.id, Summary: o.summary, Description: o.desc,
+	out := &openapi3.Operation{OperationID: o.id, Summary: o.summary, Description: describeOperation(key, fiberPath, params, o),
 		Tags: []string{tagOf(fiberPath)}, Responses: openapi3.NewResponses()}
 	if o.id == "" || o.summary == "" {
 		return nil, fmt.Errorf("an operation needs an id and a summary")
 	}
 	for _, p := range params {
 		out.Parameters = append(out.Parameters, &openapi3.ParameterRef{Value: openapi3.NewPathParameter(p).
-			WithSchema(openapi3.NewStringSchema())})
+			WithDescription(pathParamDoc(fiberPath, p)).WithSchema(pathParamSchema(method, fiberPath, p))})
 	}
 	for _, q := range queryParams[key] {
 		d := queryDocs[q]
 		if d == "" {
 			return nil, fmt.Errorf("query parameter %q has no description in queryDocs", q)
 		}
-		s := openapi3.NewStringSchema()
-		if q == "limit" {
-			s = openapi3.NewIntegerSchema().WithMin(1)
-		}
-		out.Parameters = append(out.Parameters, &openapi3.ParameterRef{Value: openapi3.NewQueryParameter(q).
-			WithDescription(d).WithSchema(s)})
+		s, required := querySchema(key, q)
+		p := openapi3.NewQueryParameter(q).WithDescription(d).WithSchema(s)
+		p.Required = required
+		out.Parameters = append(out.Parameters, &openapi3.ParameterRef{Value: p})
 	}
 	if underAPI && (method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch) {
 		out.Parameters = append(out.Parameters, &openapi3.ParameterRef{Ref: "#/components/parameters/IdempotencyKey"})
@@ -267,16 +298,21 @@ func (g *schemaGen) operation(key, fiberPath string, params []string, o op) (*op
 	if o.req != nil || len(o.reqAlt) > 0 {
 		content := openapi3.Content{}
 		if o.req != nil {
-			ref, err := g.ref(reflect.TypeOf(o.req))
+			ref, err := g.request(o)
 			if err != nil {
 				return nil, err
 			}
-			content["application/json"] = openapi3.NewMediaType().WithSchemaRef(ref)
+			mt := openapi3.NewMediaType().WithSchemaRef(ref)
+			if ex := g.examples[key].Request; ex != nil {
+				mt.Examples = openapi3.Examples{"recorded": {Value: &openapi3.Example{
+					Summary: "A request the examples test sent", Value: ex}}}
+			}
+			content["application/json"] = mt
 		}
 		for _, ct := range o.reqAlt {
 			content[ct] = openapi3.NewMediaType().WithSchema(openapi3.NewStringSchema())
 		}
-		out.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).WithContent(content)}
+		out.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(!o.bodyOptional).WithContent(content)}
 	}
 
 	status := o.status
@@ -307,16 +343,18 @@ func (g *schemaGen) operation(key, fiberPath string, params []string, o op) (*op
 		content = openapi3.NewContentWithJSONSchemaRef(ref)
 	}
 	for _, st := range append([]int{status}, o.also...) {
-		r := &openapi3.Response{Description: openapi3.Ptr(http.StatusText(st)), Content: content}
+		r := &openapi3.Response{Description: openapi3.Ptr(http.StatusText(st)), Content: withExamples(content, g.examples[key].Responses[strconv.Itoa(st)])}
 		if underAPI {
-			r.Headers = openapi3.Headers{}
-			for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining"} {
-				r.Headers[h] = &openapi3.HeaderRef{Ref: "#/components/headers/" + h}
-			}
+			r.Headers = rateHeaders()
 		}
 		out.Responses.Set(strconv.Itoa(st), &openapi3.ResponseRef{Value: r})
 	}
 	if underAPI {
+		g.errorResponses(key, o, out)
+		out.Responses.Set("401", &openapi3.ResponseRef{Ref: "#/components/responses/Unauthorized"})
+		if o.auth == authSession {
+			out.Responses.Set("403", &openapi3.ResponseRef{Ref: "#/components/responses/SessionOnly"})
+		}
 		out.Responses.Set("429", &openapi3.ResponseRef{Ref: "#/components/responses/RateLimited"})
 	}
 	out.Responses.Set("default", &openapi3.ResponseRef{Ref: "#/components/responses/Error"})
@@ -342,6 +380,9 @@ type schemaGen struct {
 	// names keeps which type holds each component name, so two types
 	// never share one.
 	names map[string]reflect.Type
+	// examples are the recorded requests and responses
+	// (api/openapi_examples.json).
+	examples exampleFile
 }
 
 var (
@@ -495,6 +536,9 @@ func (g *schemaGen) fields(t reflect.Type, s *openapi3.Schema, request bool) err
 		}
 		if _, isOpt := optOf(f.Type); isOpt && f.Tag.Get("nullable") == "true" {
 			ref = nullable(ref) // null clears the field
+		}
+		if ref, err = constrain(ref, f.Tag, name); err != nil {
+			return fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
 		}
 		if d := f.Tag.Get("doc"); d != "" {
 			ref = describe(ref, d)

@@ -36,7 +36,7 @@ var operations = map[string]op{
 		desc: "201 the first time; 200 with the existing tenant afterwards.", auth: authSession,
 		req: tenantCreateReq{}, res: tenantJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
 	"GET /api/tenant":                             {id: "getTenant", summary: "The tenant, with its deliverability", res: tenantJSON{}},
-	"PATCH /api/tenant":                           {id: "updateTenant", summary: "Change the tenant's settings", req: tenantUpdateReq{}, res: tenantJSON{}},
+	"PATCH /api/tenant":                           {id: "updateTenant", summary: "Change the tenant's settings", req: tenantUpdateReq{}, reqName: "TenantUpdateRequest", atLeastOne: true, res: tenantJSON{}},
 	"GET /api/tenant/sandbox-whitelist":           {id: "getSandboxWhitelist", summary: "Addresses a sandbox tenant may send to", res: emailsJSON{}},
 	"POST /api/tenant/sandbox-whitelist":          {id: "addSandboxWhitelist", summary: "Allow an address in the sandbox", req: whitelistReq{}, res: emailsJSON{}},
 	"DELETE /api/tenant/sandbox-whitelist/:email": {id: "removeSandboxWhitelist", summary: "Remove an address from the sandbox whitelist", res: emailsJSON{}},
@@ -46,10 +46,10 @@ var operations = map[string]op{
 	"DELETE /api/api-keys/:keyId": {id: "revokeApiKey", summary: "Revoke an API key", auth: authSession, status: http.StatusNoContent},
 
 	// Contacts.
-	"POST /api/contacts": {id: "createContact", summary: "Create a contact", req: contactReq{}, res: contactJSON{}, status: http.StatusCreated},
+	"POST /api/contacts": {id: "createContact", summary: "Create a contact", req: contactReq{}, reqName: "ContactCreateRequest", required: []string{"email"}, res: contactJSON{}, status: http.StatusCreated},
 	"PUT /api/contacts": {id: "upsertContact", summary: "Create or update a contact by email",
 		desc: "201 when created, 200 when updated; properties merge (null deletes one).",
-		req:  contactReq{}, res: contactUpsertedJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
+		req:  contactReq{}, reqName: "ContactUpsertRequest", required: []string{"email"}, res: contactUpsertedJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
 	"GET /api/contacts": {id: "listContacts", summary: "List contacts, newest first; with ?email=, the contact of that address",
 		res: oneOf{listJSON[contactJSON]{}, contactJSON{}}},
 	"POST /api/contacts/import": {id: "importContacts", summary: "Import contacts from CSV or NDJSON (up to 1,000,000 rows)",
@@ -68,7 +68,7 @@ var operations = map[string]op{
 		resType: "text/csv"},
 	"GET /api/contacts/stats":         {id: "contactStats", summary: "Counts of the tenant's contacts", res: contactStatsJSON{}},
 	"GET /api/contacts/:id":           {id: "getContact", summary: "A contact", res: contactJSON{}},
-	"PATCH /api/contacts/:id":         {id: "updateContact", summary: "Change a contact", req: contactReq{}, res: contactJSON{}},
+	"PATCH /api/contacts/:id":         {id: "updateContact", summary: "Change a contact", req: contactReq{}, reqName: "ContactUpdateRequest", atLeastOne: true, omit: []string{"email"}, res: contactJSON{}},
 	"DELETE /api/contacts/:id":        {id: "deleteContact", summary: "Delete a contact (its pending sends are cancelled)", status: http.StatusNoContent},
 	"GET /api/contacts/:id/sends":     {id: "listContactSends", summary: "A contact's send history", res: listJSON[sendJSON]{}},
 	"GET /api/contacts/:id/scheduled": {id: "listContactScheduled", summary: "A contact's scheduled sends", res: scheduledPageJSON{}},
@@ -101,7 +101,7 @@ var operations = map[string]op{
 		req:  sequencePutReq{}, reqAlt: []string{"text/yaml"}, res: sequenceJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
 	"GET /api/sequences":           {id: "listSequences", summary: "List sequences", res: listJSON[sequenceJSON]{}},
 	"GET /api/sequences/:id":       {id: "getSequence", summary: "A sequence with its YAML and steps", res: sequenceJSON{}},
-	"PATCH /api/sequences/:id":     {id: "updateSequence", summary: "Rename, enable or disable a sequence", req: sequencePatchReq{}, res: sequenceJSON{}},
+	"PATCH /api/sequences/:id":     {id: "updateSequence", summary: "Rename, enable or disable a sequence", req: sequencePatchReq{}, reqName: "SequencePatchRequest", atLeastOne: true, res: sequenceJSON{}},
 	"DELETE /api/sequences/:id":    {id: "deleteSequence", summary: "Delete a sequence", status: http.StatusNoContent},
 	"GET /api/sequences/:id/sends": {id: "listSequenceSends", summary: "A sequence's sends", res: listJSON[sendJSON]{}},
 	"POST /api/sequences/:id/contacts": {id: "enrol", summary: "Enrol a contact in a sequence", req: enrolReq{}, res: enrolmentJSON{},
@@ -117,12 +117,12 @@ var operations = map[string]op{
 
 	// Templates.
 	"PUT /api/templates/:id": {id: "putTemplate", summary: "Create a template or save a new version (MJML + Liquid)",
-		req: templatePutReq{}, res: templateJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
+		req: templatePutReq{}, reqName: "TemplatePutRequest", atLeastOne: true, res: templateJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
 	"GET /api/templates":              {id: "listTemplates", summary: "List templates", res: listJSON[templateJSON]{}},
 	"GET /api/templates/:id":          {id: "getTemplate", summary: "A template with its content", res: templateJSON{}},
 	"DELETE /api/templates/:id":       {id: "deleteTemplate", summary: "Delete a template", status: http.StatusNoContent},
 	"GET /api/templates/:id/versions": {id: "listTemplateVersions", summary: "A template's versions", res: itemsJSON[templateVersionJSON]{}},
-	"POST /api/templates/:id/preview": {id: "previewTemplate", summary: "Render a template with sample variables", req: previewReq{},
+	"POST /api/templates/:id/preview": {id: "previewTemplate", summary: "Render a template with sample variables", req: previewReq{}, bodyOptional: true,
 		desc: "locale renders the locale version a contact of that locale gets (exact tag, then its language, then the template's own). " +
 			"warnings name the variables the template reads that the variables lack. A partial that does not exist is VALIDATION_ERROR naming it.",
 		res: previewJSON{}},
@@ -146,10 +146,10 @@ var operations = map[string]op{
 		desc: "409 PARTIAL_REFERENCED while a template, a locale version or another partial names it.", status: http.StatusNoContent},
 
 	// Segments.
-	"POST /api/segments":             {id: "createSegment", summary: "Create a rule-based segment", req: segmentReq{}, res: segmentJSON{}, status: http.StatusCreated},
+	"POST /api/segments":             {id: "createSegment", summary: "Create a rule-based segment", req: segmentReq{}, reqName: "SegmentCreateRequest", required: []string{"name", "rules"}, res: segmentJSON{}, status: http.StatusCreated},
 	"GET /api/segments":              {id: "listSegments", summary: "List segments", res: listJSON[segmentJSON]{}},
 	"GET /api/segments/:id":          {id: "getSegment", summary: "A segment", res: segmentJSON{}},
-	"PATCH /api/segments/:id":        {id: "updateSegment", summary: "Change a segment", req: segmentReq{}, res: segmentJSON{}},
+	"PATCH /api/segments/:id":        {id: "updateSegment", summary: "Change a segment", req: segmentReq{}, reqName: "SegmentUpdateRequest", atLeastOne: true, res: segmentJSON{}},
 	"DELETE /api/segments/:id":       {id: "deleteSegment", summary: "Delete a segment", status: http.StatusNoContent},
 	"GET /api/segments/:id/members":  {id: "listSegmentMembers", summary: "A segment's members as last computed", res: listJSON[memberJSON]{}},
 	"POST /api/segments/:id/compute": {id: "computeSegment", summary: "Compute a segment's members now", res: computedJSON{}},
@@ -157,10 +157,10 @@ var operations = map[string]op{
 		desc: "Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).", res: explainJSON{}},
 
 	// Campaigns.
-	"POST /api/campaigns":                              {id: "createCampaign", summary: "Create a campaign", req: campaignReq{}, res: campaignJSON{}, status: http.StatusCreated},
+	"POST /api/campaigns":                              {id: "createCampaign", summary: "Create a campaign", req: campaignReq{}, reqName: "CampaignCreateRequest", required: []string{"name"}, res: campaignJSON{}, status: http.StatusCreated},
 	"GET /api/campaigns":                               {id: "listCampaigns", summary: "List campaigns", res: listJSON[campaignJSON]{}},
 	"GET /api/campaigns/:campaignId":                   {id: "getCampaign", summary: "A campaign", res: campaignJSON{}},
-	"PATCH /api/campaigns/:campaignId":                 {id: "updateCampaign", summary: "Change a campaign", req: campaignReq{}, res: campaignJSON{}},
+	"PATCH /api/campaigns/:campaignId":                 {id: "updateCampaign", summary: "Change a campaign", req: campaignReq{}, reqName: "CampaignUpdateRequest", atLeastOne: true, omit: []string{"sequenceIds", "templateIds"}, res: campaignJSON{}},
 	"DELETE /api/campaigns/:campaignId":                {id: "deleteCampaign", summary: "Delete a campaign", status: http.StatusNoContent},
 	"POST /api/campaigns/:campaignId/sequences/:ref":   {id: "addCampaignSequence", summary: "Add a sequence to a campaign", res: campaignJSON{}},
 	"DELETE /api/campaigns/:campaignId/sequences/:ref": {id: "removeCampaignSequence", summary: "Take a sequence out of a campaign", res: campaignJSON{}},
@@ -168,12 +168,12 @@ var operations = map[string]op{
 	"DELETE /api/campaigns/:campaignId/templates/:ref": {id: "removeCampaignTemplate", summary: "Take a template out of a campaign", res: campaignJSON{}},
 
 	// Broadcasts.
-	"POST /api/broadcasts":               {id: "createBroadcast", summary: "Create a broadcast (a draft)", req: broadcastReq{}, res: broadcastJSON{}, status: http.StatusCreated},
+	"POST /api/broadcasts":               {id: "createBroadcast", summary: "Create a broadcast (a draft)", req: broadcastReq{}, reqName: "BroadcastCreateRequest", required: []string{"name", "templateId", "segmentId"}, res: broadcastJSON{}, status: http.StatusCreated},
 	"GET /api/broadcasts":                {id: "listBroadcasts", summary: "List broadcasts", res: listJSON[broadcastJSON]{}},
 	"GET /api/broadcasts/:id":            {id: "getBroadcast", summary: "A broadcast with its counts", res: broadcastJSON{}},
-	"PATCH /api/broadcasts/:id":          {id: "updateBroadcast", summary: "Change a broadcast not yet sending", req: broadcastReq{}, res: broadcastJSON{}},
+	"PATCH /api/broadcasts/:id":          {id: "updateBroadcast", summary: "Change a broadcast not yet sending", req: broadcastReq{}, reqName: "BroadcastUpdateRequest", atLeastOne: true, res: broadcastJSON{}},
 	"DELETE /api/broadcasts/:id":         {id: "deleteBroadcast", summary: "Delete a draft broadcast", status: http.StatusNoContent},
-	"POST /api/broadcasts/:id/send":      {id: "sendBroadcast", summary: "Send a broadcast now or at sendAt", req: broadcastSendReq{}, res: broadcastJSON{}},
+	"POST /api/broadcasts/:id/send":      {id: "sendBroadcast", summary: "Send a broadcast now or at sendAt", req: broadcastSendReq{}, bodyOptional: true, res: broadcastJSON{}},
 	"POST /api/broadcasts/:id/pause":     {id: "pauseBroadcast", summary: "Pause a sending broadcast", res: broadcastJSON{}},
 	"POST /api/broadcasts/:id/resume":    {id: "resumeBroadcast", summary: "Resume a paused broadcast", res: broadcastJSON{}},
 	"POST /api/broadcasts/:id/cancel":    {id: "cancelBroadcast", summary: "Cancel a broadcast's unsent messages", res: broadcastJSON{}},
@@ -184,10 +184,10 @@ var operations = map[string]op{
 	"GET /api/suppressions":           {id: "listSuppressions", summary: "The suppression list, newest first", res: listJSON[suppressionJSON]{}},
 	"POST /api/suppressions":          {id: "addSuppression", summary: "Suppress an address (201; 200 when listed already)", req: suppressionReq{}, res: suppressionJSON{}, status: http.StatusCreated, also: []int{http.StatusOK}},
 	"DELETE /api/suppressions/:email": {id: "removeSuppression", summary: "Take an address off the suppression list", status: http.StatusNoContent},
-	"POST /api/topics":                {id: "createTopic", summary: "Create a topic contacts may subscribe to", req: topicReq{}, res: topicJSON{}, status: http.StatusCreated},
+	"POST /api/topics":                {id: "createTopic", summary: "Create a topic contacts may subscribe to", req: topicReq{}, reqName: "TopicCreateRequest", required: []string{"topicId", "name", "default"}, res: topicJSON{}, status: http.StatusCreated},
 	"GET /api/topics":                 {id: "listTopics", summary: "List topics", res: listJSON[topicJSON]{}},
 	"GET /api/topics/:id":             {id: "getTopic", summary: "A topic", res: topicJSON{}},
-	"PATCH /api/topics/:id":           {id: "updateTopic", summary: "Change a topic", req: topicReq{}, res: topicJSON{}},
+	"PATCH /api/topics/:id":           {id: "updateTopic", summary: "Change a topic", req: topicReq{}, reqName: "TopicUpdateRequest", atLeastOne: true, omit: []string{"topicId", "default"}, res: topicJSON{}},
 	"DELETE /api/topics/:id":          {id: "deleteTopic", summary: "Delete a topic", status: http.StatusNoContent},
 
 	// The audit log.
@@ -199,10 +199,10 @@ var operations = map[string]op{
 		res: listJSON[auditEntryJSON]{}},
 
 	// Outbound webhooks.
-	"POST /api/webhooks":                                 {id: "createWebhook", summary: "Add a webhook endpoint (the secret is shown once)", req: endpointReq{}, res: endpointJSON{}, status: http.StatusCreated},
+	"POST /api/webhooks":                                 {id: "createWebhook", summary: "Add a webhook endpoint (the secret is shown once)", req: endpointReq{}, reqName: "WebhookCreateRequest", required: []string{"url"}, res: endpointJSON{}, status: http.StatusCreated},
 	"GET /api/webhooks":                                  {id: "listWebhooks", summary: "List webhook endpoints", res: listJSON[endpointJSON]{}},
 	"GET /api/webhooks/:id":                              {id: "getWebhook", summary: "A webhook endpoint", res: endpointJSON{}},
-	"PATCH /api/webhooks/:id":                            {id: "updateWebhook", summary: "Change a webhook endpoint", req: endpointReq{}, res: endpointJSON{}},
+	"PATCH /api/webhooks/:id":                            {id: "updateWebhook", summary: "Change a webhook endpoint", req: endpointReq{}, reqName: "WebhookUpdateRequest", atLeastOne: true, res: endpointJSON{}},
 	"DELETE /api/webhooks/:id":                           {id: "deleteWebhook", summary: "Delete a webhook endpoint", status: http.StatusNoContent},
 	"POST /api/webhooks/:id/rotate-secret":               {id: "rotateWebhookSecret", summary: "Replace an endpoint's signing secret", res: secretJSON{}},
 	"POST /api/webhooks/:id/test":                        {id: "testWebhook", summary: "Queue a test message to an endpoint", res: queuedJSON{}, status: http.StatusAccepted},
@@ -229,5 +229,5 @@ var operations = map[string]op{
 // reads each message raw, so that a malformed one is an error item rather
 // than a 400 for the batch.
 type batchReq struct {
-	Messages []sendReq `json:"messages" required:"true" doc:"1-100 messages, each a POST /api/send body."`
+	Messages []sendReq `json:"messages" required:"true" min:"1" max:"100" doc:"1-100 messages, each a POST /api/send body."`
 }

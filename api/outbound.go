@@ -37,9 +37,9 @@ func endpointView(e queries.WebhookEndpoint, withSecret bool) endpointJSON {
 }
 
 type endpointReq struct {
-	URL         Opt[string]   `json:"url"`
-	Events      Opt[[]string] `json:"events"`
-	Description Opt[string]   `json:"description"`
+	URL         Opt[string]   `json:"url" format:"uri" max:"2048" pattern:"^[Hh][Tt][Tt][Pp][Ss]?://" doc:"An https:// (or http://) URL on a public address, port 80, 443 or 1024-65535."`
+	Events      Opt[[]string] `json:"events" nullable:"true" enum:"email.sent,email.delivered,email.opened,email.clicked,email.bounced,email.complained,email.unsubscribed,contact.created,contact.updated,contact.deleted,contact.unsubscribed,contact.suppressed,sequence.entered,sequence.exited,sequence.completed,broadcast.sent,tenant.paused,webhook.test" doc:"The event types to deliver; every type when absent."`
+	Description Opt[string]   `json:"description" max:"500"`
 	Enabled     Opt[bool]     `json:"enabled"`
 }
 

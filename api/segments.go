@@ -43,9 +43,9 @@ func segmentView(s queries.Segment, dependedBy []string) segmentJSON {
 }
 
 type segmentReq struct {
-	Name        Opt[string]          `json:"name"`
-	Description Opt[string]          `json:"description"`
-	Rules       Opt[json.RawMessage] `json:"rules"`
+	Name        Opt[string]          `json:"name" min:"1" max:"256"`
+	Description Opt[string]          `json:"description" max:"2000" nullable:"true"`
+	Rules       Opt[json.RawMessage] `json:"rules" doc:"The rule tree: {operator: and|or|not, conditions: [...]}, each condition a leaf {type: property|derived, field, operator, value} or {type: segment, segmentId, operator: memberOf|notMemberOf}, or another node."`
 	Enabled     Opt[bool]            `json:"enabled"`
 	Live        Opt[bool]            `json:"live"`
 }

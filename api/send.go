@@ -17,11 +17,11 @@ import (
 )
 
 type sendReq struct {
-	To                Opt[string]         `json:"to" required:"true"`
-	Template          Opt[string]         `json:"template" required:"true"`
-	Variables         Opt[map[string]any] `json:"variables"`
-	From              Opt[string]         `json:"from"`
-	IgnoreUnsubscribe Opt[bool]           `json:"ignoreUnsubscribe"`
+	To                Opt[string]         `json:"to" required:"true" format:"email" doc:"The address of an existing contact."`
+	Template          Opt[string]         `json:"template" required:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$" doc:"The template's id."`
+	Variables         Opt[map[string]any] `json:"variables" doc:"Liquid variables; one the template reads and this lacks renders empty."`
+	From              Opt[string]         `json:"from" max:"320" doc:"addr@domain or Name <addr@domain>, on a verified domain; the tenant's defaultFromAddress when absent."`
+	IgnoreUnsubscribe Opt[bool]           `json:"ignoreUnsubscribe" doc:"true sends even to an unsubscribed or suppressed contact (false when absent)."`
 }
 
 func (r sendReq) validate() (delivery.Request, error) {

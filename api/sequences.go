@@ -46,9 +46,9 @@ func sequenceFull(q queries.Sequence) sequenceJSON {
 
 // sequencePutReq is the JSON wrapper of a PUT.
 type sequencePutReq struct {
-	Content Opt[string] `json:"content"`
-	Name    Opt[string] `json:"name"`
-	Enabled Opt[bool]   `json:"enabled"`
+	Content Opt[string] `json:"content" required:"true" min:"1" doc:"The YAML definition: name, trigger.event and steps."`
+	Name    Opt[string] `json:"name" doc:"Overrides the YAML's name."`
+	Enabled Opt[bool]   `json:"enabled" doc:"Takes effect on create only; PATCH enables or disables afterwards."`
 }
 
 // sequencePutBody reads a PUT body: the JSON wrapper when the content type is
@@ -126,9 +126,9 @@ func (s *Server) sequencePut(c *fiber.Ctx) error {
 }
 
 type sequencePatchReq struct {
-	Name         Opt[string] `json:"name"`
+	Name         Opt[string] `json:"name" min:"1" pattern:"\\S"`
 	Enabled      Opt[bool]   `json:"enabled"`
-	TriggerEvent Opt[string] `json:"triggerEvent"`
+	TriggerEvent Opt[string] `json:"triggerEvent" min:"1" pattern:"\\S" doc:"A custom event's name (not email.*, the system events)."`
 }
 
 func (s *Server) sequencePatch(c *fiber.Ctx) error {

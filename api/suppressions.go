@@ -22,8 +22,8 @@ func suppressionView(s queries.Suppression) suppressionJSON {
 }
 
 type suppressionReq struct {
-	Email Opt[string] `json:"email" required:"true"`
-	Note  Opt[string] `json:"note"`
+	Email Opt[string] `json:"email" required:"true" format:"email"`
+	Note  Opt[string] `json:"note" max:"1000"`
 }
 
 func (s *Server) suppressionList(c *fiber.Ctx) error {

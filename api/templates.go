@@ -38,15 +38,15 @@ func templateView(t queries.Template, withContent bool) templateJSON {
 }
 
 type templatePutReq struct {
-	Name          Opt[string] `json:"name"`
-	Subject       Opt[string] `json:"subject"`
-	Content       Opt[string] `json:"content"`
-	Enabled       Opt[bool]   `json:"enabled"`
-	DisableReason Opt[string] `json:"disableReason"`
-	Topic         Opt[string] `json:"topic"`
+	Name          Opt[string] `json:"name" min:"1" max:"256"`
+	Subject       Opt[string] `json:"subject" min:"1" max:"998" doc:"May hold Liquid variables."`
+	Content       Opt[string] `json:"content" min:"1" doc:"MJML, or HTML (wrapped in MJML), with Liquid; at most 512 KiB."`
+	Enabled       Opt[bool]   `json:"enabled" doc:"Update only: a disabled template sends nothing."`
+	DisableReason Opt[string] `json:"disableReason" max:"1000" doc:"Update only: why it was disabled."`
+	Topic         Opt[string] `json:"topic" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$" nullable:"true" doc:"The topic a contact must not have left for this template to reach them."`
 	// Layout names a partial holding {{ content }}; null clears it.
-	Layout          Opt[string] `json:"layout"`
-	StrictVariables Opt[bool]   `json:"strictVariables"`
+	Layout          Opt[string] `json:"layout" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$" nullable:"true" doc:"A partial holding {{ content }}; null clears it."`
+	StrictVariables Opt[bool]   `json:"strictVariables" doc:"true refuses a send whose variables lack one the template reads."`
 }
 
 func (r templatePutReq) validate() (templates.Put, error) {
@@ -182,7 +182,7 @@ type previewJSON struct {
 type previewReq struct {
 	Variables Opt[map[string]any] `json:"variables"`
 	// Locale renders the locale version a contact of this locale gets.
-	Locale Opt[string] `json:"locale"`
+	Locale Opt[string] `json:"locale" doc:"A BCP 47 tag: render the version a contact of this locale gets."`
 }
 
 func (s *Server) templatePreview(c *fiber.Ctx) error {
@@ -218,7 +218,7 @@ func partialView(p queries.Partial) partialJSON {
 }
 
 type partialPutReq struct {
-	Content Opt[string] `json:"content" required:"true"`
+	Content Opt[string] `json:"content" required:"true" min:"1" doc:"MJML fragment or HTML with Liquid; at most 512 KiB."`
 }
 
 func (s *Server) partialPut(c *fiber.Ctx) error {
@@ -302,8 +302,8 @@ func localeView(l queries.TemplateLocale, withContent bool) localeJSON {
 }
 
 type localePutReq struct {
-	Subject Opt[string] `json:"subject" required:"true"`
-	Content Opt[string] `json:"content" required:"true"`
+	Subject Opt[string] `json:"subject" required:"true" min:"1" max:"998"`
+	Content Opt[string] `json:"content" required:"true" min:"1"`
 }
 
 func (s *Server) localePut(c *fiber.Ctx) error {

@@ -59,8 +59,8 @@ func tenantView(t queries.Tenant) tenantJSON {
 }
 
 type frequencyCapJSON struct {
-	Max    int    `json:"max"`
-	Period string `json:"period"`
+	Max    int    `json:"max" min:"1" max:"1000"`
+	Period string `json:"period" enum:"day,week"`
 }
 
 func capView(c *tenants.Cap) *frequencyCapJSON {
@@ -94,7 +94,7 @@ func (s *Server) tenantFullView(c *fiber.Ctx, t queries.Tenant) (tenantJSON, err
 }
 
 type tenantCreateReq struct {
-	Name *string `json:"name" required:"true"`
+	Name *string `json:"name" required:"true" min:"1" max:"128" doc:"The organisation's name, 1-128 characters."`
 }
 
 // tenantCreate provisions the session's organisation: 201 the first time,
@@ -132,12 +132,12 @@ func (s *Server) tenantGet(c *fiber.Ctx) error {
 }
 
 type tenantUpdateReq struct {
-	Name               Opt[string] `json:"name"`
-	DefaultFromAddress Opt[string] `json:"defaultFromAddress"`
-	PreferredRegion    Opt[string] `json:"preferredRegion"`
-	SendingStatus      Opt[string] `json:"sendingStatus"`
-	Timezone           Opt[string] `json:"timezone"`
-	EventRetentionDays Opt[int]    `json:"eventRetentionDays"`
+	Name               Opt[string] `json:"name" min:"1" max:"128"`
+	DefaultFromAddress Opt[string] `json:"defaultFromAddress" format:"email" doc:"The from address of sends that name none; on a verified domain."`
+	PreferredRegion    Opt[string] `json:"preferredRegion" min:"1" max:"64" nullable:"true"`
+	SendingStatus      Opt[string] `json:"sendingStatus" enum:"sandbox,enabled,paused" doc:"enabled needs a connected provider and a verified domain."`
+	Timezone           Opt[string] `json:"timezone" doc:"An IANA time zone name (Europe/Amsterdam, UTC)."`
+	EventRetentionDays Opt[int]    `json:"eventRetentionDays" min:"1" max:"3650" doc:"Days events are kept before the archive takes them."`
 	// FrequencyCap is {max, period} or null (no cap).
 	FrequencyCap Opt[frequencyCapJSON] `json:"frequencyCap" nullable:"true"`
 }
@@ -189,7 +189,7 @@ func (s *Server) whitelistGet(c *fiber.Ctx) error {
 }
 
 type whitelistReq struct {
-	Email *string `json:"email" required:"true"`
+	Email *string `json:"email" required:"true" format:"email"`
 }
 
 func (s *Server) whitelistAdd(c *fiber.Ctx) error {

@@ -28,10 +28,10 @@ func topicView(t queries.Topic) topicJSON {
 // topicReq is a create or a PATCH; a PATCH may not name topicId or
 // default (a topic's default is fixed: see topics.Store.Update).
 type topicReq struct {
-	TopicID     Opt[string] `json:"topicId"`
-	Name        Opt[string] `json:"name"`
-	Description Opt[string] `json:"description"`
-	Default     Opt[string] `json:"default"`
+	TopicID     Opt[string] `json:"topicId" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"`
+	Name        Opt[string] `json:"name" min:"1" max:"200"`
+	Description Opt[string] `json:"description" max:"1000"`
+	Default     Opt[string] `json:"default" enum:"opt_in,opt_out" doc:"Whether a contact who chose nothing gets the topic's mail."`
 }
 
 func (r topicReq) validate(create bool) (topics.Input, error) {

@@ -12,11 +12,11 @@ import (
 // strictjson (unknown fields refused). Input judges it; PATCH reads the
 // same fields for which were sent.
 type Body struct {
-	Email      strictjson.Opt[string]                     `json:"email"`
-	UserID     strictjson.Opt[string]                     `json:"userId"`
-	Properties strictjson.Opt[map[string]json.RawMessage] `json:"properties"`
+	Email      strictjson.Opt[string]                     `json:"email" format:"email" doc:"The contact's address (its identity in the tenant; it cannot change)."`
+	UserID     strictjson.Opt[string]                     `json:"userId" max:"256" nullable:"true" doc:"Your own id of the person; null clears it."`
+	Properties strictjson.Opt[map[string]json.RawMessage] `json:"properties" values:"PropertyValue" doc:"Custom properties, merged into the contact's: a null value removes that property."`
 	Subscribed strictjson.Opt[bool]                       `json:"subscribed"`
-	Topics     strictjson.Opt[map[string]*bool]           `json:"topics"`
+	Topics     strictjson.Opt[map[string]*bool]           `json:"topics" doc:"Topic subscriptions by topic id: true subscribes, false unsubscribes, null returns to the topic's default."`
 }
 
 // Input validates a create or upsert body.
