@@ -39,6 +39,14 @@ var (
 		Name: "tidings_provider_errors_total",
 		Help: "Email provider failures, by provider and class (temporary: retried; permanent: not).",
 	}, []string{"provider", "class"})
+	providerSends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_provider_sends_total",
+		Help: "Messages handed to each provider of the pool, by provider, stream (transactional, marketing) and outcome (accepted, refused, in_doubt).",
+	}, []string{"provider", "stream", "outcome"})
+	providerFailovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_provider_failovers_total",
+		Help: "Messages moved on from a provider to the next of their stream, by the provider that failed and stream.",
+	}, []string{"provider", "stream"})
 	webhookEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidings_webhook_events_total",
 		Help: "SendGrid webhook events processed by the worker, by result (applied, duplicate, dropped, ignored).",
@@ -96,7 +104,7 @@ var (
 )
 
 // own are Tidings's collectors, served by every process's registry.
-var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
+var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, providerSends, providerFailovers, webhookEvents, scheduledRuns,
 	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses, machineHits, ingestEvents, ingestBatch}
 
 var createSeries sync.Once
@@ -108,7 +116,7 @@ func createKnownSeries() {
 		}
 	}
 	for _, c := range errorClasses {
-		for _, p := range []string{"sendgrid", "smtp", "outbox"} {
+		for _, p := range []string{"sendgrid", "smtp", "outbox", "ses"} {
 			providerErrors.WithLabelValues(p, c)
 		}
 	}
@@ -216,6 +224,18 @@ func Send(providerName string, sequence bool, err error, temporary bool) {
 		class = "temporary"
 	}
 	providerErrors.WithLabelValues(providerName, class).Inc()
+}
+
+// ProviderSend records one provider's answer to one message of a stream:
+// outcome is accepted, refused or in_doubt.
+func ProviderSend(providerName, stream, outcome string) {
+	providerSends.WithLabelValues(providerName, stream, outcome).Inc()
+}
+
+// ProviderFailover records a message moved on from providerName to the
+// next provider of its stream.
+func ProviderFailover(providerName, stream string) {
+	providerFailovers.WithLabelValues(providerName, stream).Inc()
 }
 
 // WebhookEvents records what a webhook batch did with its events.
