@@ -223,6 +223,16 @@ func (q *Queries) WebhookBatchMarkApplied(ctx context.Context, arg WebhookBatchM
 	return err
 }
 
+const webhookBatchMarkAppliedMany = `-- name: WebhookBatchMarkAppliedMany :exec
+UPDATE webhook_batches SET applied_at = now() WHERE id = ANY($1::bigint[])
+`
+
+// The rows taken with another's run: its counts are on that run's row.
+func (q *Queries) WebhookBatchMarkAppliedMany(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, webhookBatchMarkAppliedMany, ids)
+	return err
+}
+
 const webhookBatchPrune = `-- name: WebhookBatchPrune :execrows
 DELETE FROM webhook_batches WHERE applied_at < $1::timestamptz
 `
@@ -233,4 +243,47 @@ func (q *Queries) WebhookBatchPrune(ctx context.Context, before time.Time) (int6
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const webhookBatchTakePending = `-- name: WebhookBatchTakePending :many
+SELECT id, body FROM webhook_batches
+WHERE provider = $1 AND applied_at IS NULL AND id <> $2
+ORDER BY received_at, id
+LIMIT $3
+FOR UPDATE SKIP LOCKED
+`
+
+type WebhookBatchTakePendingParams struct {
+	Provider string
+	ID       int64
+	Lim      int32
+}
+
+type WebhookBatchTakePendingRow struct {
+	ID   int64
+	Body []byte
+}
+
+// SES posts one event per request (an SNS notification each): the run of
+// one stored notification's task applies, with it, up to @lim others of
+// the same provider still waiting, in one transaction. Rows another run
+// holds are skipped, not waited for.
+func (q *Queries) WebhookBatchTakePending(ctx context.Context, arg WebhookBatchTakePendingParams) ([]WebhookBatchTakePendingRow, error) {
+	rows, err := q.db.Query(ctx, webhookBatchTakePending, arg.Provider, arg.ID, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookBatchTakePendingRow{}
+	for rows.Next() {
+		var i WebhookBatchTakePendingRow
+		if err := rows.Scan(&i.ID, &i.Body); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
