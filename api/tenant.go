@@ -42,8 +42,8 @@ type tenantJSON struct {
 	// Providers are the pool's circuits as this process sees them, one
 	// per provider and stream (GET and PATCH).
 	Providers []providerStateJSON `json:"providers,omitempty"`
-	CreatedAt      string              `json:"createdAt"`
-	UpdatedAt      string              `json:"updatedAt"`
+	CreatedAt string              `json:"createdAt"`
+	UpdatedAt string              `json:"updatedAt"`
 }
 
 func tenantView(t queries.Tenant) tenantJSON {
