@@ -71,7 +71,6 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(cfg.Region),
-		awsconfig.WithHTTPClient(tracedClient{hc}),
 		awsconfig.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 	}
 	if cfg.Credentials != nil {
@@ -82,6 +81,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("ses: AWS configuration: %w", err)
 	}
 	client := sesv2.NewFromConfig(ac, func(o *sesv2.Options) {
+		// Set here, not in LoadDefaultConfig, which wants a client it can
+		// add AWS_CA_BUNDLE's roots to.
+		o.HTTPClient = tracedClient{hc}
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
