@@ -642,6 +642,17 @@ type PreviewRequest struct {
 	Variables *map[string]interface{} `json:"variables,omitempty"`
 }
 
+// ProviderState defines model for ProviderState.
+type ProviderState struct {
+	Name string `json:"name"`
+
+	// State ok, open or half_open
+	State string `json:"state"`
+
+	// Stream transactional or marketing
+	Stream string `json:"stream"`
+}
+
 // Queued defines model for Queued.
 type Queued struct {
 	Queued bool `json:"queued"`
@@ -931,29 +942,30 @@ type TemplateVersionItems struct {
 
 // Tenant defines model for Tenant.
 type Tenant struct {
-	BillingCustomerId      *string         `json:"billingCustomerId"`
-	BillingStatus          string          `json:"billingStatus"`
-	BillingSubscriptionId  *string         `json:"billingSubscriptionId"`
-	ContactCount           int             `json:"contactCount"`
-	CreatedAt              string          `json:"createdAt"`
-	DefaultFromAddress     *string         `json:"defaultFromAddress,omitempty"`
-	Deliverability         *Deliverability `json:"deliverability,omitempty"`
-	EventRetentionDays     int             `json:"eventRetentionDays"`
-	FrequencyCap           *FrequencyCap   `json:"frequencyCap"`
-	IdentityProviderOrgId  string          `json:"identityProviderOrgId"`
-	MonthlySendCount       int             `json:"monthlySendCount"`
-	MonthlySendCountPeriod string          `json:"monthlySendCountPeriod"`
-	Name                   string          `json:"name"`
-	PausedAt               *string         `json:"pausedAt"`
-	PausedReason           *string         `json:"pausedReason"`
-	Plan                   string          `json:"plan"`
-	PlanPeriodEnd          *string         `json:"planPeriodEnd"`
-	PreferredRegion        *string         `json:"preferredRegion,omitempty"`
-	SandboxWhitelist       []string        `json:"sandboxWhitelist"`
-	SendingStatus          string          `json:"sendingStatus"`
-	TenantId               string          `json:"tenantId"`
-	Timezone               string          `json:"timezone"`
-	UpdatedAt              string          `json:"updatedAt"`
+	BillingCustomerId      *string          `json:"billingCustomerId"`
+	BillingStatus          string           `json:"billingStatus"`
+	BillingSubscriptionId  *string          `json:"billingSubscriptionId"`
+	ContactCount           int              `json:"contactCount"`
+	CreatedAt              string           `json:"createdAt"`
+	DefaultFromAddress     *string          `json:"defaultFromAddress,omitempty"`
+	Deliverability         *Deliverability  `json:"deliverability,omitempty"`
+	EventRetentionDays     int              `json:"eventRetentionDays"`
+	FrequencyCap           *FrequencyCap    `json:"frequencyCap"`
+	IdentityProviderOrgId  string           `json:"identityProviderOrgId"`
+	MonthlySendCount       int              `json:"monthlySendCount"`
+	MonthlySendCountPeriod string           `json:"monthlySendCountPeriod"`
+	Name                   string           `json:"name"`
+	PausedAt               *string          `json:"pausedAt"`
+	PausedReason           *string          `json:"pausedReason"`
+	Plan                   string           `json:"plan"`
+	PlanPeriodEnd          *string          `json:"planPeriodEnd"`
+	PreferredRegion        *string          `json:"preferredRegion,omitempty"`
+	Providers              *[]ProviderState `json:"providers,omitempty"`
+	SandboxWhitelist       []string         `json:"sandboxWhitelist"`
+	SendingStatus          string           `json:"sendingStatus"`
+	TenantId               string           `json:"tenantId"`
+	Timezone               string           `json:"timezone"`
+	UpdatedAt              string           `json:"updatedAt"`
 }
 
 // TenantCreateRequest defines model for TenantCreateRequest.
@@ -1660,6 +1672,12 @@ type UnsubscribeFormdataBody = struct {
 // SendgridEventsJSONBody defines parameters for SendgridEvents.
 type SendgridEventsJSONBody = string
 
+// SesEventsJSONBody defines parameters for SesEvents.
+type SesEventsJSONBody = string
+
+// SesEventsTextBody defines parameters for SesEvents.
+type SesEventsTextBody = string
+
 // CreateApiKeyJSONRequestBody defines body for CreateApiKey for application/json ContentType.
 type CreateApiKeyJSONRequestBody = ApiKeyCreateRequest
 
@@ -1761,6 +1779,12 @@ type UnsubscribeFormdataRequestBody = UnsubscribeFormdataBody
 
 // SendgridEventsJSONRequestBody defines body for SendgridEvents for application/json ContentType.
 type SendgridEventsJSONRequestBody = SendgridEventsJSONBody
+
+// SesEventsJSONRequestBody defines body for SesEvents for application/json ContentType.
+type SesEventsJSONRequestBody = SesEventsJSONBody
+
+// SesEventsTextRequestBody defines body for SesEvents for text/plain ContentType.
+type SesEventsTextRequestBody = SesEventsTextBody
 
 // AsContactList returns the union data inside the ListContacts200JSONResponseBody as a ContactList
 func (t ListContacts200JSONResponseBody) AsContactList() (ContactList, error) {
@@ -2876,6 +2900,33 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /webhooks/sendgrid (the `SendgridEvents` operationId).
 	SendgridEvents(ctx context.Context, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SesEventsWithBody Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SesEvents Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEvents(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SesEventsWithTextBody Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `text/plain` content type.
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithTextBody(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListApiKeys List API keys
@@ -5437,6 +5488,63 @@ func (c *Client) SendgridEventsWithBody(ctx context.Context, contentType string,
 // Corresponds with POST /webhooks/sendgrid (the `SendgridEvents` operationId).
 func (c *Client) SendgridEvents(ctx context.Context, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSendgridEventsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SesEventsWithBody Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *Client) SesEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSesEventsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SesEvents Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *Client) SesEvents(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSesEventsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SesEventsWithTextBody Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `text/plain` content type.
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *Client) SesEventsWithTextBody(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSesEventsRequestWithTextBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -12081,6 +12189,57 @@ func NewSendgridEventsRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewSesEventsRequest calls the generic SesEvents builder with application/json body
+func NewSesEventsRequest(server string, body SesEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSesEventsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSesEventsRequestWithTextBody calls the generic SesEvents builder with text/plain body
+func NewSesEventsRequestWithTextBody(server string, body SesEventsTextRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	if stringer, ok := interface{}(body).(fmt.Stringer); ok {
+		bodyReader = strings.NewReader(stringer.String())
+	} else {
+		bodyReader = strings.NewReader(fmt.Sprint(body))
+	}
+	return NewSesEventsRequestWithBody(server, "text/plain", bodyReader)
+}
+
+// NewSesEventsRequestWithBody constructs an http.Request for the SesEvents method, with any body, and a specified content type
+func NewSesEventsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/ses")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -13283,6 +13442,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /webhooks/sendgrid (the `SendgridEvents` operationId).
 	SendgridEventsWithResponse(ctx context.Context, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SendgridEventsResponse, error)
+
+	// SesEventsWithBodyWithResponse Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SesEventsResponse, error)
+
+	// SesEventsWithResponse Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithResponse(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error)
+
+	// SesEventsWithTextBodyWithResponse Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithTextBodyWithResponse(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error)
 }
 
 // ListApiKeysResponse200Headers the declared response headers of an HTTP 200 response for ListApiKeys
@@ -21759,6 +21945,47 @@ func (r SendgridEventsResponse) ContentType() string {
 	return ""
 }
 
+type SesEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SesEventsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SesEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SesEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SesEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SesEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListApiKeysWithResponse List API keys
 //
 // Returns a wrapper object for the known response body format(s).
@@ -23870,6 +24097,51 @@ func (c *ClientWithResponses) SendgridEventsWithResponse(ctx context.Context, bo
 		return nil, err
 	}
 	return ParseSendgridEventsResponse(rsp)
+}
+
+// SesEventsWithBodyWithResponse Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *ClientWithResponses) SesEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SesEventsResponse, error) {
+	rsp, err := c.SesEventsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSesEventsResponse(rsp)
+}
+
+// SesEventsWithResponse Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *ClientWithResponses) SesEventsWithResponse(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error) {
+	rsp, err := c.SesEvents(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSesEventsResponse(rsp)
+}
+
+// SesEventsWithTextBodyWithResponse Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *ClientWithResponses) SesEventsWithTextBodyWithResponse(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error) {
+	rsp, err := c.SesEventsWithTextBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSesEventsResponse(rsp)
 }
 
 // ParseListApiKeysResponse parses an HTTP response from a ListApiKeysWithResponse call
@@ -32281,6 +32553,35 @@ func ParseSendgridEventsResponse(rsp *http.Response) (*SendgridEventsResponse, e
 	}
 
 	response := &SendgridEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSesEventsResponse parses an HTTP response from a SesEventsWithResponse call
+func ParseSesEventsResponse(rsp *http.Response) (*SesEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SesEventsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
