@@ -68,3 +68,8 @@ FOR UPDATE SKIP LOCKED;
 -- name: WebhookBatchMarkAppliedMany :exec
 -- The rows taken with another's run: its counts are on that run's row.
 UPDATE webhook_batches SET applied_at = now() WHERE id = ANY(@ids::bigint[]);
+
+-- name: WebhookBatchIsApplied :one
+-- The cheap look before the locking one: an SES notification's task most
+-- often finds its row applied by another run (WebhookBatchTakePending).
+SELECT (applied_at IS NOT NULL)::boolean AS applied FROM webhook_batches WHERE id = @id;

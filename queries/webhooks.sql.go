@@ -167,6 +167,19 @@ func (q *Queries) WebhookBatchInsert(ctx context.Context, arg WebhookBatchInsert
 	return id, err
 }
 
+const webhookBatchIsApplied = `-- name: WebhookBatchIsApplied :one
+SELECT (applied_at IS NOT NULL)::boolean AS applied FROM webhook_batches WHERE id = $1
+`
+
+// The cheap look before the locking one: an SES notification's task most
+// often finds its row applied by another run (WebhookBatchTakePending).
+func (q *Queries) WebhookBatchIsApplied(ctx context.Context, id int64) (bool, error) {
+	row := q.db.QueryRow(ctx, webhookBatchIsApplied, id)
+	var applied bool
+	err := row.Scan(&applied)
+	return applied, err
+}
+
 const webhookBatchListStale = `-- name: WebhookBatchListStale :many
 SELECT id FROM webhook_batches
 WHERE applied_at IS NULL AND received_at < $1::timestamptz

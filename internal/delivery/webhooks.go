@@ -88,6 +88,10 @@ type BatchResult struct {
 // An unknown batch id is a NOT_FOUND.
 func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error) {
 	var res BatchResult
+	// Without a transaction first: most SES runs end here.
+	if done, err := w.DB.WebhookBatchIsApplied(ctx, id); err == nil && done {
+		return BatchResult{AlreadyApplied: true}, nil
+	}
 	err := w.DB.InTx(ctx, func(q *store.Tx) error {
 		res = BatchResult{}
 		b, err := q.WebhookBatchGetForUpdate(ctx, id)
