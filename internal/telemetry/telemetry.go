@@ -123,6 +123,16 @@ func createKnownSeries() {
 	for _, r := range webhookResults {
 		webhookEvents.WithLabelValues(r)
 	}
+	// The pool's series exist from the start, so a dashboard sees zeros
+	// before the first failover (the provider names are the known ones).
+	for _, p := range []string{"sendgrid", "smtp", "outbox", "ses"} {
+		for _, st := range []string{"transactional", "marketing"} {
+			providerFailovers.WithLabelValues(p, st)
+			for _, o := range []string{"accepted", "refused", "in_doubt"} {
+				providerSends.WithLabelValues(p, st, o)
+			}
+		}
+	}
 	for _, o := range runOutcomes {
 		scheduledRuns.WithLabelValues(o)
 	}
