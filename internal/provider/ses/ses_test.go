@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"tidings/internal/provider"
+	"tidings/internal/provider/conformance"
 	"tidings/internal/provider/ses"
 	"tidings/internal/provider/ses/sestest"
 )
@@ -91,4 +92,20 @@ func TestSendFailures(t *testing.T) {
 	if len(f.Emails()) != 0 {
 		t.Fatal("a failed send was recorded as accepted")
 	}
+}
+
+// SES passes the conformance test every provider passes.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance.Run(t, conformance.Subject{Name: provider.NameSES,
+		Accepting: func(t *testing.T) provider.Provider { return newSES(t, sestest.NewSES(t).URL(), 5*time.Second) },
+		Unreachable: func(t *testing.T) provider.Provider {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			return newSES(t, "http://"+addr, time.Second)
+		}})
 }
