@@ -114,3 +114,17 @@ func TestSESWebhookNotConfigured(t *testing.T) {
 	sns := sestest.NewSNS(t)
 	b.expectErrorRaw("POST", "/webhooks/ses", string(sestest.Body(sns.Confirmation("2"))), nil, 403, "FORBIDDEN")
 }
+
+// GET /api/tenant lists the pool's circuits, one per provider and stream
+// (ADDENDUM 22); the test's pool is its one fake SendGrid.
+func TestTenantProviders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.session("org_providers")
+	b.tenant("org_providers")
+	r := b.expect("GET", "/api/tenant", s, nil, 200)
+	got, _ := json.Marshal(r.body["providers"])
+	if string(got) != `[{"name":"sendgrid","state":"ok","stream":"transactional"},{"name":"sendgrid","state":"ok","stream":"marketing"}]` {
+		t.Fatalf("providers %s", got)
+	}
+}
