@@ -36,6 +36,7 @@ import (
 	"tidings/internal/sendgridevents"
 	"tidings/internal/sequences"
 	"tidings/internal/sequences/engine"
+	"tidings/internal/sesevents"
 	"tidings/internal/store"
 	"tidings/internal/templates"
 	"tidings/internal/tenants"
@@ -63,6 +64,9 @@ type Deps struct {
 	// WebhookKey verifies SendGrid's signed Event Webhook; nil (no
 	// SENDGRID_WEBHOOK_PUBLIC_KEY) refuses every webhook with 403.
 	WebhookKey *sendgridevents.Verifier
+	// SNS verifies SES's SNS notifications (POST /webhooks/ses); nil
+	// refuses them all (403).
+	SNS *sesevents.Verifier
 	// BaseContext is the parent of every request's context: the process
 	// cancels it once it gives up draining, which stops what requests
 	// still run. nil: context.Background().
@@ -124,6 +128,8 @@ type Server struct {
 	outcomes   *delivery.Outcomes
 	webhooks   *delivery.Webhooks
 	webhookKey *sendgridevents.Verifier
+	// sns verifies SES's SNS notifications; nil refuses them.
+	sns *sesevents.Verifier
 	// unauthLimiter is Deps.UnauthLimiter.
 	unauthLimiter *ratelimit.Limiter
 	// audit reads the audit log.
@@ -145,7 +151,7 @@ func New(d Deps) (*fiber.App, error) {
 		ingest: v.Ingest, feed: v.Feed, segments: v.Segments, campaigns: v.Campaigns, templates: v.Templates, sequences: v.Sequences,
 		enrolments: v.Enrolments, renderer: v.TemplateRenderer, sender: v.Sender, sends: v.Sends, metrics: v.Metrics,
 		idempotency: v.Idempotency, domains: v.Domains, tracking: v.Tracking, outcomes: v.Outcomes,
-		webhooks: v.Webhooks, webhookKey: d.WebhookKey, broadcasts: v.Broadcasts, outbound: v.Outbound,
+		webhooks: v.Webhooks, webhookKey: d.WebhookKey, sns: d.SNS, broadcasts: v.Broadcasts, outbound: v.Outbound,
 		archives: v.Archives, topics: v.Topics, suppressions: v.Suppressions, imports: v.Imports, audit: v.Audit, noAudit: d.noAudit}
 	if d.WebhookKey == nil {
 		s.log.Warn("SENDGRID_WEBHOOK_PUBLIC_KEY is not set: POST /webhooks/sendgrid refuses every request (403)")
@@ -181,6 +187,7 @@ func New(d Deps) (*fiber.App, error) {
 	app.Get("/t/u/:token", s.unsubscribePage)
 	app.Post("/t/u/:token", readBody, s.unsubscribe)
 	app.Post("/webhooks/sendgrid", readBody, s.sendgridWebhook)
+	app.Post("/webhooks/ses", readBody, s.sesWebhook)
 
 	// The API reference (api/docs.go), like /healthz without credentials
 	// or rate limit: the page rendering /api/openapi.json, and the files

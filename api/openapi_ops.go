@@ -24,6 +24,10 @@ var operations = map[string]op{
 	"POST /webhooks/sendgrid": {id: "sendgridEvents", summary: "SendGrid's signed Event Webhook: delivery outcomes", auth: authNone,
 		desc:   "Signed with X-Twilio-Email-Event-Webhook-Signature and -Timestamp; a bad signature is 403.",
 		reqAlt: []string{"application/json"}, status: http.StatusNoContent},
+	"POST /webhooks/ses": {id: "sesEvents", summary: "Amazon SES outcomes as SNS notifications", auth: authNone,
+		desc: "SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's " +
+			"confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.",
+		reqAlt: []string{"text/plain", "application/json"}, status: http.StatusNoContent},
 
 	// Tracking: the signed token in the path is the credential.
 	"GET /t/o/:token":  {id: "trackOpen", summary: "Open pixel", auth: authNone, resType: "image/gif"},

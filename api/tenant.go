@@ -39,8 +39,11 @@ type tenantJSON struct {
 	FrequencyCap *frequencyCapJSON `json:"frequencyCap"`
 	// Deliverability is the guard's window of outcomes (GET and PATCH).
 	Deliverability *deliverabilityJSON `json:"deliverability,omitempty"`
-	CreatedAt      string              `json:"createdAt"`
-	UpdatedAt      string              `json:"updatedAt"`
+	// Providers are the pool's circuits as this process sees them, one
+	// per provider and stream (GET and PATCH).
+	Providers []providerStateJSON `json:"providers,omitempty"`
+	CreatedAt string              `json:"createdAt"`
+	UpdatedAt string              `json:"updatedAt"`
 }
 
 func tenantView(t queries.Tenant) tenantJSON {
@@ -81,7 +84,31 @@ type deliverabilityJSON struct {
 	BounceRateLimit    float64 `json:"bounceRateLimit"`
 }
 
-// tenantFullView is tenantView with the guard's rates.
+// providerStateJSON is one circuit of the provider pool (ADDENDUM 22).
+type providerStateJSON struct {
+	Name string `json:"name"`
+	// Stream is transactional or marketing.
+	Stream string `json:"stream" doc:"transactional or marketing"`
+	// State is ok, open (skipped while another provider of the stream is
+	// not open) or half_open (the next message tries it).
+	State string `json:"state" doc:"ok, open or half_open"`
+}
+
+// providerStates are the sender's circuits; the state is this process's
+// (docs/decisions.md "Providers").
+func (s *Server) providerStates() []providerStateJSON {
+	if s.sender == nil || s.sender.Pool == nil {
+		return nil
+	}
+	states := s.sender.Pool.States()
+	out := make([]providerStateJSON, len(states))
+	for i, st := range states {
+		out[i] = providerStateJSON{Name: st.Name, Stream: string(st.Stream), State: st.State}
+	}
+	return out
+}
+
+// tenantFullView is tenantView with the guard's rates and the providers.
 func (s *Server) tenantFullView(c *fiber.Ctx, t queries.Tenant) (tenantJSON, error) {
 	v := tenantView(t)
 	r, err := s.tenants.Rates(c.UserContext(), t.ID)
@@ -90,6 +117,7 @@ func (s *Server) tenantFullView(c *fiber.Ctx, t queries.Tenant) (tenantJSON, err
 	}
 	v.Deliverability = &deliverabilityJSON{Outcomes: r.Outcomes, ComplaintRate: r.ComplaintRate, BounceRate: r.BounceRate,
 		ComplaintRateLimit: tenants.MaxComplaintRate, BounceRateLimit: tenants.MaxBounceRate}
+	v.Providers = s.providerStates()
 	return v, nil
 }
 

@@ -47,13 +47,13 @@ LEFT JOIN events ev ON ev.tenant_id = e.tenant_id AND ev.id = e.trigger_event_id
 -- never the batch's. Returns the ids written.
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
-                   sending, in_doubt, locale)
+                   sending, in_doubt, locale, provider)
 SELECT r.tenant_id, r.id, '', r.contact_id, r.template_id, r.template_version,
        r.sequence_id, r.step_id, r.scheduled_send_id, r.broadcast_id, r.from_address, r.to_address, r.subject,
-       r.sent_at, true, true, r.locale
+       r.sent_at, true, true, r.locale, r.provider
 FROM jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, contact_id text, template_id text,
     template_version integer, sequence_id text, step_id text, scheduled_send_id text, broadcast_id text,
-    from_address text, to_address text, subject text, sent_at timestamptz, locale text)
+    from_address text, to_address text, subject text, sent_at timestamptz, locale text, provider text)
 ON CONFLICT DO NOTHING
 RETURNING id;
 

@@ -479,13 +479,13 @@ func (q *Queries) SendDeleteMany(ctx context.Context, arg SendDeleteManyParams) 
 const sendInsertMany = `-- name: SendInsertMany :many
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
-                   sending, in_doubt, locale)
+                   sending, in_doubt, locale, provider)
 SELECT r.tenant_id, r.id, '', r.contact_id, r.template_id, r.template_version,
        r.sequence_id, r.step_id, r.scheduled_send_id, r.broadcast_id, r.from_address, r.to_address, r.subject,
-       r.sent_at, true, true, r.locale
+       r.sent_at, true, true, r.locale, r.provider
 FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, contact_id text, template_id text,
     template_version integer, sequence_id text, step_id text, scheduled_send_id text, broadcast_id text,
-    from_address text, to_address text, subject text, sent_at timestamptz, locale text)
+    from_address text, to_address text, subject text, sent_at timestamptz, locale text, provider text)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -528,7 +528,7 @@ WITH locked AS (
         message_id = CASE WHEN r.message_id <> '' THEN r.message_id ELSE s.message_id END
     FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, message_id text, in_doubt boolean), locked
     WHERE s.tenant_id = r.tenant_id AND s.id = r.id AND locked.tenant_id = s.tenant_id AND locked.id = s.id
-    RETURNING s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt, s.broadcast_id, s.hit_window_at, s.hit_window_opens, s.hit_window_clicks, s.locale
+    RETURNING s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt, s.broadcast_id, s.hit_window_at, s.hit_window_opens, s.hit_window_clicks, s.locale, s.provider
 ), counted AS (
     INSERT INTO metric_counts AS m (tenant_id, scope, scope_id, period, shard, sent, updated_at)
     SELECT u.tenant_id, k.scope, k.scope_id,
@@ -544,7 +544,7 @@ WITH locked AS (
     ON CONFLICT (tenant_id, scope, scope_id, period, shard) DO UPDATE SET
         sent = m.sent + EXCLUDED.sent, updated_at = greatest(m.updated_at, EXCLUDED.updated_at)
 )
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM u
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM u
 `
 
 type SendSettleManyParams struct {
@@ -583,6 +583,7 @@ type SendSettleManyRow struct {
 	HitWindowOpens  int32
 	HitWindowClicks int32
 	Locale          *string
+	Provider        *string
 }
 
 // The provider answered (accepted: in_doubt false, with its message id) or
@@ -636,6 +637,7 @@ func (q *Queries) SendSettleMany(ctx context.Context, arg SendSettleManyParams) 
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}

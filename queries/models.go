@@ -414,6 +414,7 @@ type Send struct {
 	HitWindowOpens  int32
 	HitWindowClicks int32
 	Locale          *string
+	Provider        *string
 }
 
 type Sequence struct {

@@ -5,11 +5,17 @@
 -- send_id, so whatever happens next, the message has its record.
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
-                   sending, in_doubt, locale)
+                   sending, in_doubt, locale, provider)
 VALUES (@tenant_id, @id, '', @contact_id, @template_id, @template_version,
         @sequence_id, @step_id, @scheduled_send_id, sqlc.narg(broadcast_id), @from_address, @to_address, @subject, @sent_at,
-        true, true, sqlc.narg(locale))
+        true, true, sqlc.narg(locale), sqlc.narg(provider))
 RETURNING *;
+
+-- name: SendSetProvider :execrows
+-- A failover (ADDENDUM 22): the record names the next provider before the
+-- message is handed to it, so a process that dies during that call leaves
+-- a record naming the provider that may have the message.
+UPDATE sends SET provider = @provider WHERE tenant_id = @tenant_id AND id = @id AND sending;
 
 -- name: SendDelete :execrows
 -- The provider refused the message (or nothing reached it): its record

@@ -45,7 +45,7 @@ func (q *Queries) SendDelete(ctx context.Context, arg SendDeleteParams) (int64, 
 }
 
 const sendGet = `-- name: SendGet :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends WHERE tenant_id = $1 AND id = $2
 `
 
 type SendGetParams struct {
@@ -87,12 +87,13 @@ func (q *Queries) SendGet(ctx context.Context, arg SendGetParams) (Send, error) 
 		&i.HitWindowOpens,
 		&i.HitWindowClicks,
 		&i.Locale,
+		&i.Provider,
 	)
 	return i, err
 }
 
 const sendGetForUpdate = `-- name: SendGetForUpdate :one
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SendGetForUpdateParams struct {
@@ -136,6 +137,7 @@ func (q *Queries) SendGetForUpdate(ctx context.Context, arg SendGetForUpdatePara
 		&i.HitWindowOpens,
 		&i.HitWindowClicks,
 		&i.Locale,
+		&i.Provider,
 	)
 	return i, err
 }
@@ -143,11 +145,11 @@ func (q *Queries) SendGetForUpdate(ctx context.Context, arg SendGetForUpdatePara
 const sendInsert = `-- name: SendInsert :one
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
-                   sending, in_doubt, locale)
+                   sending, in_doubt, locale, provider)
 VALUES ($1, $2, '', $3, $4, $5,
         $6, $7, $8, $9, $10, $11, $12, $13,
-        true, true, $14)
-RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale
+        true, true, $14, $15)
+RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider
 `
 
 type SendInsertParams struct {
@@ -165,6 +167,7 @@ type SendInsertParams struct {
 	Subject         string
 	SentAt          time.Time
 	Locale          *string
+	Provider        *string
 }
 
 // The ledger's first write (schema 0013): a send's record before the
@@ -187,6 +190,7 @@ func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, e
 		arg.Subject,
 		arg.SentAt,
 		arg.Locale,
+		arg.Provider,
 	)
 	var i Send
 	err := row.Scan(
@@ -220,13 +224,14 @@ func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, e
 		&i.HitWindowOpens,
 		&i.HitWindowClicks,
 		&i.Locale,
+		&i.Provider,
 	)
 	return i, err
 }
 
 const sendList = `-- name: SendList :many
 
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends
 WHERE tenant_id = $1
   AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
   AND (NOT $5::boolean OR in_doubt)
@@ -294,6 +299,7 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -306,7 +312,7 @@ func (q *Queries) SendList(ctx context.Context, arg SendListParams) ([]Send, err
 }
 
 const sendListByBroadcast = `-- name: SendListByBroadcast :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends
 WHERE tenant_id = $1 AND broadcast_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR template_id = $6)
@@ -379,6 +385,7 @@ func (q *Queries) SendListByBroadcast(ctx context.Context, arg SendListByBroadca
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -391,7 +398,7 @@ func (q *Queries) SendListByBroadcast(ctx context.Context, arg SendListByBroadca
 }
 
 const sendListByContact = `-- name: SendListByContact :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends
 WHERE tenant_id = $1 AND contact_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR sequence_id = $6)
@@ -469,6 +476,7 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -481,7 +489,7 @@ func (q *Queries) SendListByContact(ctx context.Context, arg SendListByContactPa
 }
 
 const sendListBySequence = `-- name: SendListBySequence :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends
 WHERE tenant_id = $1 AND sequence_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR template_id = $6)
@@ -553,6 +561,7 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -565,7 +574,7 @@ func (q *Queries) SendListBySequence(ctx context.Context, arg SendListBySequence
 }
 
 const sendListByStatus = `-- name: SendListByStatus :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends
 WHERE tenant_id = $1 AND delivery_status = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND (NOT $6::boolean OR in_doubt)
@@ -631,6 +640,7 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -643,7 +653,7 @@ func (q *Queries) SendListByStatus(ctx context.Context, arg SendListByStatusPara
 }
 
 const sendListByTemplate = `-- name: SendListByTemplate :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends
 WHERE tenant_id = $1 AND template_id = $2
   AND (sent_at, id) < ($3::timestamptz, $4::text) AND sent_at >= $5::timestamptz
   AND ($6::text IS NULL OR delivery_status = $6)
@@ -712,6 +722,7 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -724,7 +735,7 @@ func (q *Queries) SendListByTemplate(ctx context.Context, arg SendListByTemplate
 }
 
 const sendListInDoubt = `-- name: SendListInDoubt :many
-SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale FROM sends
+SELECT tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider FROM sends
 WHERE tenant_id = $1 AND in_doubt
   AND (sent_at, id) < ($2::timestamptz, $3::text) AND sent_at >= $4::timestamptz
 ORDER BY sent_at DESC, id DESC
@@ -785,6 +796,7 @@ func (q *Queries) SendListInDoubt(ctx context.Context, arg SendListInDoubtParams
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -837,7 +849,7 @@ func (q *Queries) SendListSending(ctx context.Context, arg SendListSendingParams
 }
 
 const sendLockMany = `-- name: SendLockMany :many
-SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt, s.broadcast_id, s.hit_window_at, s.hit_window_opens, s.hit_window_clicks, s.locale FROM sends s
+SELECT s.tenant_id, s.id, s.message_id, s.contact_id, s.template_id, s.template_version, s.sequence_id, s.step_id, s.scheduled_send_id, s.from_address, s.to_address, s.subject, s.delivery_status, s.bounce_type, s.sent_at, s.delivered_at, s.opened_at, s.clicked_at, s.bounced_at, s.complained_at, s.rejected_at, s.open_count, s.click_count, s.sending, s.in_doubt, s.broadcast_id, s.hit_window_at, s.hit_window_opens, s.hit_window_clicks, s.locale, s.provider FROM sends s
 JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
   ON s.tenant_id = k.tenant_id AND s.id = k.id
 ORDER BY s.tenant_id, s.id
@@ -892,6 +904,7 @@ func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]S
 			&i.HitWindowOpens,
 			&i.HitWindowClicks,
 			&i.Locale,
+			&i.Provider,
 		); err != nil {
 			return nil, err
 		}
@@ -901,6 +914,27 @@ func (q *Queries) SendLockMany(ctx context.Context, arg SendLockManyParams) ([]S
 		return nil, err
 	}
 	return items, nil
+}
+
+const sendSetProvider = `-- name: SendSetProvider :execrows
+UPDATE sends SET provider = $1 WHERE tenant_id = $2 AND id = $3 AND sending
+`
+
+type SendSetProviderParams struct {
+	Provider *string
+	TenantID string
+	ID       string
+}
+
+// A failover (ADDENDUM 22): the record names the next provider before the
+// message is handed to it, so a process that dies during that call leaves
+// a record naming the provider that may have the message.
+func (q *Queries) SendSetProvider(ctx context.Context, arg SendSetProviderParams) (int64, error) {
+	result, err := q.db.Exec(ctx, sendSetProvider, arg.Provider, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const sendUpdateOutcome = `-- name: SendUpdateOutcome :exec

@@ -53,3 +53,23 @@ WHERE p.id IN (
     ORDER BY x.id LIMIT @lim
     FOR UPDATE SKIP LOCKED)
 RETURNING p.*;
+
+-- name: WebhookBatchTakePending :many
+-- SES posts one event per request (an SNS notification each): the run of
+-- one stored notification's task applies, with it, up to @lim others of
+-- the same provider still waiting, in one transaction. Rows another run
+-- holds are skipped, not waited for.
+SELECT id, body FROM webhook_batches
+WHERE provider = @provider AND applied_at IS NULL AND id <> @id
+ORDER BY received_at, id
+LIMIT @lim
+FOR UPDATE SKIP LOCKED;
+
+-- name: WebhookBatchMarkAppliedMany :exec
+-- The rows taken with another's run: its counts are on that run's row.
+UPDATE webhook_batches SET applied_at = now() WHERE id = ANY(@ids::bigint[]);
+
+-- name: WebhookBatchIsApplied :one
+-- The cheap look before the locking one: an SES notification's task most
+-- often finds its row applied by another run (WebhookBatchTakePending).
+SELECT (applied_at IS NOT NULL)::boolean AS applied FROM webhook_batches WHERE id = @id;

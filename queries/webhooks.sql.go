@@ -167,6 +167,19 @@ func (q *Queries) WebhookBatchInsert(ctx context.Context, arg WebhookBatchInsert
 	return id, err
 }
 
+const webhookBatchIsApplied = `-- name: WebhookBatchIsApplied :one
+SELECT (applied_at IS NOT NULL)::boolean AS applied FROM webhook_batches WHERE id = $1
+`
+
+// The cheap look before the locking one: an SES notification's task most
+// often finds its row applied by another run (WebhookBatchTakePending).
+func (q *Queries) WebhookBatchIsApplied(ctx context.Context, id int64) (bool, error) {
+	row := q.db.QueryRow(ctx, webhookBatchIsApplied, id)
+	var applied bool
+	err := row.Scan(&applied)
+	return applied, err
+}
+
 const webhookBatchListStale = `-- name: WebhookBatchListStale :many
 SELECT id FROM webhook_batches
 WHERE applied_at IS NULL AND received_at < $1::timestamptz
@@ -223,6 +236,16 @@ func (q *Queries) WebhookBatchMarkApplied(ctx context.Context, arg WebhookBatchM
 	return err
 }
 
+const webhookBatchMarkAppliedMany = `-- name: WebhookBatchMarkAppliedMany :exec
+UPDATE webhook_batches SET applied_at = now() WHERE id = ANY($1::bigint[])
+`
+
+// The rows taken with another's run: its counts are on that run's row.
+func (q *Queries) WebhookBatchMarkAppliedMany(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, webhookBatchMarkAppliedMany, ids)
+	return err
+}
+
 const webhookBatchPrune = `-- name: WebhookBatchPrune :execrows
 DELETE FROM webhook_batches WHERE applied_at < $1::timestamptz
 `
@@ -233,4 +256,47 @@ func (q *Queries) WebhookBatchPrune(ctx context.Context, before time.Time) (int6
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const webhookBatchTakePending = `-- name: WebhookBatchTakePending :many
+SELECT id, body FROM webhook_batches
+WHERE provider = $1 AND applied_at IS NULL AND id <> $2
+ORDER BY received_at, id
+LIMIT $3
+FOR UPDATE SKIP LOCKED
+`
+
+type WebhookBatchTakePendingParams struct {
+	Provider string
+	ID       int64
+	Lim      int32
+}
+
+type WebhookBatchTakePendingRow struct {
+	ID   int64
+	Body []byte
+}
+
+// SES posts one event per request (an SNS notification each): the run of
+// one stored notification's task applies, with it, up to @lim others of
+// the same provider still waiting, in one transaction. Rows another run
+// holds are skipped, not waited for.
+func (q *Queries) WebhookBatchTakePending(ctx context.Context, arg WebhookBatchTakePendingParams) ([]WebhookBatchTakePendingRow, error) {
+	rows, err := q.db.Query(ctx, webhookBatchTakePending, arg.Provider, arg.ID, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookBatchTakePendingRow{}
+	for rows.Next() {
+		var i WebhookBatchTakePendingRow
+		if err := rows.Scan(&i.ID, &i.Body); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

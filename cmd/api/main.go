@@ -19,6 +19,7 @@ import (
 	"tidings/internal/config"
 	"tidings/internal/ratelimit"
 	"tidings/internal/sendgridevents"
+	"tidings/internal/sesevents"
 )
 
 // drain is how long in-flight requests may take once SIGTERM came.
@@ -65,6 +66,12 @@ func run(log *slog.Logger) error {
 			return fmt.Errorf("SENDGRID_WEBHOOK_PUBLIC_KEY: %w", err)
 		}
 	}
+	// SES's outcomes: SNS certificates only from SES_SNS_CERT_HOSTS
+	// (default sns.<SES_REGION>.amazonaws.com); neither set, refused.
+	var sns *sesevents.Verifier
+	if len(cfg.SESSNSCertHosts) > 0 {
+		sns = sesevents.NewVerifier(cfg.SESSNSCertHosts, cfg.SESSNSTopicARNs, nil)
+	}
 	// Requests run under base, which outlives SIGTERM by the drain.
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
@@ -75,6 +82,7 @@ func run(log *slog.Logger) error {
 		Sessions: auth.NewSessionVerifier(cfg.DashboardJWTSecret, cfg.DashboardOIDCIssuer, cfg.DashboardOIDCAudience,
 			auth.WithHS256Claims(cfg.DashboardJWTIssuer, cfg.DashboardJWTAudience)),
 		WebhookKey:  webhookKey,
+		SNS:         sns,
 		BaseContext: base,
 	})
 	if err != nil {

@@ -60,6 +60,9 @@ type Infra struct {
 	// worker's sweeps.
 	Tasks    *tasks.Client
 	Provider provider.Provider
+	// Pool is the providers of each stream (ADDENDUM 22); nil: Provider
+	// alone on both streams.
+	Pool *provider.Pool
 	// Renderer renders template versions per recipient; shared so each
 	// version is parsed once per process.
 	Renderer *render.Renderer
@@ -230,10 +233,13 @@ func New(in Infra) (*Services, error) {
 		Guard: &tenants.Guard{MinSample: cfg.PauseMinSample, OnPause: telemetry.TenantPaused}}
 	s.Webhooks = &delivery.Webhooks{DB: db, Outcomes: s.Outcomes, Tasks: in.Tasks}
 	s.Sender = &delivery.Sender{DB: db, Templates: s.TemplateRenderer, Domains: s.Domains,
-		Provider: in.Provider, Tracking: signer, BaseURL: cfg.PublicBaseURL,
+		Provider: in.Provider, Pool: in.Pool, Tracking: signer, BaseURL: cfg.PublicBaseURL,
 		SandboxFrom: cfg.SandboxFromAddress, Events: s.Events, Log: in.Log,
 		Rate:     sendrate.New(in.Redis, in.RedisPrefix, cfg.ProviderRatePerSecond),
 		Throttle: throttle.New(in.Redis, in.RedisPrefix, cfg.DestinationLimits, &throttle.MX{Server: cfg.DNSResolver})}
+	if s.Sender.Pool == nil && in.Provider != nil {
+		s.Sender.Pool = provider.PoolOf(in.Provider)
+	}
 	s.Enrolments = &engine.Store{DB: db, Templates: s.TemplateRenderer, BaseURL: cfg.PublicBaseURL}
 	s.Runner = &engine.Runner{DB: db, Sender: s.Sender, MaxAttempts: cfg.SendMaxAttempts, Log: in.Log}
 	s.Sweeper = &engine.Sweeper{DB: db, Tasks: in.Tasks, MaxAttempts: cfg.SendMaxAttempts,

@@ -11,7 +11,6 @@ import (
 
 	"tidings/internal/config"
 	"tidings/internal/mjml"
-	"tidings/internal/provider"
 	"tidings/internal/render"
 	"tidings/internal/retention"
 	"tidings/internal/store"
@@ -109,10 +108,11 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, role Role) 
 
 	// The provider is checked at start (a sendgrid key, a parsable
 	// SMTP_URL, a writable OUTBOX_DIR).
-	if o.Provider, err = provider.New(cfg); err != nil {
+	if o.Pool, err = OpenPool(ctx, cfg); err != nil {
 		return o, err
 	}
-	log.Info("email provider", "provider", o.Provider.Name(), "connected", cfg.ProviderConnected())
+	log.Info("email providers", "providers", cfg.Providers, "transactional", cfg.TransactionalProviders,
+		"marketing", cfg.MarketingProviders, "connected", cfg.ProviderConnected())
 	o.Renderer = render.NewRenderer(render.RendererOptions{
 		MaxLoopIterations: cfg.RenderMaxLoopIterations, MaxStringBytes: cfg.RenderMaxStringBytes,
 		MaxOutput: cfg.RenderMaxOutputBytes, MaxRenderTime: cfg.RenderMaxTime})

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,27 @@ type Config struct {
 	SendgridAPIURL           string
 	SendgridWebhookPublicKey string
 	SMTPURL                  string
+	// Providers is the pool in order of preference (PROVIDERS; a pool of
+	// EMAIL_PROVIDER alone when unset); TransactionalProviders and
+	// MarketingProviders are each stream's ordered subset of it
+	// (TRANSACTIONAL_PROVIDERS, MARKETING_PROVIDERS; default: the pool).
+	Providers              []string
+	TransactionalProviders []string
+	MarketingProviders     []string
+	// ProviderRetryAfter is PROVIDER_RETRY_AFTER: how long an open circuit
+	// skips its provider before one message may try it again (half-open).
+	ProviderRetryAfter time.Duration
+	// Amazon SES v2: SES_REGION, SES_CONFIGURATION_SET, SES_ENDPOINT
+	// (another endpoint for the SDK, e.g. a local fake), and the hosts
+	// SNS signing certificates and subscription URLs may come from
+	// (SES_SNS_CERT_HOSTS; default sns.<SES_REGION>.amazonaws.com).
+	// SESSNSTopicARNs, when set, are the only topics whose notifications
+	// are taken (SES_SNS_TOPIC_ARNS).
+	SESRegion           string
+	SESConfigurationSet string
+	SESEndpoint         string
+	SESSNSCertHosts     []string
+	SESSNSTopicARNs     []string
 
 	DNSResolver        string
 	DKIMCNAMESuffix    string
@@ -165,15 +187,29 @@ type Config struct {
 
 // ProviderConnected reports whether a real delivery provider is configured;
 // only then may a tenant leave sandbox (ADDENDUM section 1).
+// With a pool, any real provider in it connects the service.
 func (c *Config) ProviderConnected() bool {
-	switch c.EmailProvider {
-	case "sendgrid":
-		return c.SendgridAPIKey != ""
-	case "smtp":
-		return c.SMTPURL != ""
+	for _, name := range c.Providers {
+		switch name {
+		case "sendgrid":
+			if c.SendgridAPIKey != "" {
+				return true
+			}
+		case "smtp":
+			if c.SMTPURL != "" {
+				return true
+			}
+		case "ses":
+			if c.SESRegion != "" {
+				return true
+			}
+		}
 	}
 	return false
 }
+
+// ProviderNames are the providers PROVIDERS may name.
+var ProviderNames = []string{"sendgrid", "ses", "smtp", "outbox"}
 
 const minCursorSecret = 16
 
@@ -233,12 +269,18 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 		MetricsToken:             r.str("METRICS_TOKEN", ""),
 		DashboardOIDCIssuer:      r.str("DASHBOARD_OIDC_ISSUER", ""),
 		DashboardOIDCAudience:    r.str("DASHBOARD_OIDC_AUDIENCE", ""),
-		EmailProvider:            r.oneOf("EMAIL_PROVIDER", "outbox", "outbox", "sendgrid", "smtp"),
+		EmailProvider:            r.oneOf("EMAIL_PROVIDER", "outbox", "outbox", "sendgrid", "smtp", "ses"),
 		OutboxDir:                r.str("OUTBOX_DIR", "./var/outbox"),
 		SendgridAPIKey:           r.str("SENDGRID_API_KEY", ""),
 		SendgridAPIURL:           strings.TrimRight(r.url("SENDGRID_API_URL", "https://api.sendgrid.com", "http", "https"), "/"),
 		SendgridWebhookPublicKey: r.str("SENDGRID_WEBHOOK_PUBLIC_KEY", ""),
 		SMTPURL:                  r.str("SMTP_URL", ""),
+		ProviderRetryAfter:       r.duration("PROVIDER_RETRY_AFTER", 30*time.Second),
+		SESRegion:                r.str("SES_REGION", ""),
+		SESConfigurationSet:      r.str("SES_CONFIGURATION_SET", ""),
+		SESEndpoint:              r.optionalURL("SES_ENDPOINT", "http", "https"),
+		SESSNSCertHosts:          splitList(r.str("SES_SNS_CERT_HOSTS", "")),
+		SESSNSTopicARNs:          splitList(r.str("SES_SNS_TOPIC_ARNS", "")),
 		DNSResolver:              r.hostPort("DNS_RESOLVER", ""),
 		DKIMCNAMESuffix:          r.str("DKIM_CNAME_SUFFIX", "dkim.tidings.email"),
 		SandboxFromAddress:       r.str("SANDBOX_FROM_ADDRESS", "sandbox@sandbox.tidings.email"),
@@ -283,17 +325,24 @@ func FromLookup(lookup func(string) (string, bool)) (*Config, error) {
 	if c.ImportUploadTimeout > time.Hour {
 		r.fail("IMPORT_UPLOAD_TIMEOUT", fmt.Sprintf("must be at most 1h, got %v", c.ImportUploadTimeout))
 	}
+	c.Providers, c.TransactionalProviders, c.MarketingProviders = r.pool(c.EmailProvider)
+	if c.SESRegion == "" && slices.Contains(c.Providers, "ses") {
+		r.fail("SES_REGION", "is required when the pool names ses")
+	}
+	if len(c.SESSNSCertHosts) == 0 && c.SESRegion != "" {
+		c.SESSNSCertHosts = []string{"sns." + c.SESRegion + ".amazonaws.com"}
+	}
 	// Tracking links are signed by whichever process rendered the message
 	// and checked by the api: both must share the key, so a real provider
 	// needs it set. Only the outbox (development) has a fixed one.
 	switch s := r.str("TRACKING_SECRET", ""); {
 	case s != "":
 		c.TrackingSecret = []byte(s)
-	case c.EmailProvider == "outbox":
+	case slices.Equal(c.Providers, []string{"outbox"}):
 		c.TrackingSecret = []byte(DevTrackingSecret)
 		c.TrackingSecretGenerated = true
 	default:
-		r.fail("TRACKING_SECRET", "is required with EMAIL_PROVIDER="+c.EmailProvider+
+		r.fail("TRACKING_SECRET", "is required with providers "+strings.Join(c.Providers, ",")+
 			" (api and worker must share it: tracking and unsubscribe links are signed with it)")
 	}
 	if s := r.str("CURSOR_SECRET", ""); s != "" {
@@ -407,6 +456,14 @@ func (r *reader) hostPort(name, def string) string {
 
 // url reads a URL; a connection string's password never reaches the
 // message (RedactURL).
+// optionalURL is url for a variable without a default: unset is "".
+func (r *reader) optionalURL(name string, schemes ...string) string {
+	if r.str(name, "") == "" {
+		return ""
+	}
+	return r.url(name, "", schemes...)
+}
+
 func (r *reader) url(name, def string, schemes ...string) string {
 	v := r.str(name, def)
 	u, err := url.Parse(v)
@@ -543,4 +600,39 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// pool reads PROVIDERS and the two streams' lists. PROVIDERS wins over
+// EMAIL_PROVIDER; without it EMAIL_PROVIDER is a pool of one. A stream may
+// name only providers of the pool, each once, in its own order.
+func (r *reader) pool(emailProvider string) (all, transactional, marketing []string) {
+	all = splitList(r.str("PROVIDERS", ""))
+	if len(all) == 0 {
+		all = []string{emailProvider}
+	}
+	r.providerList("PROVIDERS", all, ProviderNames)
+	transactional = splitList(r.str("TRANSACTIONAL_PROVIDERS", ""))
+	if len(transactional) == 0 {
+		transactional = all
+	}
+	r.providerList("TRANSACTIONAL_PROVIDERS", transactional, all)
+	marketing = splitList(r.str("MARKETING_PROVIDERS", ""))
+	if len(marketing) == 0 {
+		marketing = all
+	}
+	r.providerList("MARKETING_PROVIDERS", marketing, all)
+	return all, transactional, marketing
+}
+
+func (r *reader) providerList(name string, list, allowed []string) {
+	seen := map[string]bool{}
+	for _, p := range list {
+		switch {
+		case !slices.Contains(allowed, p):
+			r.fail(name, fmt.Sprintf("names %q, which is not one of %s", p, strings.Join(allowed, ", ")))
+		case seen[p]:
+			r.fail(name, fmt.Sprintf("names %q twice", p))
+		}
+		seen[p] = true
+	}
 }

@@ -182,10 +182,11 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 	}
 	// Sequence steps and broadcasts take what transactional sends leave of
 	// the provider's rate.
-	prio := sendrate.Low
+	prio, stream := sendrate.Low, provider.Marketing
 	if r := preps[pending[0]].rec; r.SequenceID == nil && r.BroadcastID == nil {
-		prio = sendrate.High // a batch of transactional sends
+		prio, stream = sendrate.High, provider.Transactional // a batch of transactional sends
 	}
+	pool := s.pool()
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
@@ -221,11 +222,18 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 		if err != nil {
 			// A wait cut short sends nothing and writes no record: the
 			// step is tried again, the transactional message is a 502.
-			fail(pending, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err}))
+			fail(pending, providerError(&provider.Error{Provider: pool.Plan(stream)[0].Name(), Transient: true, Err: err}))
 			break
 		}
 		group := pending[:slots]
 		pending = pending[slots:]
+		// The group's records name the provider first in line now; a
+		// failover names the next on its record before handing it on.
+		plan := pool.Plan(stream)
+		first := plan[0].Name()
+		for _, i := range group {
+			preps[i].rec.Provider = &first
+		}
 		// The records are not yet the write: a request's audit entry goes
 		// with the settling transaction (settleMany).
 		unsent, err := s.insertMany(store.WithoutAudit(ctx), preps, group, hooks.Recorded)
@@ -247,9 +255,10 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 			idx = append(idx, i)
 			wg.Go(func() {
 				defer func() { <-sem }()
-				id, err := s.Provider.Send(ctx, preps[i].msg)
+				rec := preps[i].rec
+				name, id, err := pool.Send(ctx, stream, plan, preps[i].msg, s.moveTo(rec.TenantID, rec.ID))
 				s.backoff(err)
-				telemetry.Send(s.Provider.Name(), true, err, provider.IsTemporary(err))
+				telemetry.Send(name, true, err, provider.IsTemporary(err))
 				answers[i] = answer{id: id, err: err}
 			})
 		}
@@ -366,6 +375,7 @@ type insertRow struct {
 	Subject         string    `json:"subject"`
 	SentAt          time.Time `json:"sent_at"`
 	Locale          *string   `json:"locale"`
+	Provider        *string   `json:"provider"`
 }
 
 // insertMany commits the records of the prepared steps, before any of
@@ -393,7 +403,7 @@ func (s *Sender) insertMany(ctx context.Context, preps []*prepared, idx []int,
 			rows = append(rows, insertRow{TenantID: r.TenantID, ID: r.ID, ContactID: r.ContactID, TemplateID: r.TemplateID,
 				TemplateVersion: r.TemplateVersion, SequenceID: r.SequenceID, StepID: r.StepID,
 				ScheduledSendID: r.ScheduledSendID, BroadcastID: r.BroadcastID, FromAddress: r.FromAddress, ToAddress: r.ToAddress,
-				Subject: r.Subject, SentAt: r.SentAt, Locale: r.Locale})
+				Subject: r.Subject, SentAt: r.SentAt, Locale: r.Locale, Provider: r.Provider})
 		}
 		if len(rows) == 0 {
 			return nil

@@ -79,7 +79,10 @@ type Sender struct {
 	Templates *templates.Renderer
 	Domains   *domains.Store
 	Provider  provider.Provider
-	Tracking  *tracking.Signer
+	// Pool is the providers of each stream with their circuits (ADDENDUM
+	// 22); nil: Provider alone, on both streams.
+	Pool     *provider.Pool
+	Tracking *tracking.Signer
 	// BaseURL is PUBLIC_BASE_URL, the base of tracking links.
 	BaseURL string
 	// SandboxFrom is SANDBOX_FROM_ADDRESS, the sender of sandbox sends that
@@ -410,11 +413,15 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	out, rec, sendID := p.msg, p.rec, p.rec.ID
-	prio := sendrate.Low
+	prio, stream := sendrate.Low, provider.Marketing
 	if o.sequenceID == "" && o.broadcastID == "" {
-		prio = sendrate.High
+		prio, stream = sendrate.High, provider.Transactional
 	}
+	pool := s.pool()
+	plan := pool.Plan(stream)
+	first := plan[0].Name()
+	p.rec.Provider = &first
+	out, rec, sendID := p.msg, p.rec, p.rec.ID
 	if prio == sendrate.High && s.Throttle != nil {
 		if err := s.Throttle.TakeFree(ctx, []string{out.To}); err != nil {
 			s.Log.Warn("destination throttle not counted for a transactional send", "err", err)
@@ -422,7 +429,7 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	}
 	// The provider's rate first, so no record waits `sending` for it.
 	if err := s.Rate.Wait(ctx, prio); err != nil {
-		return Result{}, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err})
+		return Result{}, providerError(&provider.Error{Provider: first, Transient: true, Err: err})
 	}
 	// The record is not yet the write: the request's audit entry waits for
 	// the provider's acceptance and goes with the settling transaction.
@@ -430,9 +437,9 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		return Result{}, err
 	}
 
-	messageID, perr := s.Provider.Send(ctx, out)
+	name, messageID, perr := pool.Send(ctx, stream, plan, out, s.moveTo(rec.TenantID, sendID))
 	s.backoff(perr)
-	telemetry.Send(s.Provider.Name(), o.sequenceID != "", perr, provider.IsTemporary(perr))
+	telemetry.Send(name, o.sequenceID != "", perr, provider.IsTemporary(perr))
 	// From here the answer is decided: it is written even if the request or
 	// task has been abandoned meanwhile.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -466,6 +473,23 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 		return res, inDoubtError(sendID, perr)
 	}
 	return res, nil
+}
+
+// pool is the Sender's pool, or its one Provider on both streams.
+func (s *Sender) pool() *provider.Pool {
+	if s.Pool != nil {
+		return s.Pool
+	}
+	return provider.PoolOf(s.Provider)
+}
+
+// moveTo is the pool's failover hook for one record: it names the next
+// provider on the record before the message is handed to it.
+func (s *Sender) moveTo(tenantID, sendID string) func(context.Context, string) error {
+	return func(ctx context.Context, name string) error {
+		_, err := s.DB.SendSetProvider(ctx, queries.SendSetProviderParams{TenantID: tenantID, ID: sendID, Provider: &name})
+		return err
+	}
 }
 
 // backoff holds the shared rate bucket when the provider said it is over

@@ -8,6 +8,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/sendgridevents"
+	"tidings/internal/sesevents"
 	"tidings/internal/store"
 	"tidings/internal/tasks"
 	"tidings/queries"
@@ -16,6 +17,14 @@ import (
 // ProviderSendGrid names SendGrid's rows in webhook_batches and
 // provider_events.
 const ProviderSendGrid = "sendgrid"
+
+// ProviderSES names SES's rows: one verified SNS notification each.
+const ProviderSES = "ses"
+
+// sesTakeMax is how many waiting SES notifications one task run applies
+// together (WebhookBatchTakePending): a transaction per event would cap
+// the rate far below SendGrid's batches.
+const sesTakeMax = 1000
 
 // Retention of webhook bookkeeping (docs/decisions.md). SendGrid retries an
 // unanswered POST for up to 72 hours, so an event id is kept well beyond
@@ -42,7 +51,13 @@ type Webhooks struct {
 // sweep enqueues it a minute later, so SendGrid never re-posts what is
 // already kept.
 func (w *Webhooks) Accept(ctx context.Context, body []byte) (int64, error) {
-	id, err := w.DB.WebhookBatchInsert(ctx, queries.WebhookBatchInsertParams{Provider: ProviderSendGrid, Body: body})
+	return w.AcceptFrom(ctx, ProviderSendGrid, body)
+}
+
+// AcceptFrom is Accept for provider's body: ProviderSendGrid's batch, or
+// ProviderSES's one verified SNS notification.
+func (w *Webhooks) AcceptFrom(ctx context.Context, provider string, body []byte) (int64, error) {
+	id, err := w.DB.WebhookBatchInsert(ctx, queries.WebhookBatchInsertParams{Provider: provider, Body: body})
 	if err != nil {
 		return 0, err
 	}
@@ -73,6 +88,10 @@ type BatchResult struct {
 // An unknown batch id is a NOT_FOUND.
 func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error) {
 	var res BatchResult
+	// Without a transaction first: most SES runs end here.
+	if done, err := w.DB.WebhookBatchIsApplied(ctx, id); err == nil && done {
+		return BatchResult{AlreadyApplied: true}, nil
+	}
 	err := w.DB.InTx(ctx, func(q *store.Tx) error {
 		res = BatchResult{}
 		b, err := q.WebhookBatchGetForUpdate(ctx, id)
@@ -83,13 +102,16 @@ func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error
 			res.AlreadyApplied = true
 			return nil
 		}
+		if b.Provider == ProviderSES {
+			return w.applySES(ctx, q, b, &res)
+		}
 		evs, err := sendgridevents.Parse(b.Body)
 		if err != nil {
 			res.Unreadable = err
 			return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: id})
 		}
 		res.Events = len(evs)
-		if err := w.apply(ctx, q, evs, &res); err != nil {
+		if err := w.apply(ctx, q, ProviderSendGrid, evs, &res); err != nil {
 			return err
 		}
 		return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: id,
@@ -98,7 +120,48 @@ func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error
 	return res, err
 }
 
-func (w *Webhooks) apply(ctx context.Context, q *store.Tx, evs []sendgridevents.Event, res *BatchResult) error {
+// applySES applies one stored SNS notification and up to sesTakeMax
+// others still waiting, in the caller's transaction: their events are
+// deduplicated by SNS MessageId and applied as one batch. The counts go on
+// b's row; the others are marked applied.
+func (w *Webhooks) applySES(ctx context.Context, q *store.Tx, b queries.WebhookBatch, res *BatchResult) error {
+	more, err := q.WebhookBatchTakePending(ctx, queries.WebhookBatchTakePendingParams{Provider: ProviderSES, ID: b.ID, Lim: sesTakeMax - 1})
+	if err != nil {
+		return err
+	}
+	bodies := make([][]byte, 0, len(more)+1)
+	bodies = append(bodies, b.Body)
+	ids := make([]int64, 0, len(more))
+	for _, m := range more {
+		bodies = append(bodies, m.Body)
+		ids = append(ids, m.ID)
+	}
+	evs := make([]sendgridevents.Event, 0, len(bodies))
+	for _, body := range bodies {
+		var env sesevents.Envelope
+		if json.Unmarshal(body, &env) != nil {
+			res.Ignored++ // stored verified: cannot happen, and is no reason to retry
+			continue
+		}
+		e := sesevents.Parse(&env)
+		evs = append(evs, sendgridevents.Event{Type: e.Type, Email: e.Email, Timestamp: e.At, EventID: e.EventID,
+			MessageID: e.MessageID, Reason: e.Reason, URL: e.URL, SendID: e.SendID, TenantID: e.TenantID,
+			Outcome: e.Outcome, IgnoreReason: e.IgnoreReason})
+	}
+	res.Events = len(bodies)
+	if err := w.apply(ctx, q, ProviderSES, evs, res); err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		if err := q.WebhookBatchMarkAppliedMany(ctx, ids); err != nil {
+			return err
+		}
+	}
+	return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: b.ID,
+		Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored)})
+}
+
+func (w *Webhooks) apply(ctx context.Context, q *store.Tx, provider string, evs []sendgridevents.Event, res *BatchResult) error {
 	first := make(map[string]int, len(evs)) // event id -> index of its first occurrence
 	ids := make([]string, 0, len(evs))
 	for i, e := range evs {
@@ -116,7 +179,7 @@ func (w *Webhooks) apply(ctx context.Context, q *store.Tx, evs []sendgridevents.
 	if len(ids) == 0 {
 		return nil
 	}
-	fresh, err := q.ProviderEventClaim(ctx, queries.ProviderEventClaimParams{Provider: ProviderSendGrid, EventIds: ids})
+	fresh, err := q.ProviderEventClaim(ctx, queries.ProviderEventClaimParams{Provider: provider, EventIds: ids})
 	if err != nil {
 		return fmt.Errorf("claim event ids: %w", err)
 	}
@@ -132,7 +195,7 @@ func (w *Webhooks) apply(ctx context.Context, q *store.Tx, evs []sendgridevents.
 		return err
 	}
 	res.Applied, res.Parked = n.Applied, len(n.Missing)
-	return w.park(ctx, q, n.Missing, time.Now().Add(ParkFor))
+	return w.park(ctx, q, provider, n.Missing, time.Now().Add(ParkFor))
 }
 
 // ParkFor is how long an event for a send without a visible record waits
@@ -153,7 +216,7 @@ type parkedRow struct {
 	Reason     string    `json:"reason"`
 }
 
-func (w *Webhooks) park(ctx context.Context, q *store.Tx, outs []Outcome, until time.Time) error {
+func (w *Webhooks) park(ctx context.Context, q *store.Tx, provider string, outs []Outcome, until time.Time) error {
 	if len(outs) == 0 {
 		return nil
 	}
@@ -166,7 +229,7 @@ func (w *Webhooks) park(ctx context.Context, q *store.Tx, outs []Outcome, until 
 	if err != nil {
 		return err
 	}
-	return q.ProviderEventPark(ctx, queries.ProviderEventParkParams{Provider: ProviderSendGrid, Rows: b, ParkedUntil: until})
+	return q.ProviderEventPark(ctx, queries.ProviderEventParkParams{Provider: provider, Rows: b, ParkedUntil: until})
 }
 
 // UnparkResult says what one pass over the parked events did.
@@ -191,6 +254,7 @@ func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (Unpa
 		}
 		outs := make([]Outcome, 0, len(rows))
 		until := map[[2]string]time.Time{}
+		providers := map[[2]string]string{}
 		for _, r := range rows {
 			kind, ok := sendgridevents.ParseOutcome(r.Outcome)
 			if !ok {
@@ -200,6 +264,7 @@ func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (Unpa
 			outs = append(outs, Outcome{TenantID: r.TenantID, SendID: r.SendID, Kind: kind, At: r.OccurredAt,
 				URL: r.Url, Reason: r.Reason, Email: r.Email})
 			until[[2]string{r.TenantID, r.SendID}] = r.ParkedUntil
+			providers[[2]string{r.TenantID, r.SendID}] = r.Provider
 		}
 		n, err := w.Outcomes.Apply(ctx, q, outs)
 		if err != nil {
@@ -210,7 +275,7 @@ func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (Unpa
 			u := until[[2]string{o.TenantID, o.SendID}]
 			if u.After(now) {
 				res.Parked++
-				if err := w.park(ctx, q, []Outcome{o}, u); err != nil {
+				if err := w.park(ctx, q, providers[[2]string{o.TenantID, o.SendID}], []Outcome{o}, u); err != nil {
 					return err
 				}
 				continue

@@ -78,5 +78,5 @@ func (p *outbox) Send(ctx context.Context, msg Message) (string, error) {
 // fail reports a file system error as temporary: a full disk or a missing
 // directory may be fixed while the task waits.
 func (p *outbox) fail(err error) error {
-	return &Error{Provider: NameOutbox, Transient: true, Err: err}
+	return &Error{Provider: NameOutbox, Transient: true, Err: err, Down: true}
 }

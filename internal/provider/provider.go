@@ -79,11 +79,12 @@ type Provider interface {
 	Name() string
 }
 
-// Provider names, as in EMAIL_PROVIDER.
+// Provider names, as in EMAIL_PROVIDER and PROVIDERS.
 const (
 	NameSendGrid = "sendgrid"
 	NameSMTP     = "smtp"
 	NameOutbox   = "outbox"
+	NameSES      = "ses"
 )
 
 // ErrInvalidMessage is wrapped by every validation error. It means a bug or
@@ -113,6 +114,12 @@ type Error struct {
 	// (PROVIDER_TIMEOUT passed, or the connection broke after the request
 	// was written). It may have been sent and must not be retried.
 	InDoubt bool
+	// Down: the provider itself failed, not this message: nothing was
+	// written to it (connection refused, DNS, TLS, a timeout before the
+	// request was written) or it answered as broken (HTTP 5xx, SMTP 421).
+	// The pool opens the provider's circuit and moves the message on at
+	// once (ADDENDUM 22). Each provider decides what counts.
+	Down bool
 }
 
 // Error implements error.
@@ -186,6 +193,12 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // be checked without sending (the outbox directory is created, SMTP_URL
 // parses, a SendGrid key is present), so a misconfiguration stops start-up.
 func New(cfg *config.Config, opts ...Option) (Provider, error) {
+	return NewNamed(cfg, cfg.EmailProvider, opts...)
+}
+
+// NewNamed returns the provider called name (sendgrid, smtp or outbox)
+// configured by cfg; ses lives in its own package (internal/provider/ses).
+func NewNamed(cfg *config.Config, name string, opts ...Option) (Provider, error) {
 	o := options{now: time.Now, timeout: cfg.ProviderTimeout}
 	if o.timeout <= 0 {
 		o.timeout = defaultTimeout
@@ -193,7 +206,7 @@ func New(cfg *config.Config, opts ...Option) (Provider, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	switch cfg.EmailProvider {
+	switch name {
 	case NameSendGrid:
 		return newSendGrid(cfg.SendgridAPIKey, cfg.SendgridAPIURL, o)
 	case NameSMTP:
@@ -201,5 +214,5 @@ func New(cfg *config.Config, opts ...Option) (Provider, error) {
 	case NameOutbox, "":
 		return newOutbox(cfg.OutboxDir, o)
 	}
-	return nil, fmt.Errorf("EMAIL_PROVIDER %q: unknown provider", cfg.EmailProvider)
+	return nil, fmt.Errorf("provider %q: unknown provider", name)
 }

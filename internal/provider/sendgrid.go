@@ -89,7 +89,8 @@ func (p *sendgridProvider) Send(ctx context.Context, msg Message) (string, error
 	})
 	resp, err := p.client.SendWithContext(ctx, req)
 	if err != nil {
-		return "", &Error{Provider: NameSendGrid, Transient: true, Err: err, InDoubt: wrote.Load()}
+		inDoubt := wrote.Load()
+		return "", &Error{Provider: NameSendGrid, Transient: true, Err: err, InDoubt: inDoubt, Down: !inDoubt}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return firstHeader(resp.Headers, "X-Message-Id"), nil
@@ -140,6 +141,7 @@ func sendgridError(resp *rest.Response, now time.Time) *Error {
 		Status:    resp.StatusCode,
 		Transient: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500,
 		Message:   sendgridErrorMessage(resp.Body),
+		Down:      resp.StatusCode >= 500,
 	}
 	if e.Transient {
 		e.RetryAfter = retryAfter(resp.Headers, now)

@@ -139,5 +139,8 @@ func classifySMTP(err error) *Error {
 		e.Status = te.Code
 		e.Transient = te.Code < 500
 	}
+	// The relay is down when no reply came and nothing is in doubt (the
+	// dial, TLS or greeting failed), or it said it is closing (421).
+	e.Down = (e.Status == 0 && !e.InDoubt) || e.Status == 421
 	return e
 }

@@ -135,3 +135,7 @@ func headerText(s string, max int) error {
 	}
 	return nil
 }
+
+// Validate is validate for providers in their own packages (ses): every
+// provider checks every message the same way before it leaves.
+func Validate(msg Message) (Message, error) { return validate(msg) }

@@ -39,6 +39,14 @@ var (
 		Name: "tidings_provider_errors_total",
 		Help: "Email provider failures, by provider and class (temporary: retried; permanent: not).",
 	}, []string{"provider", "class"})
+	providerSends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_provider_sends_total",
+		Help: "Messages handed to each provider of the pool, by provider, stream (transactional, marketing) and outcome (accepted, refused, in_doubt).",
+	}, []string{"provider", "stream", "outcome"})
+	providerFailovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tidings_provider_failovers_total",
+		Help: "Messages moved on from a provider to the next of their stream, by the provider that failed and stream.",
+	}, []string{"provider", "stream"})
 	webhookEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidings_webhook_events_total",
 		Help: "SendGrid webhook events processed by the worker, by result (applied, duplicate, dropped, ignored).",
@@ -100,7 +108,7 @@ var (
 )
 
 // own are Tidings's collectors, served by every process's registry.
-var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, webhookEvents, scheduledRuns,
+var own = []prometheus.Collector{httpRequests, httpDuration, sends, providerErrors, providerSends, providerFailovers, webhookEvents, scheduledRuns,
 	broadcastRecipients, webhookDeliveries, webhookAttemptSeconds, tenantPauses, machineHits, ingestEvents, ingestBatch, liveRepairs}
 
 var createSeries sync.Once
@@ -112,12 +120,22 @@ func createKnownSeries() {
 		}
 	}
 	for _, c := range errorClasses {
-		for _, p := range []string{"sendgrid", "smtp", "outbox"} {
+		for _, p := range []string{"sendgrid", "smtp", "outbox", "ses"} {
 			providerErrors.WithLabelValues(p, c)
 		}
 	}
 	for _, r := range webhookResults {
 		webhookEvents.WithLabelValues(r)
+	}
+	// The pool's series exist from the start, so a dashboard sees zeros
+	// before the first failover (the provider names are the known ones).
+	for _, p := range []string{"sendgrid", "smtp", "outbox", "ses"} {
+		for _, st := range []string{"transactional", "marketing"} {
+			providerFailovers.WithLabelValues(p, st)
+			for _, o := range []string{"accepted", "refused", "in_doubt"} {
+				providerSends.WithLabelValues(p, st, o)
+			}
+		}
 	}
 	for _, o := range runOutcomes {
 		scheduledRuns.WithLabelValues(o)
@@ -223,6 +241,18 @@ func Send(providerName string, sequence bool, err error, temporary bool) {
 		class = "temporary"
 	}
 	providerErrors.WithLabelValues(providerName, class).Inc()
+}
+
+// ProviderSend records one provider's answer to one message of a stream:
+// outcome is accepted, refused or in_doubt.
+func ProviderSend(providerName, stream, outcome string) {
+	providerSends.WithLabelValues(providerName, stream, outcome).Inc()
+}
+
+// ProviderFailover records a message moved on from providerName to the
+// next provider of its stream.
+func ProviderFailover(providerName, stream string) {
+	providerFailovers.WithLabelValues(providerName, stream).Inc()
 }
 
 // WebhookEvents records what a webhook batch did with its events.
