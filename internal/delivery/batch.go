@@ -218,6 +218,12 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 		}
 		group := pending[:slots]
 		pending = pending[slots:]
+		// A record's time is its group's turn to leave, not when it was
+		// rendered: the rate wait lies between them.
+		at := s.now()
+		for _, i := range group {
+			preps[i].rec.SentAt = at
+		}
 		// The records are not yet the write: a request's audit entry goes
 		// with the settling transaction (settleMany).
 		unsent, err := s.insertMany(store.WithoutAudit(ctx), preps, group, hooks.Recorded)
@@ -228,6 +234,10 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 			fail(group, fmt.Errorf("%w: %w", ErrNotRecorded, err))
 			continue
 		}
+		// Nothing but starting the calls lies between the records' commit
+		// and the provider: a worker killed here leaves records in doubt
+		// whose requests were never written, the one window the ledger
+		// cannot close (the record must come first; docs/decisions.md).
 		for _, i := range group {
 			if err, ok := unsent[i]; ok {
 				// Over the frequency cap, a record there already, or
