@@ -145,8 +145,8 @@ type run struct {
 	apis                    []string // base URLs
 	faults                  map[string]int
 	// kills are the SIGKILLs sent, in order: the oracle's evidence.
-	kills []Kill
-	clusterNodes            []*exec.Cmd
+	kills        []Kill
+	clusterNodes []*exec.Cmd
 	// contactIDs maps each contact's email to its id.
 	contactIDs map[string]string
 	window     *WindowFact
