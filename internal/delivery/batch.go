@@ -225,8 +225,31 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 			preps[i].rec.SentAt = at
 		}
 		// The records are not yet the write: a request's audit entry goes
-		// with the settling transaction (settleMany).
-		unsent, err := s.insertMany(store.WithoutAudit(ctx), preps, group, hooks.Recorded)
+		// with the settling transaction (settleMany). The insert runs
+		// without the attempt's deadline: a deadline striking during its
+		// COMMIT would leave records committed that this code took for
+		// unwritten, never sent and never settled (the ledger sweep then
+		// put them in doubt with no request: fault run seed 15).
+		ictx, icancel := context.WithTimeout(context.WithoutCancel(store.WithoutAudit(ctx)), settleTimeout)
+		unsent, err := s.insertMany(ictx, preps, group, hooks.Recorded)
+		icancel()
+		if err == nil && ctx.Err() != nil {
+			// The attempt ended while its records were written: nothing
+			// has been written to the provider, so they go as a definite
+			// failure (deleted, the steps tried again), below.
+			for _, i := range group {
+				if _, ok := unsent[i]; ok {
+					<-sem
+					res[i].Err = unsent[i]
+					continue
+				}
+				idx = append(idx, i)
+				answers[i] = answer{err: &provider.Error{Provider: s.Provider.Name(), Transient: true, Err: ctx.Err()}}
+				<-sem
+			}
+			fail(pending, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: ctx.Err()}))
+			break
+		}
 		if err != nil {
 			for range group {
 				<-sem
