@@ -25,7 +25,7 @@ UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts =
 FROM due
 WHERE ss.tenant_id = due.tenant_id AND ss.id = due.id
 RETURNING sqlc.embed(ss),
-    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id;
+    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), ss.send_id, '')::text AS sent_id;
 
 -- name: DispatchContext :many
 -- ScheduledSendStepContext for many enrolments at once (unlocked).
@@ -44,7 +44,23 @@ LEFT JOIN events ev ON ev.tenant_id = e.tenant_id AND ev.id = e.trigger_event_id
 -- below; every record is born sending and in doubt. A row whose message has
 -- a record already (the unique index of its scheduled send or broadcast
 -- recipient) is not written and not returned: that row's conflict alone,
--- never the batch's. Returns the ids written.
+-- never the batch's. A sequence step's row is written only while its
+-- scheduled send is claimed with no record (SendInsert's gate: the rows
+-- are locked in key order and name their records in this statement), so a
+-- step cancelled before its record gets none. Returns the ids written.
+WITH open AS (
+    SELECT ss.tenant_id, ss.id FROM scheduled_sends ss
+    JOIN jsonb_to_recordset(@batch::jsonb) AS k(tenant_id text, scheduled_send_id text)
+      ON ss.tenant_id = k.tenant_id AND ss.id = k.scheduled_send_id
+    WHERE ss.status = 'claimed' AND ss.send_id IS NULL
+    ORDER BY ss.tenant_id, ss.id
+    FOR UPDATE OF ss
+), gate AS (
+    UPDATE scheduled_sends ss SET send_id = g.id, updated_at = now()
+    FROM open, jsonb_to_recordset(@batch::jsonb) AS g(tenant_id text, id text, scheduled_send_id text)
+    WHERE ss.tenant_id = open.tenant_id AND ss.id = open.id AND g.tenant_id = ss.tenant_id AND g.scheduled_send_id = ss.id
+    RETURNING ss.tenant_id, ss.id
+)
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt, locale, provider)
@@ -52,8 +68,10 @@ SELECT r.tenant_id, r.id, '', r.contact_id, r.template_id, r.template_version,
        r.sequence_id, r.step_id, r.scheduled_send_id, r.broadcast_id, r.from_address, r.to_address, r.subject,
        r.sent_at, true, true, r.locale, r.provider
 FROM jsonb_to_recordset(@batch::jsonb) AS r(tenant_id text, id text, contact_id text, template_id text,
-    template_version integer, sequence_id text, step_id text, scheduled_send_id text, broadcast_id text,
-    from_address text, to_address text, subject text, sent_at timestamptz, locale text, provider text)
+        template_version integer, sequence_id text, step_id text, scheduled_send_id text, broadcast_id text,
+        from_address text, to_address text, subject text, sent_at timestamptz, locale text, provider text)
+WHERE r.scheduled_send_id IS NULL
+   OR EXISTS (SELECT 1 FROM gate WHERE gate.tenant_id = r.tenant_id AND gate.id = r.scheduled_send_id)
 ON CONFLICT DO NOTHING
 RETURNING id;
 

@@ -20,11 +20,13 @@ RETURNING *;
 -- A worker takes a due row; no row: another worker has it, or it is done.
 -- sent_id is the send already recorded for the row (sends has a unique
 -- index on scheduled_send_id): an earlier attempt whose message left but
--- whose worker stopped before marking the row ("" for none).
+-- whose worker stopped before marking the row ("" for none). The row's own
+-- send_id names it too (SendInsert's gate), and still does when the record
+-- went with its deleted contact.
 UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
 WHERE ss.tenant_id = @tenant_id AND ss.id = @id AND ss.status IN ('pending', 'failed') AND ss.scheduled_for <= now()
 RETURNING sqlc.embed(ss),
-    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id;
+    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), ss.send_id, '')::text AS sent_id;
 
 -- name: ScheduledSendUntilDue :one
 -- How long until a claimable row is due (negative: due), on the clock the
@@ -66,7 +68,9 @@ WHERE tenant_id = @tenant_id AND id = @id AND status = 'claimed' AND claimed_at 
 
 -- name: ScheduledSendFinish :execrows
 -- Ends this claim: failed (retry at scheduled_for), dead, or cancelled.
-UPDATE scheduled_sends SET status = @status::text, last_error = sqlc.narg(last_error)::text,
+-- Nothing of the claim's message is left (refused: its record was deleted),
+-- so the row no longer names it (send_id, set by SendInsert's gate).
+UPDATE scheduled_sends SET status = @status::text, last_error = sqlc.narg(last_error)::text, send_id = NULL,
     cancel_reason = sqlc.narg(cancel_reason)::text,
     scheduled_for = coalesce(date_trunc('milliseconds', sqlc.narg(retry_at)::timestamptz), scheduled_for),
     finished_at = CASE WHEN @status::text IN ('cancelled', 'dead') THEN now() END, updated_at = now()
@@ -89,15 +93,27 @@ WHERE ss.tenant_id = @tenant_id AND ss.id = was.id
 RETURNING was.status AS was_status, was.finished_at AS was_finished_at;
 
 -- name: ScheduledSendCancelByContact :many
--- Returns what metrics count of each row it cancelled.
+-- Returns what metrics count of each row it cancelled. A claimed row that
+-- names its message's record (send_id: SendInsert's gate) is left to its
+-- worker: the provider has, or is getting, the message, and the row will
+-- say sent (or failed, if refused) rather than a cancel it did not obey.
+-- The gate and the cancel take the row's lock, and a cancel that waited
+-- for the gate re-reads send_id, so one of the two wins whole.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = @tenant_id AND contact_id = @contact_id AND status IN ('pending', 'claimed', 'failed')
+  AND (status <> 'claimed' OR send_id IS NULL)
 RETURNING sequence_id, template_id, finished_at;
 
 -- name: ScheduledSendCancelByEnrolment :many
--- Returns what metrics count of each row it cancelled.
+-- Returns what metrics count of each row it cancelled. A claimed row that
+-- names its message's record (send_id: SendInsert's gate) is left to its
+-- worker: the provider has, or is getting, the message, and the row will
+-- say sent (or failed, if refused) rather than a cancel it did not obey.
+-- The gate and the cancel take the row's lock, and a cancel that waited
+-- for the gate re-reads send_id, so one of the two wins whole.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id AND status IN ('pending', 'claimed', 'failed')
+  AND (status <> 'claimed' OR send_id IS NULL)
 RETURNING sequence_id, template_id, finished_at;
 
 -- name: ScheduledSendEnrolmentsOffSteps :many
@@ -109,9 +125,15 @@ WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pend
 ORDER BY enrolment_id;
 
 -- name: ScheduledSendCancelBySequence :many
--- Returns what metrics count of each row it cancelled.
+-- Returns what metrics count of each row it cancelled. A claimed row that
+-- names its message's record (send_id: SendInsert's gate) is left to its
+-- worker: the provider has, or is getting, the message, and the row will
+-- say sent (or failed, if refused) rather than a cancel it did not obey.
+-- The gate and the cancel take the row's lock, and a cancel that waited
+-- for the gate re-reads send_id, so one of the two wins whole.
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = @reason::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id AND status IN ('pending', 'claimed', 'failed')
+  AND (status <> 'claimed' OR send_id IS NULL)
 RETURNING sequence_id, template_id, finished_at;
 
 -- name: ScheduledSendDueBySequence :many
@@ -151,11 +173,11 @@ FOR UPDATE OF e;
 -- send record is never dead: its next claim finds the record and marks it
 -- sent (the ledger: the message may have left, it is never sent again).
 UPDATE scheduled_sends ss SET
-    status = CASE WHEN ss.attempts >= @max_attempts::integer AND NOT EXISTS (
+    status = CASE WHEN ss.attempts >= @max_attempts::integer AND ss.send_id IS NULL AND NOT EXISTS (
         SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
         THEN 'dead' ELSE 'failed' END,
     last_error = 'claim expired: the worker stopped before finishing the attempt',
-    finished_at = CASE WHEN ss.attempts >= @max_attempts::integer AND NOT EXISTS (
+    finished_at = CASE WHEN ss.attempts >= @max_attempts::integer AND ss.send_id IS NULL AND NOT EXISTS (
         SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
         THEN now() END,
     scheduled_for = date_trunc('milliseconds', now()), updated_at = now()
@@ -194,3 +216,6 @@ WHERE tenant_id = @tenant_id
   AND (finished_at IS NULL OR finished_at >= now() - interval '7 days' OR status = 'dead')
 ORDER BY scheduled_for, id
 LIMIT @lim;
+
+-- name: ScheduledSendGetByID :one
+SELECT * FROM scheduled_sends WHERE tenant_id = @tenant_id AND id = @id;

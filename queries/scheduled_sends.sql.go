@@ -13,6 +13,7 @@ import (
 const scheduledSendCancelByContact = `-- name: ScheduledSendCancelByContact :many
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = $1::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = $2 AND contact_id = $3 AND status IN ('pending', 'claimed', 'failed')
+  AND (status <> 'claimed' OR send_id IS NULL)
 RETURNING sequence_id, template_id, finished_at
 `
 
@@ -28,7 +29,12 @@ type ScheduledSendCancelByContactRow struct {
 	FinishedAt *time.Time
 }
 
-// Returns what metrics count of each row it cancelled.
+// Returns what metrics count of each row it cancelled. A claimed row that
+// names its message's record (send_id: SendInsert's gate) is left to its
+// worker: the provider has, or is getting, the message, and the row will
+// say sent (or failed, if refused) rather than a cancel it did not obey.
+// The gate and the cancel take the row's lock, and a cancel that waited
+// for the gate re-reads send_id, so one of the two wins whole.
 func (q *Queries) ScheduledSendCancelByContact(ctx context.Context, arg ScheduledSendCancelByContactParams) ([]ScheduledSendCancelByContactRow, error) {
 	rows, err := q.db.Query(ctx, scheduledSendCancelByContact, arg.Reason, arg.TenantID, arg.ContactID)
 	if err != nil {
@@ -52,6 +58,7 @@ func (q *Queries) ScheduledSendCancelByContact(ctx context.Context, arg Schedule
 const scheduledSendCancelByEnrolment = `-- name: ScheduledSendCancelByEnrolment :many
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = $1::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = $2 AND enrolment_id = $3 AND status IN ('pending', 'claimed', 'failed')
+  AND (status <> 'claimed' OR send_id IS NULL)
 RETURNING sequence_id, template_id, finished_at
 `
 
@@ -67,7 +74,12 @@ type ScheduledSendCancelByEnrolmentRow struct {
 	FinishedAt *time.Time
 }
 
-// Returns what metrics count of each row it cancelled.
+// Returns what metrics count of each row it cancelled. A claimed row that
+// names its message's record (send_id: SendInsert's gate) is left to its
+// worker: the provider has, or is getting, the message, and the row will
+// say sent (or failed, if refused) rather than a cancel it did not obey.
+// The gate and the cancel take the row's lock, and a cancel that waited
+// for the gate re-reads send_id, so one of the two wins whole.
 func (q *Queries) ScheduledSendCancelByEnrolment(ctx context.Context, arg ScheduledSendCancelByEnrolmentParams) ([]ScheduledSendCancelByEnrolmentRow, error) {
 	rows, err := q.db.Query(ctx, scheduledSendCancelByEnrolment, arg.Reason, arg.TenantID, arg.EnrolmentID)
 	if err != nil {
@@ -91,6 +103,7 @@ func (q *Queries) ScheduledSendCancelByEnrolment(ctx context.Context, arg Schedu
 const scheduledSendCancelBySequence = `-- name: ScheduledSendCancelBySequence :many
 UPDATE scheduled_sends SET status = 'cancelled', cancel_reason = $1::text, finished_at = now(), updated_at = now()
 WHERE tenant_id = $2 AND sequence_id = $3 AND status IN ('pending', 'claimed', 'failed')
+  AND (status <> 'claimed' OR send_id IS NULL)
 RETURNING sequence_id, template_id, finished_at
 `
 
@@ -106,7 +119,12 @@ type ScheduledSendCancelBySequenceRow struct {
 	FinishedAt *time.Time
 }
 
-// Returns what metrics count of each row it cancelled.
+// Returns what metrics count of each row it cancelled. A claimed row that
+// names its message's record (send_id: SendInsert's gate) is left to its
+// worker: the provider has, or is getting, the message, and the row will
+// say sent (or failed, if refused) rather than a cancel it did not obey.
+// The gate and the cancel take the row's lock, and a cancel that waited
+// for the gate re-reads send_id, so one of the two wins whole.
 func (q *Queries) ScheduledSendCancelBySequence(ctx context.Context, arg ScheduledSendCancelBySequenceParams) ([]ScheduledSendCancelBySequenceRow, error) {
 	rows, err := q.db.Query(ctx, scheduledSendCancelBySequence, arg.Reason, arg.TenantID, arg.SequenceID)
 	if err != nil {
@@ -131,7 +149,7 @@ const scheduledSendClaim = `-- name: ScheduledSendClaim :one
 UPDATE scheduled_sends ss SET status = 'claimed', claimed_at = now(), attempts = ss.attempts + 1, updated_at = now()
 WHERE ss.tenant_id = $1 AND ss.id = $2 AND ss.status IN ('pending', 'failed') AND ss.scheduled_for <= now()
 RETURNING ss.tenant_id, ss.id, ss.contact_id, ss.enrolment_id, ss.sequence_id, ss.sequence_version, ss.step_id, ss.template_id, ss.scheduled_for, ss.status, ss.attempts, ss.last_error, ss.cancel_reason, ss.claimed_at, ss.send_id, ss.finished_at, ss.created_at, ss.updated_at, ss.first_scheduled_for, ss.held_by,
-    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), '')::text AS sent_id
+    coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id), ss.send_id, '')::text AS sent_id
 `
 
 type ScheduledSendClaimParams struct {
@@ -147,7 +165,9 @@ type ScheduledSendClaimRow struct {
 // A worker takes a due row; no row: another worker has it, or it is done.
 // sent_id is the send already recorded for the row (sends has a unique
 // index on scheduled_send_id): an earlier attempt whose message left but
-// whose worker stopped before marking the row ("" for none).
+// whose worker stopped before marking the row ("" for none). The row's own
+// send_id names it too (SendInsert's gate), and still does when the record
+// went with its deleted contact.
 func (q *Queries) ScheduledSendClaim(ctx context.Context, arg ScheduledSendClaimParams) (ScheduledSendClaimRow, error) {
 	row := q.db.QueryRow(ctx, scheduledSendClaim, arg.TenantID, arg.ID)
 	var i ScheduledSendClaimRow
@@ -340,7 +360,7 @@ func (q *Queries) ScheduledSendEnrolmentsOffSteps(ctx context.Context, arg Sched
 }
 
 const scheduledSendFinish = `-- name: ScheduledSendFinish :execrows
-UPDATE scheduled_sends SET status = $1::text, last_error = $2::text,
+UPDATE scheduled_sends SET status = $1::text, last_error = $2::text, send_id = NULL,
     cancel_reason = $3::text,
     scheduled_for = coalesce(date_trunc('milliseconds', $4::timestamptz), scheduled_for),
     finished_at = CASE WHEN $1::text IN ('cancelled', 'dead') THEN now() END, updated_at = now()
@@ -358,6 +378,8 @@ type ScheduledSendFinishParams struct {
 }
 
 // Ends this claim: failed (retry at scheduled_for), dead, or cancelled.
+// Nothing of the claim's message is left (refused: its record was deleted),
+// so the row no longer names it (send_id, set by SendInsert's gate).
 func (q *Queries) ScheduledSendFinish(ctx context.Context, arg ScheduledSendFinishParams) (int64, error) {
 	result, err := q.db.Exec(ctx, scheduledSendFinish,
 		arg.Status,
@@ -386,6 +408,43 @@ type ScheduledSendGetParams struct {
 
 func (q *Queries) ScheduledSendGet(ctx context.Context, arg ScheduledSendGetParams) (ScheduledSend, error) {
 	row := q.db.QueryRow(ctx, scheduledSendGet, arg.TenantID, arg.ID, arg.ScheduledFor)
+	var i ScheduledSend
+	err := row.Scan(
+		&i.TenantID,
+		&i.ID,
+		&i.ContactID,
+		&i.EnrolmentID,
+		&i.SequenceID,
+		&i.SequenceVersion,
+		&i.StepID,
+		&i.TemplateID,
+		&i.ScheduledFor,
+		&i.Status,
+		&i.Attempts,
+		&i.LastError,
+		&i.CancelReason,
+		&i.ClaimedAt,
+		&i.SendID,
+		&i.FinishedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FirstScheduledFor,
+		&i.HeldBy,
+	)
+	return i, err
+}
+
+const scheduledSendGetByID = `-- name: ScheduledSendGetByID :one
+SELECT tenant_id, id, contact_id, enrolment_id, sequence_id, sequence_version, step_id, template_id, scheduled_for, status, attempts, last_error, cancel_reason, claimed_at, send_id, finished_at, created_at, updated_at, first_scheduled_for, held_by FROM scheduled_sends WHERE tenant_id = $1 AND id = $2
+`
+
+type ScheduledSendGetByIDParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) ScheduledSendGetByID(ctx context.Context, arg ScheduledSendGetByIDParams) (ScheduledSend, error) {
+	row := q.db.QueryRow(ctx, scheduledSendGetByID, arg.TenantID, arg.ID)
 	var i ScheduledSend
 	err := row.Scan(
 		&i.TenantID,
@@ -625,11 +684,11 @@ func (q *Queries) ScheduledSendPrune(ctx context.Context, before time.Time) (int
 
 const scheduledSendReclaim = `-- name: ScheduledSendReclaim :many
 UPDATE scheduled_sends ss SET
-    status = CASE WHEN ss.attempts >= $1::integer AND NOT EXISTS (
+    status = CASE WHEN ss.attempts >= $1::integer AND ss.send_id IS NULL AND NOT EXISTS (
         SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
         THEN 'dead' ELSE 'failed' END,
     last_error = 'claim expired: the worker stopped before finishing the attempt',
-    finished_at = CASE WHEN ss.attempts >= $1::integer AND NOT EXISTS (
+    finished_at = CASE WHEN ss.attempts >= $1::integer AND ss.send_id IS NULL AND NOT EXISTS (
         SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.scheduled_send_id = ss.id)
         THEN now() END,
     scheduled_for = date_trunc('milliseconds', now()), updated_at = now()

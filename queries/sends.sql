@@ -3,12 +3,24 @@
 -- provider is called, `sending` and `in_doubt` until the provider answers
 -- (SendSettleMany, SendDelete). Its id travels with the message as custom_arg
 -- send_id, so whatever happens next, the message has its record.
+-- A sequence step's record is written only while its scheduled send is
+-- claimed with no record yet, and names itself in the row (send_id) in the
+-- same statement: the row's lock is what a cancel takes too, so of a
+-- cancel and the record one wins whole (the cancels leave a claimed row
+-- naming a record; a row cancelled first gets no record: no row returned).
+WITH gate AS (
+    UPDATE scheduled_sends ss SET send_id = @id, updated_at = now()
+    WHERE ss.tenant_id = @tenant_id AND ss.id = sqlc.narg(scheduled_send_id)::text
+      AND ss.status = 'claimed' AND ss.send_id IS NULL
+    RETURNING ss.id
+)
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt, locale, provider)
-VALUES (@tenant_id, @id, '', @contact_id, @template_id, @template_version,
-        @sequence_id, @step_id, @scheduled_send_id, sqlc.narg(broadcast_id), @from_address, @to_address, @subject, @sent_at,
-        true, true, sqlc.narg(locale), sqlc.narg(provider))
+SELECT @tenant_id, @id, '', @contact_id, @template_id, @template_version,
+        @sequence_id, @step_id, sqlc.narg(scheduled_send_id)::text, sqlc.narg(broadcast_id), @from_address, @to_address, @subject, @sent_at,
+        true, true, sqlc.narg(locale), sqlc.narg(provider)
+WHERE sqlc.narg(scheduled_send_id)::text IS NULL OR EXISTS (SELECT 1 FROM gate)
 RETURNING *;
 
 -- name: SendSetProvider :execrows
@@ -23,13 +35,18 @@ UPDATE sends SET provider = @provider WHERE tenant_id = @tenant_id AND id = @id 
 DELETE FROM sends WHERE tenant_id = @tenant_id AND id = @id AND sending;
 
 -- name: SendListSending :many
--- The ledger sweep: transactional records still `sending` since before
--- @before belong to a process that died waiting for the provider; they are
--- settled in doubt. (A sequence step's record is settled by its scheduled
--- send's next claim, with the step's mark.)
-SELECT tenant_id, id FROM sends
-WHERE sending AND sent_at < @before::timestamptz AND scheduled_send_id IS NULL
-ORDER BY sent_at LIMIT @lim;
+-- The ledger sweep: records still `sending` since before @before belong to
+-- a process that died waiting for the provider; they are settled in doubt.
+-- A sequence step's record is settled by its scheduled send's next claim,
+-- with the step's mark, while that row is open (pending, claimed, failed);
+-- one whose row is no longer open (finished by a path that could not
+-- settle it, or pruned) is the sweep's too, or it would stay `sending`.
+SELECT s.tenant_id, s.id, s.scheduled_send_id FROM sends s
+WHERE s.sending AND s.sent_at < @before::timestamptz
+  AND (s.scheduled_send_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM scheduled_sends ss WHERE ss.tenant_id = s.tenant_id AND ss.id = s.scheduled_send_id
+        AND ss.status IN ('pending', 'claimed', 'failed')))
+ORDER BY s.sent_at LIMIT @lim;
 
 -- name: SendGet :one
 SELECT * FROM sends WHERE tenant_id = @tenant_id AND id = @id;

@@ -143,12 +143,19 @@ func (q *Queries) SendGetForUpdate(ctx context.Context, arg SendGetForUpdatePara
 }
 
 const sendInsert = `-- name: SendInsert :one
+WITH gate AS (
+    UPDATE scheduled_sends ss SET send_id = $2, updated_at = now()
+    WHERE ss.tenant_id = $1 AND ss.id = $8::text
+      AND ss.status = 'claimed' AND ss.send_id IS NULL
+    RETURNING ss.id
+)
 INSERT INTO sends (tenant_id, id, message_id, contact_id, template_id, template_version,
                    sequence_id, step_id, scheduled_send_id, broadcast_id, from_address, to_address, subject, sent_at,
                    sending, in_doubt, locale, provider)
-VALUES ($1, $2, '', $3, $4, $5,
-        $6, $7, $8, $9, $10, $11, $12, $13,
-        true, true, $14, $15)
+SELECT $1, $2, '', $3, $4, $5,
+        $6, $7, $8::text, $9, $10, $11, $12, $13,
+        true, true, $14, $15
+WHERE $8::text IS NULL OR EXISTS (SELECT 1 FROM gate)
 RETURNING tenant_id, id, message_id, contact_id, template_id, template_version, sequence_id, step_id, scheduled_send_id, from_address, to_address, subject, delivery_status, bounce_type, sent_at, delivered_at, opened_at, clicked_at, bounced_at, complained_at, rejected_at, open_count, click_count, sending, in_doubt, broadcast_id, hit_window_at, hit_window_opens, hit_window_clicks, locale, provider
 `
 
@@ -174,6 +181,11 @@ type SendInsertParams struct {
 // provider is called, `sending` and `in_doubt` until the provider answers
 // (SendSettleMany, SendDelete). Its id travels with the message as custom_arg
 // send_id, so whatever happens next, the message has its record.
+// A sequence step's record is written only while its scheduled send is
+// claimed with no record yet, and names itself in the row (send_id) in the
+// same statement: the row's lock is what a cancel takes too, so of a
+// cancel and the record one wins whole (the cancels leave a claimed row
+// naming a record; a row cancelled first gets no record: no row returned).
 func (q *Queries) SendInsert(ctx context.Context, arg SendInsertParams) (Send, error) {
 	row := q.db.QueryRow(ctx, sendInsert,
 		arg.TenantID,
@@ -809,9 +821,12 @@ func (q *Queries) SendListInDoubt(ctx context.Context, arg SendListInDoubtParams
 }
 
 const sendListSending = `-- name: SendListSending :many
-SELECT tenant_id, id FROM sends
-WHERE sending AND sent_at < $1::timestamptz AND scheduled_send_id IS NULL
-ORDER BY sent_at LIMIT $2
+SELECT s.tenant_id, s.id, s.scheduled_send_id FROM sends s
+WHERE s.sending AND s.sent_at < $1::timestamptz
+  AND (s.scheduled_send_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM scheduled_sends ss WHERE ss.tenant_id = s.tenant_id AND ss.id = s.scheduled_send_id
+        AND ss.status IN ('pending', 'claimed', 'failed')))
+ORDER BY s.sent_at LIMIT $2
 `
 
 type SendListSendingParams struct {
@@ -820,14 +835,17 @@ type SendListSendingParams struct {
 }
 
 type SendListSendingRow struct {
-	TenantID string
-	ID       string
+	TenantID        string
+	ID              string
+	ScheduledSendID *string
 }
 
-// The ledger sweep: transactional records still `sending` since before
-// @before belong to a process that died waiting for the provider; they are
-// settled in doubt. (A sequence step's record is settled by its scheduled
-// send's next claim, with the step's mark.)
+// The ledger sweep: records still `sending` since before @before belong to
+// a process that died waiting for the provider; they are settled in doubt.
+// A sequence step's record is settled by its scheduled send's next claim,
+// with the step's mark, while that row is open (pending, claimed, failed);
+// one whose row is no longer open (finished by a path that could not
+// settle it, or pruned) is the sweep's too, or it would stay `sending`.
 func (q *Queries) SendListSending(ctx context.Context, arg SendListSendingParams) ([]SendListSendingRow, error) {
 	rows, err := q.db.Query(ctx, sendListSending, arg.Before, arg.Lim)
 	if err != nil {
@@ -837,7 +855,7 @@ func (q *Queries) SendListSending(ctx context.Context, arg SendListSendingParams
 	items := []SendListSendingRow{}
 	for rows.Next() {
 		var i SendListSendingRow
-		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.ID, &i.ScheduledSendID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

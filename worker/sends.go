@@ -13,7 +13,10 @@ import (
 // send's record is written before the provider is called and settled by
 // its answer; a record still `sending` long after its request (the api
 // process died waiting) is settled in doubt, as sent, never sent again.
-// Its age bound is SEND_CLAIM_TIMEOUT, well past PROVIDER_TIMEOUT.
+// Its age bound is SEND_CLAIM_TIMEOUT, well past PROVIDER_TIMEOUT. A
+// sequence step's record is its scheduled send's next claim's while that
+// row is open; the sweep settles one whose row has finished (and marks the
+// row sent), so no record stays `sending`.
 const sendingSweepEvery = time.Minute
 
 func sendingSweepPeriodic() Periodic {

@@ -60,16 +60,16 @@ func (r *run) connect(ctx context.Context) (*pgx.Conn, error) {
 // told.
 func (r *run) gather(ctx context.Context, db *pgx.Conn, w *workload, side []Result) (*Facts, error) {
 	f := &Facts{Seed: *seed, Now: time.Now(), RatePerSecond: ratePerSecond, CapPerDay: capPerDay, Window: r.window,
-		Grace: grace, Requests: r.fake.snapshot(), Side: side,
+		Grace: grace, Requests: r.fake.snapshot(), Side: side, Kills: r.killsSoFar(),
 		Steps: map[string][]string{"drip": {"s1", "s2", "s3"}, "trial": {"w1", "w2"}}}
-	rows, err := db.Query(ctx, `SELECT id, contact_id, to_address, in_doubt, sending, coalesce(broadcast_id, ''), coalesce(scheduled_send_id, '')
-		FROM sends WHERE tenant_id = $1`, org)
+	rows, err := db.Query(ctx, `SELECT id, contact_id, to_address, in_doubt, sending, coalesce(broadcast_id, ''), coalesce(scheduled_send_id, ''),
+		sent_at FROM sends WHERE tenant_id = $1`, org)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var x Record
-		if err := rows.Scan(&x.ID, &x.ContactID, &x.To, &x.InDoubt, &x.Sending, &x.BroadcastID, &x.ScheduledSendID); err != nil {
+		if err := rows.Scan(&x.ID, &x.ContactID, &x.To, &x.InDoubt, &x.Sending, &x.BroadcastID, &x.ScheduledSendID, &x.SentAt); err != nil {
 			return nil, err
 		}
 		f.Records = append(f.Records, x)

@@ -144,7 +144,9 @@ type run struct {
 	hooks                   *receiver
 	apis                    []string // base URLs
 	faults                  map[string]int
-	clusterNodes            []*exec.Cmd
+	// kills are the SIGKILLs sent, in order: the oracle's evidence.
+	kills        []Kill
+	clusterNodes []*exec.Cmd
 	// contactIDs maps each contact's email to its id.
 	contactIDs map[string]string
 	window     *WindowFact
@@ -439,6 +441,7 @@ func (r *run) kill(ctx context.Context, name string, hold time.Duration) {
 	p := r.procs[name]
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
+		r.kills = append(r.kills, Kill{Process: name, At: time.Now()})
 	}
 	if hold > 0 {
 		p.down = true
@@ -453,6 +456,12 @@ func (r *run) kill(ctx context.Context, name string, hold time.Duration) {
 	if err := r.start(name); err != nil {
 		fmt.Fprintln(os.Stderr, "restart", name, err)
 	}
+}
+
+func (r *run) killsSoFar() []Kill {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Kill(nil), r.kills...)
 }
 
 // inject runs the faults, one every 2-3 s, in a seeded order, until the

@@ -228,15 +228,42 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 		group := pending[:slots]
 		pending = pending[slots:]
 		// The group's records name the provider first in line now; a
-		// failover names the next on its record before handing it on.
+		// failover names the next on its record before handing it on. A
+		// record's time is its group's turn to leave, not when it was
+		// rendered: the rate wait lies between them.
 		plan := pool.Plan(stream)
 		first := plan[0].Name()
+		at := s.now()
 		for _, i := range group {
 			preps[i].rec.Provider = &first
+			preps[i].rec.SentAt = at
 		}
 		// The records are not yet the write: a request's audit entry goes
-		// with the settling transaction (settleMany).
-		unsent, err := s.insertMany(store.WithoutAudit(ctx), preps, group, hooks.Recorded)
+		// with the settling transaction (settleMany). The insert runs
+		// without the attempt's deadline: a deadline striking during its
+		// COMMIT would leave records committed that this code took for
+		// unwritten, never sent and never settled (the ledger sweep then
+		// put them in doubt with no request: fault run seed 15).
+		ictx, icancel := context.WithTimeout(context.WithoutCancel(store.WithoutAudit(ctx)), settleTimeout)
+		unsent, err := s.insertMany(ictx, preps, group, hooks.Recorded)
+		icancel()
+		if err == nil && ctx.Err() != nil {
+			// The attempt ended while its records were written: nothing
+			// has been written to the provider, so they go as a definite
+			// failure (deleted, the steps tried again), below.
+			for _, i := range group {
+				if _, ok := unsent[i]; ok {
+					<-sem
+					res[i].Err = unsent[i]
+					continue
+				}
+				idx = append(idx, i)
+				answers[i] = answer{err: &provider.Error{Provider: s.Provider.Name(), Transient: true, Err: ctx.Err()}}
+				<-sem
+			}
+			fail(pending, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: ctx.Err()}))
+			break
+		}
 		if err != nil {
 			for range group {
 				<-sem
@@ -244,6 +271,10 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 			fail(group, fmt.Errorf("%w: %w", ErrNotRecorded, err))
 			continue
 		}
+		// Nothing but starting the calls lies between the records' commit
+		// and the provider: a worker killed here leaves records in doubt
+		// whose requests were never written, the one window the ledger
+		// cannot close (the record must come first; docs/decisions.md).
 		for _, i := range group {
 			if err, ok := unsent[i]; ok {
 				// Over the frequency cap, a record there already, or

@@ -17,6 +17,7 @@ import (
 	"tidings/internal/domains"
 	"tidings/internal/events"
 	"tidings/internal/ids"
+	"tidings/internal/metrics"
 	"tidings/internal/provider"
 	"tidings/internal/render"
 	"tidings/internal/sendrate"
@@ -431,6 +432,8 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	if err := s.Rate.Wait(ctx, prio); err != nil {
 		return Result{}, providerError(&provider.Error{Provider: first, Transient: true, Err: err})
 	}
+	p.rec.SentAt = s.now() // its turn to leave, after the rate wait
+	rec.SentAt = p.rec.SentAt
 	// The record is not yet the write: the request's audit entry waits for
 	// the provider's acceptance and goes with the settling transaction.
 	if err := s.recordFirst(store.WithoutAudit(ctx), p, o.onRecord); err != nil {
@@ -592,7 +595,7 @@ func (s *Sender) recordFirst(ctx context.Context, p prepared, then func(context.
 	rec := p.rec
 	if then == nil && !p.capOn {
 		_, err := s.DB.SendInsert(ctx, rec)
-		return err
+		return withdrawn(rec, err)
 	}
 	return s.DB.InTx(ctx, func(q *store.Tx) error {
 		if p.capOn {
@@ -605,13 +608,23 @@ func (s *Sender) recordFirst(ctx context.Context, p prepared, then func(context.
 			}
 		}
 		if _, err := q.SendInsert(ctx, rec); err != nil {
-			return err
+			return withdrawn(rec, err)
 		}
 		if then == nil {
 			return nil
 		}
 		return then(ctx, q, rec.ID)
 	})
+}
+
+// withdrawn says what SendInsert's no row means: a step whose scheduled
+// send is no longer claimed (cancelled before its record) gets none, and
+// its message does not leave (ErrWithdrawn).
+func withdrawn(rec queries.SendInsertParams, err error) error {
+	if rec.ScheduledSendID != nil && store.IsNoRows(err) {
+		return ErrWithdrawn
+	}
+	return err
 }
 
 // settle ends the record's `sending` (accepted, or in doubt) with its
@@ -641,16 +654,27 @@ func (s *Sender) SettleInDoubt(ctx context.Context, tenantID, sendID string, the
 	return err
 }
 
-// SweepSending settles in doubt the transactional records still `sending`
-// that were written before before (their process died waiting for the
-// provider's answer); it returns how many it settled.
+// SweepSending settles in doubt the records still `sending` that were
+// written before before (their process died waiting for the provider's
+// answer); it returns how many it settled. A sequence step's record is
+// its scheduled send's next claim's to settle while the row is open; one
+// whose row is finished (it can no longer be claimed) is settled here, and
+// the row marked sent with it: the record says the message may have left,
+// and in doubt counts as sent (ADDENDUM 12), so no record stays `sending`
+// and no row contradicts its record.
 func (s *Sender) SweepSending(ctx context.Context, before time.Time) (int, error) {
 	rows, err := s.DB.SendListSending(ctx, queries.SendListSendingParams{Before: before, Lim: sweepSendingPage})
 	if err != nil {
 		return 0, err
 	}
 	for i, r := range rows {
-		if err := s.SettleInDoubt(ctx, r.TenantID, r.ID, nil); err != nil {
+		var then func(context.Context, *store.Tx, string) error
+		if r.ScheduledSendID != nil {
+			then = func(ctx context.Context, q *store.Tx, sendID string) error {
+				return markStepSent(ctx, q, r.TenantID, *r.ScheduledSendID, sendID)
+			}
+		}
+		if err := s.SettleInDoubt(ctx, r.TenantID, r.ID, then); err != nil {
 			return i, err
 		}
 		s.Log.Warn("send settled in doubt: its process stopped before the provider answered",
@@ -660,6 +684,24 @@ func (s *Sender) SweepSending(ctx context.Context, before time.Time) (int, error
 }
 
 const sweepSendingPage = 1000
+
+// markStepSent marks a finished scheduled send sent with its record (the
+// sweep's mark: its enrolment ended or the step was given up, so nothing
+// moves on), and takes back a cancellation the metrics counted.
+func markStepSent(ctx context.Context, q *store.Tx, tenantID, scheduledSendID, sendID string) error {
+	was, err := q.ScheduledSendMarkSent(ctx, queries.ScheduledSendMarkSentParams{TenantID: tenantID,
+		ID: scheduledSendID, SendID: &sendID})
+	if err != nil || len(was) == 0 || was[0].WasStatus != "cancelled" || was[0].WasFinishedAt == nil {
+		return err
+	}
+	row, err := q.ScheduledSendGetByID(ctx, queries.ScheduledSendGetByIDParams{TenantID: tenantID, ID: scheduledSendID})
+	if err != nil {
+		return err
+	}
+	un := metrics.Cancelled(tenantID, row.SequenceID, row.TemplateID, *was[0].WasFinishedAt)
+	un.Cancelled = -1
+	return metrics.Count(ctx, q, un)
+}
 
 // Answer is what POST /api/send answers for a send already recorded (the
 // repeat of a request that died after recording it): the result when the
