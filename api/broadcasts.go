@@ -165,7 +165,7 @@ type broadcastReq struct {
 // experimentReq is an A/B test as sent; the domain judges it.
 type experimentReq struct {
 	Variants     []variantReq `json:"variants" required:"true" min:"2" max:"5"`
-	TestFraction *float64     `json:"testFraction" min:"0.05" max:"0.5"`
+	TestFraction *float64     `json:"testFraction" doc:"0.05 to 0.5 (default 0.2)."`
 	Metric       *string      `json:"metric" required:"true" enum:"opened,clicked"`
 	WaitFor      *string      `json:"waitFor" required:"true" doc:"A duration from 10s to 72h, e.g. 4h."`
 	AutoWinner   *bool        `json:"autoWinner"`
@@ -361,7 +361,7 @@ func (s *Server) broadcastRecipients(c *fiber.Ctx) error {
 }
 
 type broadcastWinnerReq struct {
-	VariantID string `json:"variantId"`
+	VariantID string `json:"variantId" required:"true" pattern:"^var_"`
 }
 
 func (r broadcastWinnerReq) validate() (string, error) {

@@ -217,7 +217,7 @@ var operations = map[string]op{
 	"POST /api/domains":                {id: "createDomain", summary: "Add a sending domain", req: domainCreateReq{}, res: domainJSON{}, status: http.StatusCreated},
 	"GET /api/domains":                 {id: "listDomains", summary: "List sending domains", res: listJSON[domainJSON]{}},
 	"GET /api/domains/:domain":         {id: "getDomain", summary: "A sending domain with its DNS records", res: domainJSON{}},
-	"PATCH /api/domains/:domain":       {id: "updateDomain", summary: "Enable or disable sending from a domain, or set its warm-up", req: domainUpdateReq{}, res: domainJSON{}},
+	"PATCH /api/domains/:domain":       {id: "updateDomain", summary: "Enable or disable sending from a domain, or set its warm-up", req: domainUpdateReq{}, reqName: "DomainUpdateRequest", atLeastOne: true, res: domainJSON{}},
 	"DELETE /api/domains/:domain":      {id: "deleteDomain", summary: "Remove a sending domain", status: http.StatusNoContent},
 	"POST /api/domains/:domain/verify": {id: "verifyDomain", summary: "Check a domain's DNS records now", res: domainCheckedJSON{}},
 

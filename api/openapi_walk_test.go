@@ -142,6 +142,7 @@ func walkExamples(t *testing.T, b *bundle, rec *exampleRecorder) {
 	ok("PATCH", "/api/segments/"+seg, key, map[string]any{"description": "Paying contacts"})
 	ok("POST", "/api/segments/"+seg+"/compute", key, nil)
 	ok("GET", "/api/segments/"+seg+"/members", key, nil)
+	ok("GET", "/api/segments/"+seg+"/explain?contactId="+ann, key, nil)
 	ok("GET", "/api/contacts/"+ann+"/segments", key, nil)
 
 	cmp := str(ok("POST", "/api/campaigns", key, map[string]any{"name": "Spring launch", "description": "Onboarding and the launch mail",
@@ -163,6 +164,15 @@ func walkExamples(t *testing.T, b *bundle, rec *exampleRecorder) {
 	ok("POST", "/api/broadcasts/"+brd+"/resume", key, nil)
 	ok("POST", "/api/broadcasts/"+brd+"/cancel", key, nil)
 	ok("GET", "/api/broadcasts/"+brd+"/recipients", key, nil)
+	ab := str(ok("POST", "/api/broadcasts", key, map[string]any{"name": "Subject test", "templateId": "welcome", "segmentId": seg,
+		"experiment": map[string]any{"variants": []any{map[string]any{"name": "Short", "subject": "News"},
+			map[string]any{"name": "Long", "subject": "What is new this April"}}, "metric": "opened", "waitFor": "4h"}}), "broadcastId")
+	ok("POST", "/api/broadcasts/"+ab+"/send", key, map[string]any{})
+	if err := b.svc.Broadcasts.Start(t.Context(), "org_examples", ab); err != nil {
+		t.Fatal(err)
+	}
+	abv := ok("GET", "/api/broadcasts/"+ab, key, nil).body["experiment"].(map[string]any)["variants"].([]any)[0].(map[string]any)
+	ok("POST", "/api/broadcasts/"+ab+"/winner", key, map[string]any{"variantId": abv["variantId"]})
 	draft := str(ok("POST", "/api/broadcasts", key, map[string]any{"name": "Draft", "templateId": "welcome", "segmentId": seg}), "broadcastId")
 	ok("DELETE", "/api/broadcasts/"+draft, key, nil)
 

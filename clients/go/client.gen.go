@@ -72,6 +72,24 @@ func (e CampaignUpdateRequestStatus) Valid() bool {
 	}
 }
 
+// Defines values for ExperimentRequestMetric.
+const (
+	Clicked ExperimentRequestMetric = "clicked"
+	Opened  ExperimentRequestMetric = "opened"
+)
+
+// Valid indicates whether the value is a known member of the ExperimentRequestMetric enum.
+func (e ExperimentRequestMetric) Valid() bool {
+	switch e {
+	case Clicked:
+		return true
+	case Opened:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FrequencyCapPeriod.
 const (
 	Day  FrequencyCapPeriod = "day"
@@ -582,15 +600,16 @@ type BatchRequest struct {
 
 // Broadcast defines model for Broadcast.
 type Broadcast struct {
-	BroadcastId      string     `json:"broadcastId"`
-	CampaignId       *string    `json:"campaignId"`
-	CompletedAt      *time.Time `json:"completedAt"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	From             *string    `json:"from"`
-	LastScheduledFor *string    `json:"lastScheduledFor"`
-	LocalTime        bool       `json:"localTime"`
-	Name             string     `json:"name"`
-	SegmentId        string     `json:"segmentId"`
+	BroadcastId      string      `json:"broadcastId"`
+	CampaignId       *string     `json:"campaignId"`
+	CompletedAt      *time.Time  `json:"completedAt"`
+	CreatedAt        time.Time   `json:"createdAt"`
+	Experiment       *Experiment `json:"experiment"`
+	From             *string     `json:"from"`
+	LastScheduledFor *string     `json:"lastScheduledFor"`
+	LocalTime        bool        `json:"localTime"`
+	Name             string      `json:"name"`
+	SegmentId        string      `json:"segmentId"`
 
 	// SendAt With localTime, a wall-clock time without an offset; else a date-time.
 	SendAt     *string        `json:"sendAt"`
@@ -605,6 +624,9 @@ type Broadcast struct {
 // BroadcastCreateRequest defines model for BroadcastCreateRequest.
 type BroadcastCreateRequest struct {
 	CampaignId *string `json:"campaignId,omitempty"`
+
+	// Experiment An A/B test: 2-5 variants (each a template and/or a subject), testFraction 0.05-0.5 (default 0.2), metric opened or clicked, waitFor 10s-72h, autoWinner (default true); null makes the broadcast plain.
+	Experiment *ExperimentRequest `json:"experiment,omitempty"`
 
 	// From addr@domain or Name <addr@domain>.
 	From      *string `json:"from,omitempty"`
@@ -650,6 +672,9 @@ type BroadcastStats struct {
 type BroadcastUpdateRequest struct {
 	CampaignId *string `json:"campaignId,omitempty"`
 
+	// Experiment An A/B test: 2-5 variants (each a template and/or a subject), testFraction 0.05-0.5 (default 0.2), metric opened or clicked, waitFor 10s-72h, autoWinner (default true); null makes the broadcast plain.
+	Experiment *ExperimentRequest `json:"experiment,omitempty"`
+
 	// From addr@domain or Name <addr@domain>.
 	From      *string `json:"from,omitempty"`
 	LocalTime *bool   `json:"localTime,omitempty"`
@@ -660,6 +685,11 @@ type BroadcastUpdateRequest struct {
 	SendAt     *string `json:"sendAt,omitempty"`
 	TemplateId *string `json:"templateId,omitempty"`
 	Topic      *string `json:"topic,omitempty"`
+}
+
+// BroadcastWinnerRequest defines model for BroadcastWinnerRequest.
+type BroadcastWinnerRequest struct {
+	VariantId string `json:"variantId"`
 }
 
 // Campaign defines model for Campaign.
@@ -906,6 +936,7 @@ type Domain struct {
 	SendingEnabled bool         `json:"sendingEnabled"`
 	Status         string       `json:"status"`
 	VerifiedAt     *time.Time   `json:"verifiedAt"`
+	Warmup         Warmup       `json:"warmup"`
 }
 
 // DomainChecked defines model for DomainChecked.
@@ -920,6 +951,7 @@ type DomainChecked struct {
 	SendingEnabled bool         `json:"sendingEnabled"`
 	Status         string       `json:"status"`
 	VerifiedAt     *time.Time   `json:"verifiedAt"`
+	Warmup         Warmup       `json:"warmup"`
 }
 
 // DomainCreateRequest defines model for DomainCreateRequest.
@@ -936,7 +968,10 @@ type DomainList struct {
 
 // DomainUpdateRequest defines model for DomainUpdateRequest.
 type DomainUpdateRequest struct {
-	SendingEnabled bool `json:"sendingEnabled"`
+	SendingEnabled *bool `json:"sendingEnabled,omitempty"`
+
+	// Warmup Warm-up: {enabled?: boolean, schedule?: [daily limits] (non-empty, non-decreasing positive integers; null restores the default)}.
+	Warmup interface{} `json:"warmup,omitempty"`
 }
 
 // DryRun defines model for DryRun.
@@ -1100,6 +1135,42 @@ type EventRequest struct {
 	UpdateContact *bool `json:"updateContact,omitempty"`
 }
 
+// Experiment defines model for Experiment.
+type Experiment struct {
+	AutoWinner   bool      `json:"autoWinner"`
+	Metric       string    `json:"metric"`
+	TestFraction float32   `json:"testFraction"`
+	Variants     []Variant `json:"variants"`
+	WaitFor      string    `json:"waitFor"`
+	Winner       *Winner   `json:"winner"`
+}
+
+// ExperimentRequest defines model for ExperimentRequest.
+type ExperimentRequest struct {
+	AutoWinner *bool                   `json:"autoWinner,omitempty"`
+	Metric     ExperimentRequestMetric `json:"metric"`
+
+	// TestFraction 0.05 to 0.5 (default 0.2).
+	TestFraction *float32         `json:"testFraction,omitempty"`
+	Variants     []VariantRequest `json:"variants"`
+
+	// WaitFor A duration from 10s to 72h, e.g. 4h.
+	WaitFor string `json:"waitFor"`
+}
+
+// ExperimentRequestMetric defines model for ExperimentRequest.Metric.
+type ExperimentRequestMetric string
+
+// Explain defines model for Explain.
+type Explain struct {
+	ContactId      string                 `json:"contactId"`
+	EvaluatedAt    time.Time              `json:"evaluatedAt"`
+	IsMember       bool                   `json:"isMember"`
+	Rules          map[string]interface{} `json:"rules"`
+	SegmentId      string                 `json:"segmentId"`
+	StoredIsMember bool                   `json:"storedIsMember"`
+}
+
 // FrequencyCap defines model for FrequencyCap.
 type FrequencyCap struct {
 	Max    int                `json:"max"`
@@ -1119,15 +1190,33 @@ type Import struct {
 	CompletedAt *time.Time `json:"completedAt"`
 	Created     int        `json:"created"`
 
-	// Errors The first 100 failed rows, each {line, message}; line counts the file's physical lines from 1.
-	Errors    interface{} `json:"errors"`
-	Failed    int         `json:"failed"`
-	ImportId  string      `json:"importId"`
-	Processed int         `json:"processed"`
-	StartedAt time.Time   `json:"startedAt"`
-	Status    string      `json:"status"`
-	Total     int         `json:"total"`
-	Updated   int         `json:"updated"`
+	// Duplicates Rows whose email an earlier row of the file had: applied after it (as a second PUT), and listed in warnings.
+	Duplicates int `json:"duplicates"`
+
+	// Errors The first 100 failed rows, each {line, code, message}; line counts the file's physical lines from 1. Every failed row: GET /api/contacts/import/{id}/errors.
+	Errors   interface{} `json:"errors"`
+	Failed   int         `json:"failed"`
+	ImportId string      `json:"importId"`
+
+	// PlanLimit Set when the plan's contact limit refused rows: the plan, its limit, how many rows it refused, and a sentence naming the setting (PLAN_FREE_CONTACTS).
+	PlanLimit *ImportPlanLimit `json:"planLimit"`
+	Processed int              `json:"processed"`
+	StartedAt time.Time        `json:"startedAt"`
+	Status    string           `json:"status"`
+	Total     int              `json:"total"`
+	Updated   int              `json:"updated"`
+
+	// Warnings The first 100 duplicate rows, each {line, code: DUPLICATE_ROW, message naming the earlier line}.
+	Warnings interface{} `json:"warnings"`
+}
+
+// ImportPlanLimit defines model for ImportPlanLimit.
+type ImportPlanLimit struct {
+	Limit       int    `json:"limit"`
+	Message     string `json:"message"`
+	NotImported int    `json:"notImported"`
+	Plan        string `json:"plan"`
+	Setting     string `json:"setting"`
 }
 
 // ImportStarted defines model for ImportStarted.
@@ -1250,6 +1339,17 @@ type PropertyValue_3_Item struct {
 	union json.RawMessage
 }
 
+// ProviderState defines model for ProviderState.
+type ProviderState struct {
+	Name string `json:"name"`
+
+	// State ok, open or half_open
+	State string `json:"state"`
+
+	// Stream transactional or marketing
+	Stream string `json:"stream"`
+}
+
 // Queued defines model for Queued.
 type Queued struct {
 	Queued bool `json:"queued"`
@@ -1273,10 +1373,12 @@ type Ready struct {
 type Recipient struct {
 	ContactId    string    `json:"contactId"`
 	Email        string    `json:"email"`
+	HeldBy       *string   `json:"heldBy"`
 	ScheduledFor time.Time `json:"scheduledFor"`
 	SendId       *string   `json:"sendId"`
 	SkipReason   *string   `json:"skipReason"`
 	Status       string    `json:"status"`
+	VariantId    *string   `json:"variantId"`
 }
 
 // RecipientList defines model for RecipientList.
@@ -1291,6 +1393,7 @@ type Scheduled struct {
 	CancelReason    *string   `json:"cancelReason,omitempty"`
 	ContactId       string    `json:"contactId"`
 	CreatedAt       time.Time `json:"createdAt"`
+	HeldBy          *string   `json:"heldBy"`
 	LastError       *string   `json:"lastError,omitempty"`
 	ScheduledFor    time.Time `json:"scheduledFor"`
 	ScheduledSendId string    `json:"scheduledSendId"`
@@ -1336,6 +1439,7 @@ type Segment struct {
 	Description    *string    `json:"description"`
 	Enabled        bool       `json:"enabled"`
 	LastComputedAt *time.Time `json:"lastComputedAt"`
+	Live           bool       `json:"live"`
 	MemberCount    int        `json:"memberCount"`
 	Name           string     `json:"name"`
 
@@ -1350,6 +1454,7 @@ type Segment struct {
 type SegmentCreateRequest struct {
 	Description *string `json:"description,omitempty"`
 	Enabled     *bool   `json:"enabled,omitempty"`
+	Live        *bool   `json:"live,omitempty"`
 	Name        string  `json:"name"`
 
 	// Rules The rule tree: {operator: and|or|not, conditions: [...]}, each condition a leaf {type: property|derived, field, operator, value} or {type: segment, segmentId, operator: memberOf|notMemberOf}, or another node.
@@ -1366,6 +1471,7 @@ type SegmentList struct {
 type SegmentUpdateRequest struct {
 	Description *string `json:"description,omitempty"`
 	Enabled     *bool   `json:"enabled,omitempty"`
+	Live        *bool   `json:"live,omitempty"`
 	Name        *string `json:"name,omitempty"`
 
 	// Rules The rule tree: {operator: and|or|not, conditions: [...]}, each condition a leaf {type: property|derived, field, operator, value} or {type: segment, segmentId, operator: memberOf|notMemberOf}, or another node.
@@ -1578,29 +1684,30 @@ type TemplateVersionItems struct {
 
 // Tenant defines model for Tenant.
 type Tenant struct {
-	BillingCustomerId      *string         `json:"billingCustomerId"`
-	BillingStatus          string          `json:"billingStatus"`
-	BillingSubscriptionId  *string         `json:"billingSubscriptionId"`
-	ContactCount           int             `json:"contactCount"`
-	CreatedAt              time.Time       `json:"createdAt"`
-	DefaultFromAddress     *string         `json:"defaultFromAddress,omitempty"`
-	Deliverability         *Deliverability `json:"deliverability,omitempty"`
-	EventRetentionDays     int             `json:"eventRetentionDays"`
-	FrequencyCap           *FrequencyCap   `json:"frequencyCap"`
-	IdentityProviderOrgId  string          `json:"identityProviderOrgId"`
-	MonthlySendCount       int             `json:"monthlySendCount"`
-	MonthlySendCountPeriod string          `json:"monthlySendCountPeriod"`
-	Name                   string          `json:"name"`
-	PausedAt               *time.Time      `json:"pausedAt"`
-	PausedReason           *string         `json:"pausedReason"`
-	Plan                   string          `json:"plan"`
-	PlanPeriodEnd          *string         `json:"planPeriodEnd"`
-	PreferredRegion        *string         `json:"preferredRegion,omitempty"`
-	SandboxWhitelist       []string        `json:"sandboxWhitelist"`
-	SendingStatus          string          `json:"sendingStatus"`
-	TenantId               string          `json:"tenantId"`
-	Timezone               string          `json:"timezone"`
-	UpdatedAt              time.Time       `json:"updatedAt"`
+	BillingCustomerId      *string          `json:"billingCustomerId"`
+	BillingStatus          string           `json:"billingStatus"`
+	BillingSubscriptionId  *string          `json:"billingSubscriptionId"`
+	ContactCount           int              `json:"contactCount"`
+	CreatedAt              time.Time        `json:"createdAt"`
+	DefaultFromAddress     *string          `json:"defaultFromAddress,omitempty"`
+	Deliverability         *Deliverability  `json:"deliverability,omitempty"`
+	EventRetentionDays     int              `json:"eventRetentionDays"`
+	FrequencyCap           *FrequencyCap    `json:"frequencyCap"`
+	IdentityProviderOrgId  string           `json:"identityProviderOrgId"`
+	MonthlySendCount       int              `json:"monthlySendCount"`
+	MonthlySendCountPeriod string           `json:"monthlySendCountPeriod"`
+	Name                   string           `json:"name"`
+	PausedAt               *time.Time       `json:"pausedAt"`
+	PausedReason           *string          `json:"pausedReason"`
+	Plan                   string           `json:"plan"`
+	PlanPeriodEnd          *string          `json:"planPeriodEnd"`
+	PreferredRegion        *string          `json:"preferredRegion,omitempty"`
+	Providers              *[]ProviderState `json:"providers,omitempty"`
+	SandboxWhitelist       []string         `json:"sandboxWhitelist"`
+	SendingStatus          string           `json:"sendingStatus"`
+	TenantId               string           `json:"tenantId"`
+	Timezone               string           `json:"timezone"`
+	UpdatedAt              time.Time        `json:"updatedAt"`
 }
 
 // TenantCreateRequest defines model for TenantCreateRequest.
@@ -1678,6 +1785,37 @@ type TopicUpdateRequest struct {
 	Name        *string `json:"name,omitempty"`
 }
 
+// Variant defines model for Variant.
+type Variant struct {
+	Clicked    int       `json:"clicked"`
+	Delivered  int       `json:"delivered"`
+	Interval   []float32 `json:"interval"`
+	Name       string    `json:"name"`
+	Opened     int       `json:"opened"`
+	Rate       float32   `json:"rate"`
+	Recipients int       `json:"recipients"`
+	Sent       int       `json:"sent"`
+	Subject    *string   `json:"subject"`
+	TemplateId string    `json:"templateId"`
+	VariantId  string    `json:"variantId"`
+}
+
+// VariantRequest defines model for VariantRequest.
+type VariantRequest struct {
+	Name       string  `json:"name"`
+	Subject    *string `json:"subject,omitempty"`
+	TemplateId *string `json:"templateId,omitempty"`
+}
+
+// Warmup defines model for Warmup.
+type Warmup struct {
+	DailyLimit *int  `json:"dailyLimit"`
+	Day        *int  `json:"day"`
+	Enabled    bool  `json:"enabled"`
+	Schedule   []int `json:"schedule"`
+	SentToday  int   `json:"sentToday"`
+}
+
 // WebhookCreateRequest defines model for WebhookCreateRequest.
 type WebhookCreateRequest struct {
 	Description *string `json:"description,omitempty"`
@@ -1711,6 +1849,13 @@ type WebhookUpdateRequestEvents string
 // WhitelistRequest defines model for WhitelistRequest.
 type WhitelistRequest struct {
 	Email openapi_types.Email `json:"email"`
+}
+
+// Winner defines model for Winner.
+type Winner struct {
+	PickedAt  time.Time `json:"pickedAt"`
+	Reason    string    `json:"reason"`
+	VariantId string    `json:"variantId"`
 }
 
 // IdempotencyKey defines model for IdempotencyKey.
@@ -1821,6 +1966,12 @@ type SendBroadcastParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// PickBroadcastWinnerParams defines parameters for PickBroadcastWinner.
+type PickBroadcastWinnerParams struct {
+	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListCampaignsParams defines parameters for ListCampaigns.
 type ListCampaignsParams struct {
 	// Cursor Continues a list from the nextCursor of the page before.
@@ -1893,6 +2044,12 @@ type UpsertContactParams struct {
 type ImportContactsParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// GetContactImportErrorsParams defines parameters for GetContactImportErrors.
+type GetContactImportErrorsParams struct {
+	// Format csv or ndjson; without it, the Accept header chooses, else csv.
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
 }
 
 // UpdateContactParams defines parameters for UpdateContact.
@@ -2133,6 +2290,12 @@ type UpdateSegmentParams struct {
 type ComputeSegmentParams struct {
 	// IdempotencyKey 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ExplainSegmentParams defines parameters for ExplainSegment.
+type ExplainSegmentParams struct {
+	// ContactId Only items of this contact.
+	ContactId *string `form:"contactId,omitempty" json:"contactId,omitempty"`
 }
 
 // ListSegmentMembersParams defines parameters for ListSegmentMembers.
@@ -2391,6 +2554,12 @@ type UnsubscribeFormdataBody = struct {
 // SendgridEventsJSONBody defines parameters for SendgridEvents.
 type SendgridEventsJSONBody = string
 
+// SesEventsJSONBody defines parameters for SesEvents.
+type SesEventsJSONBody = string
+
+// SesEventsTextBody defines parameters for SesEvents.
+type SesEventsTextBody = string
+
 // CreateApiKeyJSONRequestBody defines body for CreateApiKey for application/json ContentType.
 type CreateApiKeyJSONRequestBody = ApiKeyCreateRequest
 
@@ -2402,6 +2571,9 @@ type UpdateBroadcastJSONRequestBody = BroadcastUpdateRequest
 
 // SendBroadcastJSONRequestBody defines body for SendBroadcast for application/json ContentType.
 type SendBroadcastJSONRequestBody = BroadcastSendRequest
+
+// PickBroadcastWinnerJSONRequestBody defines body for PickBroadcastWinner for application/json ContentType.
+type PickBroadcastWinnerJSONRequestBody = BroadcastWinnerRequest
 
 // CreateCampaignJSONRequestBody defines body for CreateCampaign for application/json ContentType.
 type CreateCampaignJSONRequestBody = CampaignCreateRequest
@@ -2492,6 +2664,12 @@ type UnsubscribeFormdataRequestBody = UnsubscribeFormdataBody
 
 // SendgridEventsJSONRequestBody defines body for SendgridEvents for application/json ContentType.
 type SendgridEventsJSONRequestBody = SendgridEventsJSONBody
+
+// SesEventsJSONRequestBody defines body for SesEvents for application/json ContentType.
+type SesEventsJSONRequestBody = SesEventsJSONBody
+
+// SesEventsTextRequestBody defines body for SesEvents for text/plain ContentType.
+type SesEventsTextRequestBody = SesEventsTextBody
 
 // AsEventPropertyValue0 returns the union data inside the EventPropertyValue as a EventPropertyValue0
 func (t EventPropertyValue) AsEventPropertyValue0() (EventPropertyValue0, error) {
@@ -3135,6 +3313,32 @@ type ClientInterface interface {
 	// Corresponds with POST /api/broadcasts/{id}/send (the `SendBroadcast` operationId).
 	SendBroadcast(ctx context.Context, id string, params *SendBroadcastParams, body SendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PickBroadcastWinnerWithBody Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinnerWithBody(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PickBroadcastWinner Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinner(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCampaigns List campaigns
 	//
 	// List campaigns.
@@ -3353,6 +3557,17 @@ type ClientInterface interface {
 	// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
 	GetContactImport(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetContactImportErrors Every failed row and warning of an import, with the row as read
+	//
+	// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+	GetContactImportErrors(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ContactStats Counts of the tenant's contacts
 	//
 	// Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
@@ -3532,9 +3747,11 @@ type ClientInterface interface {
 	// Corresponds with GET /api/domains/{domain} (the `GetDomain` operationId).
 	GetDomain(ctx context.Context, domain string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateDomainWithBody Enable or disable sending from a domain
+	// UpdateDomainWithBody Enable or disable sending from a domain, or set its warm-up
 	//
 	// Enables or disables sending from the domain (sendingEnabled, required).
+	//
+	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3545,9 +3762,11 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/domains/{domain} (the `UpdateDomain` operationId).
 	UpdateDomainWithBody(ctx context.Context, domain string, params *UpdateDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateDomain Enable or disable sending from a domain
+	// UpdateDomain Enable or disable sending from a domain, or set its warm-up
 	//
 	// Enables or disables sending from the domain (sendingEnabled, required).
+	//
+	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -3875,6 +4094,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/segments/{id}/compute (the `ComputeSegment` operationId).
 	ComputeSegment(ctx context.Context, id string, params *ComputeSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExplainSegment Why a contact is or is not a member: the rules judged on its current data
+	//
+	// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+	ExplainSegment(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSegmentMembers A segment's members as last computed
 	//
@@ -4777,6 +5007,33 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /webhooks/sendgrid (the `SendgridEvents` operationId).
 	SendgridEvents(ctx context.Context, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SesEventsWithBody Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SesEvents Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEvents(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SesEventsWithTextBody Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `text/plain` content type.
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithTextBody(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListApiKeys List API keys
@@ -5165,6 +5422,52 @@ func (c *Client) SendBroadcastWithBody(ctx context.Context, id string, params *S
 // Corresponds with POST /api/broadcasts/{id}/send (the `SendBroadcast` operationId).
 func (c *Client) SendBroadcast(ctx context.Context, id string, params *SendBroadcastParams, body SendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSendBroadcastRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PickBroadcastWinnerWithBody Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *Client) PickBroadcastWinnerWithBody(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPickBroadcastWinnerRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PickBroadcastWinner Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *Client) PickBroadcastWinner(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPickBroadcastWinnerRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5573,6 +5876,27 @@ func (c *Client) GetContactImport(ctx context.Context, id string, reqEditors ...
 	return c.Client.Do(req)
 }
 
+// GetContactImportErrors Every failed row and warning of an import, with the row as read
+//
+// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+func (c *Client) GetContactImportErrors(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetContactImportErrorsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ContactStats Counts of the tenant's contacts
 //
 // Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
@@ -5902,9 +6226,11 @@ func (c *Client) GetDomain(ctx context.Context, domain string, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// UpdateDomainWithBody Enable or disable sending from a domain
+// UpdateDomainWithBody Enable or disable sending from a domain, or set its warm-up
 //
 // Enables or disables sending from the domain (sendingEnabled, required).
+//
+// Send only the fields to change; at least one. A field left out keeps its value.
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -5925,9 +6251,11 @@ func (c *Client) UpdateDomainWithBody(ctx context.Context, domain string, params
 	return c.Client.Do(req)
 }
 
-// UpdateDomain Enable or disable sending from a domain
+// UpdateDomain Enable or disable sending from a domain, or set its warm-up
 //
 // Enables or disables sending from the domain (sendingEnabled, required).
+//
+// Send only the fields to change; at least one. A field left out keeps its value.
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -6536,6 +6864,27 @@ func (c *Client) UpdateSegment(ctx context.Context, id string, params *UpdateSeg
 // Corresponds with POST /api/segments/{id}/compute (the `ComputeSegment` operationId).
 func (c *Client) ComputeSegment(ctx context.Context, id string, params *ComputeSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewComputeSegmentRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExplainSegment Why a contact is or is not a member: the rules judged on its current data
+//
+// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+func (c *Client) ExplainSegment(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExplainSegmentRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8228,6 +8577,63 @@ func (c *Client) SendgridEvents(ctx context.Context, body SendgridEventsJSONRequ
 	return c.Client.Do(req)
 }
 
+// SesEventsWithBody Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *Client) SesEventsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSesEventsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SesEvents Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *Client) SesEvents(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSesEventsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SesEventsWithTextBody Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `text/plain` content type.
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *Client) SesEventsWithTextBody(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSesEventsRequestWithTextBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewListApiKeysRequest constructs an http.Request for the ListApiKeys method
 func NewListApiKeysRequest(server string) (*http.Request, error) {
 	var err error
@@ -9015,6 +9421,68 @@ func NewSendBroadcastRequestWithBody(server string, id string, params *SendBroad
 	return req, nil
 }
 
+// NewPickBroadcastWinnerRequest calls the generic PickBroadcastWinner builder with application/json body
+func NewPickBroadcastWinnerRequest(server string, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPickBroadcastWinnerRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewPickBroadcastWinnerRequestWithBody constructs an http.Request for the PickBroadcastWinner method, with any body, and a specified content type
+func NewPickBroadcastWinnerRequestWithBody(server string, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/broadcasts/%s/winner", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListCampaignsRequest constructs an http.Request for the ListCampaigns method
 func NewListCampaignsRequest(server string, params *ListCampaignsParams) (*http.Request, error) {
 	var err error
@@ -9728,6 +10196,67 @@ func NewGetContactImportRequest(server string, id string) (*http.Request, error)
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetContactImportErrorsRequest constructs an http.Request for the GetContactImportErrors method
+func NewGetContactImportErrorsRequest(server string, id string, params *GetContactImportErrorsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/contacts/import/%s/errors", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -11902,6 +12431,67 @@ func NewComputeSegmentRequest(server string, id string, params *ComputeSegmentPa
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewExplainSegmentRequest constructs an http.Request for the ExplainSegment method
+func NewExplainSegmentRequest(server string, id string, params *ExplainSegmentParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/segments/%s/explain", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ContactId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "contactId", *params.ContactId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -14858,6 +15448,57 @@ func NewSendgridEventsRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewSesEventsRequest calls the generic SesEvents builder with application/json body
+func NewSesEventsRequest(server string, body SesEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSesEventsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSesEventsRequestWithTextBody calls the generic SesEvents builder with text/plain body
+func NewSesEventsRequestWithTextBody(server string, body SesEventsTextRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	if stringer, ok := interface{}(body).(fmt.Stringer); ok {
+		bodyReader = strings.NewReader(stringer.String())
+	} else {
+		bodyReader = strings.NewReader(fmt.Sprint(body))
+	}
+	return NewSesEventsRequestWithBody(server, "text/plain", bodyReader)
+}
+
+// NewSesEventsRequestWithBody constructs an http.Request for the SesEvents method, with any body, and a specified content type
+func NewSesEventsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/ses")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -15138,6 +15779,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/broadcasts/{id}/send (the `SendBroadcast` operationId).
 	SendBroadcastWithResponse(ctx context.Context, id string, params *SendBroadcastParams, body SendBroadcastJSONRequestBody, reqEditors ...RequestEditorFn) (*SendBroadcastResponse, error)
 
+	// PickBroadcastWinnerWithBodyWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinnerWithBodyWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error)
+
+	// PickBroadcastWinnerWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+	//
+	// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+	PickBroadcastWinnerWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error)
+
 	// ListCampaignsWithResponse List campaigns
 	//
 	// List campaigns.
@@ -15374,6 +16041,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/contacts/import/{id} (the `GetContactImport` operationId).
 	GetContactImportWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetContactImportResponse, error)
 
+	// GetContactImportErrorsWithResponse Every failed row and warning of an import, with the row as read
+	//
+	// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+	GetContactImportErrorsWithResponse(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*GetContactImportErrorsResponse, error)
+
 	// ContactStatsWithResponse Counts of the tenant's contacts
 	//
 	// Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
@@ -15575,9 +16255,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/domains/{domain} (the `GetDomain` operationId).
 	GetDomainWithResponse(ctx context.Context, domain string, reqEditors ...RequestEditorFn) (*GetDomainResponse, error)
 
-	// UpdateDomainWithBodyWithResponse Enable or disable sending from a domain
+	// UpdateDomainWithBodyWithResponse Enable or disable sending from a domain, or set its warm-up
 	//
 	// Enables or disables sending from the domain (sendingEnabled, required).
+	//
+	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15588,9 +16270,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/domains/{domain} (the `UpdateDomain` operationId).
 	UpdateDomainWithBodyWithResponse(ctx context.Context, domain string, params *UpdateDomainParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateDomainResponse, error)
 
-	// UpdateDomainWithResponse Enable or disable sending from a domain
+	// UpdateDomainWithResponse Enable or disable sending from a domain, or set its warm-up
 	//
 	// Enables or disables sending from the domain (sendingEnabled, required).
+	//
+	// Send only the fields to change; at least one. A field left out keeps its value.
 	//
 	// An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 	//
@@ -15958,6 +16642,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/segments/{id}/compute (the `ComputeSegment` operationId).
 	ComputeSegmentWithResponse(ctx context.Context, id string, params *ComputeSegmentParams, reqEditors ...RequestEditorFn) (*ComputeSegmentResponse, error)
+
+	// ExplainSegmentWithResponse Why a contact is or is not a member: the rules judged on its current data
+	//
+	// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+	ExplainSegmentWithResponse(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*ExplainSegmentResponse, error)
 
 	// ListSegmentMembersWithResponse A segment's members as last computed
 	//
@@ -16940,6 +17637,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /webhooks/sendgrid (the `SendgridEvents` operationId).
 	SendgridEventsWithResponse(ctx context.Context, body SendgridEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SendgridEventsResponse, error)
+
+	// SesEventsWithBodyWithResponse Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SesEventsResponse, error)
+
+	// SesEventsWithResponse Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithResponse(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error)
+
+	// SesEventsWithTextBodyWithResponse Amazon SES outcomes as SNS notifications
+	//
+	// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+	//
+	// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+	SesEventsWithTextBodyWithResponse(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error)
 }
 
 // ListApiKeysResponse200Headers the declared response headers of an HTTP 200 response for ListApiKeys
@@ -18194,6 +18918,98 @@ func (r SendBroadcastResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SendBroadcastResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PickBroadcastWinnerResponse200Headers the declared response headers of an HTTP 200 response for PickBroadcastWinner
+type PickBroadcastWinnerResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// PickBroadcastWinnerResponse400Headers the declared response headers of an HTTP 400 response for PickBroadcastWinner
+type PickBroadcastWinnerResponse400Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// PickBroadcastWinnerResponse429Headers the declared response headers of an HTTP 429 response for PickBroadcastWinner
+type PickBroadcastWinnerResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PickBroadcastWinnerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Broadcast
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PickBroadcastWinnerResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PickBroadcastWinnerResponse400Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PickBroadcastWinnerResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSON200() *Broadcast {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSON400() *ErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r PickBroadcastWinnerResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PickBroadcastWinnerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PickBroadcastWinnerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PickBroadcastWinnerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PickBroadcastWinnerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19475,6 +20291,76 @@ func (r GetContactImportResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetContactImportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetContactImportErrorsResponse200Headers the declared response headers of an HTTP 200 response for GetContactImportErrors
+type GetContactImportErrorsResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// GetContactImportErrorsResponse429Headers the declared response headers of an HTTP 429 response for GetContactImportErrors
+type GetContactImportErrorsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetContactImportErrorsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetContactImportErrorsResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetContactImportErrorsResponse429Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetContactImportErrorsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetContactImportErrorsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetContactImportErrorsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetContactImportErrorsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetContactImportErrorsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetContactImportErrorsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetContactImportErrorsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -22757,6 +23643,98 @@ func (r ComputeSegmentResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ComputeSegmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ExplainSegmentResponse200Headers the declared response headers of an HTTP 200 response for ExplainSegment
+type ExplainSegmentResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// ExplainSegmentResponse404Headers the declared response headers of an HTTP 404 response for ExplainSegment
+type ExplainSegmentResponse404Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// ExplainSegmentResponse429Headers the declared response headers of an HTTP 429 response for ExplainSegment
+type ExplainSegmentResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ExplainSegmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Explain
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorBody
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ExplainSegmentResponse200Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ExplainSegmentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExplainSegmentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExplainSegmentResponse) GetJSON200() *Explain {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ExplainSegmentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ExplainSegmentResponse) GetJSON404() *ErrorBody {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExplainSegmentResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ExplainSegmentResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ExplainSegmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExplainSegmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExplainSegmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExplainSegmentResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -27645,6 +28623,47 @@ func (r SendgridEventsResponse) ContentType() string {
 	return ""
 }
 
+type SesEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SesEventsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SesEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SesEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SesEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SesEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListApiKeysWithResponse List API keys
 //
 // Every key of the tenant with its keyPrefix and status; never the key itself.
@@ -27987,6 +29006,44 @@ func (c *ClientWithResponses) SendBroadcastWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseSendBroadcastResponse(rsp)
+}
+
+// PickBroadcastWinnerWithBodyWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *ClientWithResponses) PickBroadcastWinnerWithBodyWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error) {
+	rsp, err := c.PickBroadcastWinnerWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePickBroadcastWinnerResponse(rsp)
+}
+
+// PickBroadcastWinnerWithResponse Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+//
+// Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/broadcasts/{id}/winner (the `PickBroadcastWinner` operationId).
+func (c *ClientWithResponses) PickBroadcastWinnerWithResponse(ctx context.Context, id string, params *PickBroadcastWinnerParams, body PickBroadcastWinnerJSONRequestBody, reqEditors ...RequestEditorFn) (*PickBroadcastWinnerResponse, error) {
+	rsp, err := c.PickBroadcastWinner(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePickBroadcastWinnerResponse(rsp)
 }
 
 // ListCampaignsWithResponse List campaigns
@@ -28333,6 +29390,25 @@ func (c *ClientWithResponses) GetContactImportWithResponse(ctx context.Context, 
 	return ParseGetContactImportResponse(rsp)
 }
 
+// GetContactImportErrorsWithResponse Every failed row and warning of an import, with the row as read
+//
+// By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/contacts/import/{id}/errors (the `GetContactImportErrors` operationId).
+func (c *ClientWithResponses) GetContactImportErrorsWithResponse(ctx context.Context, id string, params *GetContactImportErrorsParams, reqEditors ...RequestEditorFn) (*GetContactImportErrorsResponse, error) {
+	rsp, err := c.GetContactImportErrors(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetContactImportErrorsResponse(rsp)
+}
+
 // ContactStatsWithResponse Counts of the tenant's contacts
 //
 // Counts of the tenant's contacts: total, suppressed, added in the last 24 hours and 7 days.
@@ -28624,9 +29700,11 @@ func (c *ClientWithResponses) GetDomainWithResponse(ctx context.Context, domain 
 	return ParseGetDomainResponse(rsp)
 }
 
-// UpdateDomainWithBodyWithResponse Enable or disable sending from a domain
+// UpdateDomainWithBodyWithResponse Enable or disable sending from a domain, or set its warm-up
 //
 // Enables or disables sending from the domain (sendingEnabled, required).
+//
+// Send only the fields to change; at least one. A field left out keeps its value.
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -28643,9 +29721,11 @@ func (c *ClientWithResponses) UpdateDomainWithBodyWithResponse(ctx context.Conte
 	return ParseUpdateDomainResponse(rsp)
 }
 
-// UpdateDomainWithResponse Enable or disable sending from a domain
+// UpdateDomainWithResponse Enable or disable sending from a domain, or set its warm-up
 //
 // Enables or disables sending from the domain (sendingEnabled, required).
+//
+// Send only the fields to change; at least one. A field left out keeps its value.
 //
 // An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
 //
@@ -29186,6 +30266,25 @@ func (c *ClientWithResponses) ComputeSegmentWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseComputeSegmentResponse(rsp)
+}
+
+// ExplainSegmentWithResponse Why a contact is or is not a member: the rules judged on its current data
+//
+// Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/segments/{id}/explain (the `ExplainSegment` operationId).
+func (c *ClientWithResponses) ExplainSegmentWithResponse(ctx context.Context, id string, params *ExplainSegmentParams, reqEditors ...RequestEditorFn) (*ExplainSegmentResponse, error) {
+	rsp, err := c.ExplainSegment(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExplainSegmentResponse(rsp)
 }
 
 // ListSegmentMembersWithResponse A segment's members as last computed
@@ -30638,6 +31737,51 @@ func (c *ClientWithResponses) SendgridEventsWithResponse(ctx context.Context, bo
 	return ParseSendgridEventsResponse(rsp)
 }
 
+// SesEventsWithBodyWithResponse Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *ClientWithResponses) SesEventsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SesEventsResponse, error) {
+	rsp, err := c.SesEventsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSesEventsResponse(rsp)
+}
+
+// SesEventsWithResponse Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *ClientWithResponses) SesEventsWithResponse(ctx context.Context, body SesEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error) {
+	rsp, err := c.SesEvents(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSesEventsResponse(rsp)
+}
+
+// SesEventsWithTextBodyWithResponse Amazon SES outcomes as SNS notifications
+//
+// SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+//
+// Takes a body of the `text/plain` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/ses (the `SesEvents` operationId).
+func (c *ClientWithResponses) SesEventsWithTextBodyWithResponse(ctx context.Context, body SesEventsTextRequestBody, reqEditors ...RequestEditorFn) (*SesEventsResponse, error) {
+	rsp, err := c.SesEventsWithTextBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSesEventsResponse(rsp)
+}
+
 // ParseListApiKeysResponse parses an HTTP response from a ListApiKeysWithResponse call
 func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -31997,6 +33141,107 @@ func ParseSendBroadcastResponse(rsp *http.Response) (*SendBroadcastResponse, err
 		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers SendBroadcastResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePickBroadcastWinnerResponse parses an HTTP response from a PickBroadcastWinnerWithResponse call
+func ParsePickBroadcastWinnerResponse(rsp *http.Response) (*PickBroadcastWinnerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PickBroadcastWinnerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Broadcast
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PickBroadcastWinnerResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PickBroadcastWinnerResponse400Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 429:
+		var headers PickBroadcastWinnerResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -33407,6 +34652,76 @@ func ParseGetContactImportResponse(rsp *http.Response) (*GetContactImportRespons
 		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetContactImportResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetContactImportErrorsResponse parses an HTTP response from a GetContactImportErrorsWithResponse call
+func ParseGetContactImportErrorsResponse(rsp *http.Response) (*GetContactImportErrorsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetContactImportErrorsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetContactImportErrorsResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetContactImportErrorsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -36938,6 +38253,107 @@ func ParseComputeSegmentResponse(rsp *http.Response) (*ComputeSegmentResponse, e
 		response.Headers404 = &headers
 	case rsp.StatusCode == 429:
 		var headers ComputeSegmentResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExplainSegmentResponse parses an HTTP response from a ExplainSegmentWithResponse call
+func ParseExplainSegmentResponse(rsp *http.Response) (*ExplainSegmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExplainSegmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Explain
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ExplainSegmentResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 404:
+		var headers ExplainSegmentResponse404Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ExplainSegmentResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -42122,6 +43538,35 @@ func ParseSendgridEventsResponse(rsp *http.Response) (*SendgridEventsResponse, e
 	}
 
 	response := &SendgridEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSesEventsResponse parses an HTTP response from a SesEventsWithResponse call
+func ParseSesEventsResponse(rsp *http.Response) (*SesEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SesEventsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}

@@ -278,6 +278,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/broadcasts/{id}/winner": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pick an A/B broadcast's winner by hand; the rest of the audience is sent it
+         * @description Pick an A/B broadcast's winner by hand; the rest of the audience is sent it.
+         *
+         *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+         *
+         *     Takes an API key or a dashboard session as `Authorization: Bearer`.
+         */
+        post: operations["pickBroadcastWinner"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/campaigns": {
         parameters: {
             query?: never;
@@ -494,6 +518,30 @@ export interface paths {
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
         get: operations["getContactImport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/contacts/import/{id}/errors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every failed row and warning of an import, with the row as read
+         * @description By line, streamed: CSV (line, severity, code, message, then the import's columns, or row for an NDJSON import) or NDJSON ({line, severity, code, message, fields | row}), chosen by ?format=csv|ndjson, else by Accept, else CSV. severity is error (the row was not imported) or warning (DUPLICATE_ROW: imported after the earlier line with the same email).
+         *
+         *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+         *
+         *     Takes an API key or a dashboard session as `Authorization: Bearer`.
+         */
+        get: operations["getContactImportErrors"];
         put?: never;
         post?: never;
         delete?: never;
@@ -754,8 +802,10 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Enable or disable sending from a domain
+         * Enable or disable sending from a domain, or set its warm-up
          * @description Enables or disables sending from the domain (sendingEnabled, required).
+         *
+         *     Send only the fields to change; at least one. A field left out keeps its value.
          *
          *     An unknown `domain` in this tenant is 404 (another tenant's is unknown too).
          *
@@ -1232,6 +1282,30 @@ export interface paths {
          *     Takes an API key or a dashboard session as `Authorization: Bearer`.
          */
         post: operations["computeSegment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/segments/{id}/explain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Why a contact is or is not a member: the rules judged on its current data
+         * @description Query contactId (required). Each rule node has result; each leaf also actual, the contact's value (null when absent).
+         *
+         *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+         *
+         *     Takes an API key or a dashboard session as `Authorization: Bearer`.
+         */
+        get: operations["explainSegment"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2326,6 +2400,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/ses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Amazon SES outcomes as SNS notifications
+         * @description SNS's HTTPS subscription: notifications in SES's event-publishing format and the subscription's confirmation, signed (versions 1 and 2) with a certificate from an allowed host; unsigned or badly signed is 403.
+         */
+        post: operations["sesEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2405,6 +2499,7 @@ export interface components {
             completedAt: string | null;
             /** Format: date-time */
             createdAt: string;
+            experiment: components["schemas"]["Experiment"] | null;
             from: string | null;
             lastScheduledFor: string | null;
             localTime: boolean;
@@ -2423,6 +2518,8 @@ export interface components {
         };
         BroadcastCreateRequest: {
             campaignId?: string;
+            /** @description An A/B test: 2-5 variants (each a template and/or a subject), testFraction 0.05-0.5 (default 0.2), metric opened or clicked, waitFor 10s-72h, autoWinner (default true); null makes the broadcast plain. */
+            experiment?: components["schemas"]["ExperimentRequest"] | null;
             /** @description addr@domain or Name <addr@domain>. */
             from?: string;
             localTime?: boolean;
@@ -2457,6 +2554,8 @@ export interface components {
         };
         BroadcastUpdateRequest: {
             campaignId?: string;
+            /** @description An A/B test: 2-5 variants (each a template and/or a subject), testFraction 0.05-0.5 (default 0.2), metric opened or clicked, waitFor 10s-72h, autoWinner (default true); null makes the broadcast plain. */
+            experiment?: components["schemas"]["ExperimentRequest"] | null;
             /** @description addr@domain or Name <addr@domain>. */
             from?: string;
             localTime?: boolean;
@@ -2466,6 +2565,9 @@ export interface components {
             sendAt?: string | null;
             templateId?: string;
             topic?: string;
+        };
+        BroadcastWinnerRequest: {
+            variantId: string;
         };
         Campaign: {
             campaignId: string;
@@ -2683,6 +2785,7 @@ export interface components {
             status: string;
             /** Format: date-time */
             verifiedAt: string | null;
+            warmup: components["schemas"]["Warmup"];
         };
         DomainChecked: {
             /** Format: date-time */
@@ -2698,6 +2801,7 @@ export interface components {
             status: string;
             /** Format: date-time */
             verifiedAt: string | null;
+            warmup: components["schemas"]["Warmup"];
         };
         DomainCreateRequest: {
             /** @description A domain name (mail.example.com), not an IP address. */
@@ -2708,7 +2812,9 @@ export interface components {
             nextCursor: string | null;
         };
         DomainUpdateRequest: {
-            sendingEnabled: boolean;
+            sendingEnabled?: boolean;
+            /** @description Warm-up: {enabled?: boolean, schedule?: [daily limits] (non-empty, non-decreasing positive integers; null restores the default)}. */
+            warmup?: unknown;
         };
         DryRun: {
             contactInfo: {
@@ -2841,6 +2947,35 @@ export interface components {
             /** @description Update the contact's derived counters (true when absent). */
             updateContact?: boolean;
         };
+        Experiment: {
+            autoWinner: boolean;
+            metric: string;
+            testFraction: number;
+            variants: components["schemas"]["Variant"][];
+            waitFor: string;
+            winner: components["schemas"]["Winner"] | null;
+        };
+        ExperimentRequest: {
+            autoWinner?: boolean;
+            /** @enum {string} */
+            metric: "opened" | "clicked";
+            /** @description 0.05 to 0.5 (default 0.2). */
+            testFraction?: number;
+            variants: components["schemas"]["VariantRequest"][];
+            /** @description A duration from 10s to 72h, e.g. 4h. */
+            waitFor: string;
+        };
+        Explain: {
+            contactId: string;
+            /** Format: date-time */
+            evaluatedAt: string;
+            isMember: boolean;
+            rules: {
+                [key: string]: unknown;
+            };
+            segmentId: string;
+            storedIsMember: boolean;
+        };
         FrequencyCap: {
             max: number;
             /** @enum {string} */
@@ -2853,16 +2988,29 @@ export interface components {
             /** Format: date-time */
             completedAt: string | null;
             created: number;
-            /** @description The first 100 failed rows, each {line, message}; line counts the file's physical lines from 1. */
+            /** @description Rows whose email an earlier row of the file had: applied after it (as a second PUT), and listed in warnings. */
+            duplicates: number;
+            /** @description The first 100 failed rows, each {line, code, message}; line counts the file's physical lines from 1. Every failed row: GET /api/contacts/import/{id}/errors. */
             errors: unknown;
             failed: number;
             importId: string;
+            /** @description Set when the plan's contact limit refused rows: the plan, its limit, how many rows it refused, and a sentence naming the setting (PLAN_FREE_CONTACTS). */
+            planLimit: components["schemas"]["ImportPlanLimit"] | null;
             processed: number;
             /** Format: date-time */
             startedAt: string;
             status: string;
             total: number;
             updated: number;
+            /** @description The first 100 duplicate rows, each {line, code: DUPLICATE_ROW, message naming the earlier line}. */
+            warnings: unknown;
+        };
+        ImportPlanLimit: {
+            limit: number;
+            message: string;
+            notImported: number;
+            plan: string;
+            setting: string;
         };
         ImportStarted: {
             importId: string;
@@ -2936,6 +3084,13 @@ export interface components {
         };
         /** @description A string (at most 4096 bytes), number, boolean, or an array of up to 100 of those; null removes the property. No nested objects. */
         PropertyValue: string | number | boolean | (string | number | boolean)[] | null;
+        ProviderState: {
+            name: string;
+            /** @description ok, open or half_open */
+            state: string;
+            /** @description transactional or marketing */
+            stream: string;
+        };
         Queued: {
             queued: boolean;
         };
@@ -2952,11 +3107,13 @@ export interface components {
         Recipient: {
             contactId: string;
             email: string;
+            heldBy: string | null;
             /** Format: date-time */
             scheduledFor: string;
             sendId: string | null;
             skipReason: string | null;
             status: string;
+            variantId: string | null;
         };
         RecipientList: {
             items: components["schemas"]["Recipient"][];
@@ -2968,6 +3125,7 @@ export interface components {
             contactId: string;
             /** Format: date-time */
             createdAt: string;
+            heldBy: string | null;
             lastError?: string;
             /** Format: date-time */
             scheduledFor: string;
@@ -3006,6 +3164,7 @@ export interface components {
             enabled: boolean;
             /** Format: date-time */
             lastComputedAt: string | null;
+            live: boolean;
             memberCount: number;
             name: string;
             /** @description Any JSON value. */
@@ -3018,6 +3177,7 @@ export interface components {
         SegmentCreateRequest: {
             description?: string | null;
             enabled?: boolean;
+            live?: boolean;
             name: string;
             /** @description The rule tree: {operator: and|or|not, conditions: [...]}, each condition a leaf {type: property|derived, field, operator, value} or {type: segment, segmentId, operator: memberOf|notMemberOf}, or another node. */
             rules: unknown;
@@ -3029,6 +3189,7 @@ export interface components {
         SegmentUpdateRequest: {
             description?: string | null;
             enabled?: boolean;
+            live?: boolean;
             name?: string;
             /** @description The rule tree: {operator: and|or|not, conditions: [...]}, each condition a leaf {type: property|derived, field, operator, value} or {type: segment, segmentId, operator: memberOf|notMemberOf}, or another node. */
             rules?: unknown;
@@ -3228,6 +3389,7 @@ export interface components {
             plan: string;
             planPeriodEnd: string | null;
             preferredRegion?: string;
+            providers?: components["schemas"]["ProviderState"][];
             sandboxWhitelist: string[];
             sendingStatus: string;
             tenantId: string;
@@ -3299,6 +3461,31 @@ export interface components {
             description?: string;
             name?: string;
         };
+        Variant: {
+            clicked: number;
+            delivered: number;
+            interval: number[];
+            name: string;
+            opened: number;
+            rate: number;
+            recipients: number;
+            sent: number;
+            subject: string | null;
+            templateId: string;
+            variantId: string;
+        };
+        VariantRequest: {
+            name: string;
+            subject?: string;
+            templateId?: string;
+        };
+        Warmup: {
+            dailyLimit: number | null;
+            day: number | null;
+            enabled: boolean;
+            schedule: number[];
+            sentToday: number;
+        };
         WebhookCreateRequest: {
             description?: string;
             enabled?: boolean;
@@ -3324,6 +3511,12 @@ export interface components {
         WhitelistRequest: {
             /** Format: email */
             email: string;
+        };
+        Winner: {
+            /** Format: date-time */
+            pickedAt: string;
+            reason: string;
+            variantId: string;
         };
     };
     responses: {
@@ -3953,6 +4146,52 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    pickBroadcastWinner: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 printable ASCII characters, kept per credential (API key or dashboard user). A repeat with the same key and body within 24 hours answers the first response without doing the work again, with the header Idempotency-Replayed: true; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED; a repeat while the first runs is 409 IDEMPOTENCY_KEY_IN_USE. Failed first attempts are not kept. A batch send names its records under the key as it writes them: a repeat after its first request died answers each message from its record and sends nothing (NOT_SENT for a message that never got one). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The broadcast's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BroadcastWinnerRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Broadcast"];
+                };
+            };
+            /** @description Bad Request: VALIDATION_ERROR. */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["RateLimited"];
+            default: components["responses"]["Error"];
+        };
+    };
     listCampaigns: {
         parameters: {
             query?: {
@@ -4539,6 +4778,37 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["RateLimited"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getContactImportErrors: {
+        parameters: {
+            query?: {
+                /** @description csv or ndjson; without it, the Accept header chooses, else csv. */
+                format?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The contact's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
             429: components["responses"]["RateLimited"];
             default: components["responses"]["Error"];
         };
@@ -6001,6 +6271,48 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Computed"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description Not Found: SEGMENT_NOT_FOUND. */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            default: components["responses"]["Error"];
+        };
+    };
+    explainSegment: {
+        parameters: {
+            query?: {
+                /** @description Only items of this contact. */
+                contactId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The segment's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Explain"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -8292,6 +8604,30 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": string;
+            };
+        };
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    sesEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": string;
+                "text/plain": string;
             };
         };
         responses: {
