@@ -24,8 +24,8 @@ import (
 	"tidings/internal/store"
 	"tidings/internal/telemetry"
 	"tidings/internal/templates"
-	"tidings/internal/throttle"
 	"tidings/internal/tenants"
+	"tidings/internal/throttle"
 	"tidings/internal/tracking"
 	"tidings/queries"
 )
@@ -371,10 +371,10 @@ type sender struct {
 
 // outgoing is one message about to be rendered and handed over.
 type outgoing struct {
-	tenant    queries.Tenant
-	contact   queries.Contact
-	tmpl      queries.Template
-	from      provider.Address
+	tenant  queries.Tenant
+	contact queries.Contact
+	tmpl    queries.Template
+	from    provider.Address
 	// warmup is the from address's domain when it is warming up.
 	warmup    string
 	variables map[string]any
