@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -115,6 +114,6 @@ func throttledDrain(b *testing.B, n int, limits []throttle.Limit) (others, group
 	if gLast > gFirst {
 		group = float64(groupN-burst-1) / (gLast - gFirst)
 	}
-	b.Log(fmt.Sprintf("limits %v: others %d in %.1f s; group %d", limits, otherN, otherLast, groupN))
+	b.Logf("limits %v: others %d in %.1f s; group %d", limits, otherN, otherLast, groupN)
 	return others, group, groupN
 }
