@@ -189,7 +189,9 @@ type Config struct {
 // only then may a tenant leave sandbox (ADDENDUM section 1).
 // With a pool, any real provider in it connects the service.
 func (c *Config) ProviderConnected() bool {
-	for _, name := range c.Providers {
+	// EMAIL_PROVIDER counts too: a Config changed after it was read (tests,
+	// embedders) may name its provider there only.
+	for _, name := range append(slices.Clone(c.Providers), c.EmailProvider) {
 		switch name {
 		case "sendgrid":
 			if c.SendgridAPIKey != "" {
