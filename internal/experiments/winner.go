@@ -79,5 +79,13 @@ func Wilson(successes, n int64) (lo, hi float64) {
 	margin := z95 * math.Sqrt(p*(1-p)/nf+z2/(4*nf*nf))
 	den := 1 + z2/nf
 	lo, hi = (centre-margin)/den, (centre+margin)/den
+	// At p = 0 or 1 the bound on that side is exactly 0 or 1; computed, it
+	// is off by a rounding error (0.9999999999999998).
+	if s == 0 {
+		lo = 0
+	}
+	if s == n {
+		hi = 1
+	}
 	return max(0, lo), min(1, hi)
 }
