@@ -1,9 +1,10 @@
-// Package deploy holds what an operator loads next to the service: the
+// This file holds what an operator loads next to the service: the
 // Grafana dashboard and the Prometheus alert rules (docs/operators-guide.md).
 // Its test checks that every metric series they name, and every label they
 // match on, is one the api's or a worker's /metrics actually serves, so a
 // renamed metric breaks the build instead of an alert that never fires.
-package deploy
+
+package docscheck
 
 import (
 	"encoding/json"
@@ -273,7 +274,7 @@ type query struct{ where, expr string }
 
 func alertQueries(t *testing.T) []query {
 	t.Helper()
-	raw, err := os.ReadFile("prometheus-alerts.yml")
+	raw, err := os.ReadFile("../../deploy/prometheus-alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func alertQueries(t *testing.T) []query {
 
 func dashboardQueries(t *testing.T) []query {
 	t.Helper()
-	raw, err := os.ReadFile("grafana-dashboard.json")
+	raw, err := os.ReadFile("../../deploy/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}

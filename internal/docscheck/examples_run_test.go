@@ -1,9 +1,10 @@
-// Package examples_test runs the steps of examples/README.md as they
+// This file runs the steps of examples/README.md as they
 // stand, in order, against a running service: the api on a port of its
 // own, on a database of the test's own (internal/testenv). A README step
 // that no longer works (a missing prerequisite, a changed route, a file
 // that does not parse) fails make test here.
-package examples_test
+
+package docscheck
 
 import (
 	"bytes"
@@ -26,8 +27,6 @@ import (
 	"tidings/internal/ratelimit"
 	"tidings/internal/testenv"
 )
-
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 // shBlock is a fenced block the README means to be run.
 var shBlock = regexp.MustCompile("(?ms)^```sh\n(.*?)^```")
@@ -70,7 +69,7 @@ func serve(t *testing.T) (baseURL, key string, svc *app.Services) {
 func runStep(t *testing.T, baseURL, key string, i int, script string) []byte {
 	t.Helper()
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = ".."
+	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "TIDINGS_URL="+baseURL, "KEY="+key)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -86,7 +85,7 @@ func TestReadmeStepsRun(t *testing.T) {
 			t.Fatalf("the examples' steps need %s: %v", tool, err)
 		}
 	}
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../examples/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +117,14 @@ func TestReadmeStepsRun(t *testing.T) {
 // (its template there) is refused with a message naming the topic.
 func TestSequenceBeforeItsTopicNamesIt(t *testing.T) {
 	baseURL, key, _ := serve(t)
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../examples/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := shBlock.FindAllStringSubmatch(string(readme), -1)
 	runStep(t, baseURL, key, 0, blocks[0][1]) // where and who
 	runStep(t, baseURL, key, 2, blocks[2][1]) // the template, not the topic
-	yaml, err := os.ReadFile("sequences/onboarding.yaml")
+	yaml, err := os.ReadFile("../../examples/sequences/onboarding.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
