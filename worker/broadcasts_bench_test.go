@@ -41,7 +41,7 @@ func BenchmarkBroadcastDrain(b *testing.B) {
 		defer close(schedDone)
 		ins := asynq.NewInspector(s.opt)
 		defer ins.Close()
-		NewScheduler(s.client, ins, PeriodicTasks(), s.log).Run(sctx)
+		NewScheduler(s.client, ins, nil, PeriodicTasks(), s.log).Run(sctx)
 	}()
 
 	t0 := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)

@@ -39,7 +39,7 @@ func BenchmarkABBroadcastRate(b *testing.B) {
 	go func() {
 		ins := asynq.NewInspector(s.opt)
 		defer ins.Close()
-		NewScheduler(s.client, ins, PeriodicTasks(), s.log).Run(sctx)
+		NewScheduler(s.client, ins, nil, PeriodicTasks(), s.log).Run(sctx)
 	}()
 	x, _ := json.Marshal(broadcasts.Experiment{TestFraction: 0.2, Metric: "opened", WaitFor: "72h", WaitSeconds: 72 * 3600,
 		Variants: []broadcasts.Variant{{ID: "var_a", Name: "A", Subject: ptrTo("Your reset, {{ contact.properties.firstName }}")},

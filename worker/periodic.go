@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"tidings/internal/tasks"
 )
 
 // Periodic is a task enqueued once per period.
@@ -36,22 +41,34 @@ type Periodic struct {
 type Scheduler struct {
 	client *asynq.Client
 	ins    *asynq.Inspector
+	rdb    redis.UniversalClient // repairs asynq's set of queues (tasks.TaskInfo)
 	tasks  []Periodic
 	log    *slog.Logger
 	tick   time.Duration
 	last   map[string]time.Time
 }
 
-// NewScheduler builds a scheduler for tasks.
-func NewScheduler(client *asynq.Client, ins *asynq.Inspector, tasks []Periodic, log *slog.Logger) *Scheduler {
-	return &Scheduler{client: client, ins: ins, tasks: tasks, log: log, tick: time.Second, last: map[string]time.Time{}}
+// NewScheduler builds a scheduler for tasks; rdb (may be nil) is the Redis
+// the tasks live in.
+func NewScheduler(client *asynq.Client, ins *asynq.Inspector, rdb redis.UniversalClient, tasks []Periodic, log *slog.Logger) *Scheduler {
+	return &Scheduler{client: client, ins: ins, rdb: rdb, tasks: tasks, log: log, tick: time.Second, last: map[string]time.Time{}}
 }
 
 // Run enqueues due tasks until ctx is done.
 func (s *Scheduler) Run(ctx context.Context) {
 	t := time.NewTicker(s.tick)
 	defer t.Stop()
+	queues := slices.Sorted(maps.Keys(Queues(AllRoles)))
+	var published time.Time
 	for {
+		// Every role's queue stays listed for asynqmon and the gauges, a
+		// Redis flush notwithstanding (tasks.PublishQueues).
+		if time.Since(published) >= time.Minute {
+			if err := tasks.PublishQueues(ctx, s.rdb, queues); err != nil {
+				s.log.Warn("publishing the queues failed; retrying next minute", "err", err)
+			}
+			published = time.Now()
+		}
 		s.EnqueueDue(ctx, time.Now())
 		select {
 		case <-ctx.Done():
@@ -96,7 +113,7 @@ func (s *Scheduler) enqueue(ctx context.Context, p Periodic, slot time.Time) (bo
 	if !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return err == nil, err
 	}
-	info, err := s.ins.GetTaskInfo(p.Queue, id)
+	info, err := tasks.TaskInfo(ctx, s.ins, s.rdb, p.Queue, id)
 	switch {
 	case errors.Is(err, asynq.ErrTaskNotFound): // its retention ended meanwhile
 	case err != nil:

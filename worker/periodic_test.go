@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func maintenanceSchedulers(t *testing.T, opt asynq.RedisConnOpt, n int) []*Sched
 	for range n {
 		c, ins := asynq.NewClient(opt), asynq.NewInspector(opt)
 		t.Cleanup(func() { _ = c.Close(); _ = ins.Close() })
-		out = append(out, NewScheduler(c, ins, allPeriodic(), slog.New(slog.DiscardHandler)))
+		out = append(out, NewScheduler(c, ins, nil, allPeriodic(), slog.New(slog.DiscardHandler)))
 	}
 	return out
 }
@@ -144,5 +145,54 @@ func TestPeriodicWaitingTaskCoversLaterPeriods(t *testing.T) {
 		if counts[p.Name] != 1 {
 			t.Errorf("%s: %d tasks waiting, want 1", p.Name, counts[p.Name])
 		}
+	}
+}
+
+// A Redis flush (a fault run injects one) empties asynq's set of queues,
+// and a running process's asynq client never adds a queue it already
+// published: the next task it writes exists in a queue the Inspector calls
+// missing. The scheduler must still tell that the period is covered; before
+// tasks.TaskInfo it failed every tick with "asynq: queue not found" until
+// the process restarted, and the sweeps (which re-feed every queue) stopped.
+func TestPeriodicSurvivesARedisFlush(t *testing.T) {
+	t.Parallel()
+	url, rdb := testenv.RedisDB(t)
+	opt, err := config.AsynqRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ins := asynq.NewClient(opt), asynq.NewInspector(opt)
+	t.Cleanup(func() { _ = c.Close(); _ = ins.Close() })
+	s := NewScheduler(c, ins, rdb, allPeriodic(), slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	want := len(allPeriodic())
+	now := time.Now()
+	if n := s.EnqueueDue(ctx, now); n != want {
+		t.Fatalf("first period: %d enqueued, want %d", n, want)
+	}
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The tasks are gone with the flush: the next period writes them again,
+	// into queues missing from asynq's set.
+	if n := s.EnqueueDue(ctx, now.Add(48*time.Hour)); n != want {
+		t.Fatalf("after the flush: %d enqueued, want %d", n, want)
+	}
+	// The period after: each task still waits (nothing ran it), so it
+	// covers the period, which the scheduler can only see through the
+	// Inspector.
+	later := now.Add(96 * time.Hour)
+	s.EnqueueDue(ctx, later)
+	for _, p := range allPeriodic() {
+		if slot := later.Truncate(p.Every); !s.last[p.Name].Equal(slot) {
+			t.Errorf("%s: the period of %s is not covered (last %s): the scheduler cannot read its task", p.Name, slot, s.last[p.Name])
+		}
+	}
+	queues, err := ins.Queues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(queues, "maintenance") {
+		t.Errorf("asynq's queues after the repair: %v, want maintenance among them (asynqmon shows only those)", queues)
 	}
 }

@@ -105,7 +105,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []Role
 		periodic := asynq.NewClient(infra.AsynqOpt)
 		defer periodic.Close()
 		tasks := append(PeriodicTasks(), ArchivePeriodic(cfg.RetentionInterval))
-		goBG(NewScheduler(periodic, infra.Inspector, tasks, log).Run)
+		goBG(NewScheduler(periodic, infra.Inspector, infra.Redis, tasks, log).Run)
 	}
 	if Has(roles, RoleWebhooks) {
 		goBG(func(ctx context.Context) { ListenWebhooks(ctx, svc) })

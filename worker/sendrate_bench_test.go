@@ -50,7 +50,7 @@ func BenchmarkProviderRate(b *testing.B) {
 		defer close(schedDone)
 		ins := asynq.NewInspector(s.opt)
 		defer ins.Close()
-		NewScheduler(s.client, ins, PeriodicTasks(), s.log).Run(sctx)
+		NewScheduler(s.client, ins, nil, PeriodicTasks(), s.log).Run(sctx)
 	}()
 	s.exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status, starts_at)
 		VALUES ($1, 'brd_rate', 'Rate', 'reset', 'seg_all', 'scheduled', now())`, benchTenant)

@@ -215,7 +215,7 @@ func BenchmarkScheduledDrain(b *testing.B) {
 		defer close(schedDone)
 		ins := asynq.NewInspector(s.opt)
 		defer ins.Close()
-		NewScheduler(s.client, ins, PeriodicTasks(), s.log).Run(sctx)
+		NewScheduler(s.client, ins, nil, PeriodicTasks(), s.log).Run(sctx)
 	}()
 
 	t0 := dueAt(n)

@@ -91,7 +91,7 @@ func TestSequenceEndToEndThroughAsynq(t *testing.T) {
 	}
 	// Redis loses every task: the second step's timer is gone.
 	q.rdb.FlushDB(context.Background())
-	sched := NewScheduler(q.client, q.inspector, PeriodicTasks(), log)
+	sched := NewScheduler(q.client, q.inspector, nil, PeriodicTasks(), log)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); sched.Run(sctx) }()

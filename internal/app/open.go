@@ -104,7 +104,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger, role Role) 
 	o.closers = append(o.closers, client.Close)
 	o.Inspector = asynq.NewInspector(o.AsynqOpt)
 	o.closers = append(o.closers, o.Inspector.Close)
-	o.Tasks = tasks.NewClient(client, o.Inspector, log)
+	o.Tasks = tasks.NewClient(client, o.Inspector, log).WithRedis(o.Redis)
 
 	// The provider is checked at start (a sendgrid key, a parsable
 	// SMTP_URL, a writable OUTBOX_DIR).

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // Queues, by the worker role that serves them (ADDENDUM 26): a queue's
@@ -195,6 +196,7 @@ func WebhookTaskID(batchID int64) string { return fmt.Sprintf("webhook:%d", batc
 type Client struct {
 	c   *asynq.Client
 	ins *asynq.Inspector
+	rdb redis.UniversalClient // repairs asynq's set of queues (TaskInfo)
 	log *slog.Logger
 }
 
@@ -202,6 +204,13 @@ type Client struct {
 // id of a task that is dead (archived or completed).
 func NewClient(c *asynq.Client, ins *asynq.Inspector, log *slog.Logger) *Client {
 	return &Client{c: c, ins: ins, log: log}
+}
+
+// WithRedis lets the client put its queues back in asynq's set of queues
+// after a Redis flush (TaskInfo); rdb is the Redis the tasks live in.
+func (c *Client) WithRedis(rdb redis.UniversalClient) *Client {
+	c.rdb = rdb
+	return c
 }
 
 // ScheduledSends sets the timers of scheduled sends: a dispatch task at
@@ -441,7 +450,7 @@ func (c *Client) requeue(ctx context.Context, t task) (bool, error) {
 	if c.ins == nil {
 		return false, nil
 	}
-	info, err := c.ins.GetTaskInfo(t.queue, t.id)
+	info, err := TaskInfo(ctx, c.ins, c.rdb, t.queue, t.id)
 	switch {
 	case errors.Is(err, asynq.ErrTaskNotFound):
 	case err != nil:
