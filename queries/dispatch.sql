@@ -76,10 +76,17 @@ ON CONFLICT DO NOTHING
 RETURNING id;
 
 -- name: SendDeleteMany :exec
+-- (The scheduled sends naming them stop naming them: see SendDelete.)
 -- SendDelete for a batch of refused messages.
-DELETE FROM sends s
-USING (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
-WHERE s.tenant_id = k.tenant_id AND s.id = k.id AND s.sending;
+WITH gone AS (
+    DELETE FROM sends s
+    USING (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
+    WHERE s.tenant_id = k.tenant_id AND s.id = k.id AND s.sending
+    RETURNING s.tenant_id, s.id, s.scheduled_send_id
+)
+UPDATE scheduled_sends ss SET send_id = NULL, updated_at = now()
+FROM gone
+WHERE ss.tenant_id = gone.tenant_id AND ss.id = gone.scheduled_send_id AND ss.send_id = gone.id;
 
 -- name: SendSettleMany :many
 -- The provider answered (accepted: in_doubt false, with its message id) or

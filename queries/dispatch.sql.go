@@ -460,9 +460,15 @@ func (q *Queries) DispatchSchedule(ctx context.Context, batch json.RawMessage) (
 }
 
 const sendDeleteMany = `-- name: SendDeleteMany :exec
-DELETE FROM sends s
-USING (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
-WHERE s.tenant_id = k.tenant_id AND s.id = k.id AND s.sending
+WITH gone AS (
+    DELETE FROM sends s
+    USING (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+    WHERE s.tenant_id = k.tenant_id AND s.id = k.id AND s.sending
+    RETURNING s.tenant_id, s.id, s.scheduled_send_id
+)
+UPDATE scheduled_sends ss SET send_id = NULL, updated_at = now()
+FROM gone
+WHERE ss.tenant_id = gone.tenant_id AND ss.id = gone.scheduled_send_id AND ss.send_id = gone.id
 `
 
 type SendDeleteManyParams struct {
@@ -470,6 +476,7 @@ type SendDeleteManyParams struct {
 	Ids       []string
 }
 
+// (The scheduled sends naming them stop naming them: see SendDelete.)
 // SendDelete for a batch of refused messages.
 func (q *Queries) SendDeleteMany(ctx context.Context, arg SendDeleteManyParams) error {
 	_, err := q.db.Exec(ctx, sendDeleteMany, arg.TenantIds, arg.Ids)

@@ -29,10 +29,22 @@ RETURNING *;
 -- a record naming the provider that may have the message.
 UPDATE sends SET provider = @provider WHERE tenant_id = @tenant_id AND id = @id AND sending;
 
--- name: SendDelete :execrows
+-- name: SendDelete :one
 -- The provider refused the message (or nothing reached it): its record
--- goes, unless it was settled meanwhile.
-DELETE FROM sends WHERE tenant_id = @tenant_id AND id = @id AND sending;
+-- goes, unless it was settled meanwhile. A scheduled send that names it
+-- (SendInsert's gate) stops naming it in the same statement: a row left
+-- naming a deleted record would read as sent at its next claim, though
+-- the message never left (a worker killed between this delete and the
+-- row's finish did exactly that in a fault run).
+WITH gone AS (
+    DELETE FROM sends s WHERE s.tenant_id = @tenant_id AND s.id = @id AND s.sending
+    RETURNING s.tenant_id, s.id, s.scheduled_send_id
+), named AS (
+    UPDATE scheduled_sends ss SET send_id = NULL, updated_at = now()
+    FROM gone
+    WHERE ss.tenant_id = gone.tenant_id AND ss.id = gone.scheduled_send_id AND ss.send_id = gone.id
+)
+SELECT count(*) FROM gone;
 
 -- name: SendListSending :many
 -- The ledger sweep: records still `sending` since before @before belong to

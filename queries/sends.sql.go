@@ -25,8 +25,16 @@ func (q *Queries) SendCountInDoubtSince(ctx context.Context, since time.Time) (i
 	return count, err
 }
 
-const sendDelete = `-- name: SendDelete :execrows
-DELETE FROM sends WHERE tenant_id = $1 AND id = $2 AND sending
+const sendDelete = `-- name: SendDelete :one
+WITH gone AS (
+    DELETE FROM sends s WHERE s.tenant_id = $1 AND s.id = $2 AND s.sending
+    RETURNING s.tenant_id, s.id, s.scheduled_send_id
+), named AS (
+    UPDATE scheduled_sends ss SET send_id = NULL, updated_at = now()
+    FROM gone
+    WHERE ss.tenant_id = gone.tenant_id AND ss.id = gone.scheduled_send_id AND ss.send_id = gone.id
+)
+SELECT count(*) FROM gone
 `
 
 type SendDeleteParams struct {
@@ -35,13 +43,16 @@ type SendDeleteParams struct {
 }
 
 // The provider refused the message (or nothing reached it): its record
-// goes, unless it was settled meanwhile.
+// goes, unless it was settled meanwhile. A scheduled send that names it
+// (SendInsert's gate) stops naming it in the same statement: a row left
+// naming a deleted record would read as sent at its next claim, though
+// the message never left (a worker killed between this delete and the
+// row's finish did exactly that in a fault run).
 func (q *Queries) SendDelete(ctx context.Context, arg SendDeleteParams) (int64, error) {
-	result, err := q.db.Exec(ctx, sendDelete, arg.TenantID, arg.ID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, sendDelete, arg.TenantID, arg.ID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const sendGet = `-- name: SendGet :one

@@ -194,3 +194,57 @@ func TestSweepSettlesAStepRecordOfAFinishedRow(t *testing.T) {
 		t.Errorf("the step is %v", st)
 	}
 }
+
+// A step the provider refused, whose worker dies after the refused record
+// is deleted and before the row's finish, is tried again at its next claim
+// and goes out once. Before the fix the row kept naming the deleted record
+// (send_id, set by the record's gate), so its next claim took it for a
+// message that had left and marked the step sent: never delivered, and
+// reported sent with a record that does not exist (fault run, seed 17).
+func TestARefusedStepIsNotMarkedSentAfterACrash(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	f.sg.FailNext(1, 500, 0)
+	// The worker "dies" once the provider answered: the row's finish (a
+	// change of status) never commits; what the refusal's delete writes
+	// does.
+	f.exec(`CREATE TABLE fault (on_ boolean)`)
+	f.exec(`CREATE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`)
+	f.exec(`CREATE TRIGGER fault BEFORE UPDATE ON scheduled_sends FOR EACH ROW
+		WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION fault()`)
+	arm := func(provider.Message) { f.exec(`INSERT INTO fault VALUES (true)`) }
+	f.onSend.Store(&arm)
+	_, _ = f.svc.Runner.Run(ctx, ledgerTenant, id)
+	f.onSend.Store(nil)
+	f.exec(`DELETE FROM fault`)
+	if n := f.scalar(`SELECT count(*) FROM sends WHERE tenant_id = $1`, ledgerTenant); n != int64(0) {
+		t.Fatalf("%v records after the refusal, want 0 (deleted as refused)", n)
+	}
+
+	// The claim goes stale, the sweep takes it back, and it runs again.
+	f.exec(`UPDATE scheduled_sends SET claimed_at = now() - interval '1 hour', scheduled_for = now() - interval '1 second'
+		WHERE tenant_id = $1 AND status = 'claimed'`, ledgerTenant)
+	if _, err := f.svc.Sweeper.Sweep(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE scheduled_sends SET scheduled_for = now() - interval '1 second' WHERE tenant_id = $1 AND id = $2`, ledgerTenant, id)
+	if _, err := f.svc.Runner.Run(ctx, ledgerTenant, id); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.sg.Count(); n != 1 {
+		t.Errorf("the provider took %d messages, want 1 (the step was marked sent without leaving)", n)
+	}
+	var status, named string
+	var recorded bool
+	if err := f.svc.DB.Pool.QueryRow(ctx, `SELECT status, coalesce(send_id, ''),
+			EXISTS (SELECT 1 FROM sends s WHERE s.tenant_id = ss.tenant_id AND s.id = ss.send_id)
+		FROM scheduled_sends ss WHERE tenant_id = $1 AND id = $2`, ledgerTenant, id).Scan(&status, &named, &recorded); err != nil {
+		t.Fatal(err)
+	}
+	if status != "sent" || !recorded {
+		t.Errorf("the step is %s naming %q (a record: %v)", status, named, recorded)
+	}
+}
