@@ -72,6 +72,12 @@ type option func(*config.Config)
 
 func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
+	return setupOn(t, nil, opts...)
+}
+
+// setupOn is setup on db (nil: a database of the test's own).
+func setupOn(t testing.TB, db *store.DB, opts ...option) *bundle {
+	t.Helper()
 	cfg, err := config.FromLookup(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +89,9 @@ func setup(t testing.TB, opts ...option) *bundle {
 	for _, o := range opts {
 		o(cfg)
 	}
-	db := testenv.DB(t)
+	if db == nil {
+		db = testenv.DB(t)
+	}
 	rdb, prefix := testenv.Redis(t)
 	sg, prov := fakeProvider(t, cfg)
 	app, svc := newAppServices(t, app.Infra{Config: cfg, DB: db, Redis: rdb, RedisPrefix: prefix, Provider: prov}, Deps{

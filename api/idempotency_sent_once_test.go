@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"tidings/internal/config"
+	"tidings/internal/testenv"
 )
 
 // doKey sends a JSON request with an Idempotency-Key.
@@ -151,5 +152,39 @@ func TestIdempotencyResponsesKeepNoSecret(t *testing.T) {
 		if r.status != c.first.status || !bytes.Equal(r.raw, c.first.raw) || r.header.Get("Idempotency-Replayed") != "true" {
 			t.Errorf("replay of %s: %d %s, want %s", c.path, r.status, r.raw, c.first.raw)
 		}
+	}
+}
+
+// A send whose record's COMMIT commits while its answer is lost with the
+// connection (PostgreSQL restarting, a backend terminated) still goes
+// out, once, and answers sent; its repeat with the same Idempotency-Key
+// replays that answer. Before the fix the write was taken as not written:
+// 502 with the record and the key's link committed and the message never
+// sent, and the client's retry met 409 IDEMPOTENCY_KEY_IN_USE until the
+// ledger sweep put the record in doubt (fault run seed 16).
+func TestSendWhoseRecordCommitAnswerIsLost(t *testing.T) {
+	t.Parallel()
+	db, proxy := testenv.DBBehindProxy(t)
+	b := setupOn(t, db)
+	key := b.apiKey(b.tenant("org_lost_commit"))
+	b.expect("POST", "/api/contacts", key, map[string]any{"email": "ann@example.com"}, 201)
+	b.expect("PUT", "/api/templates/welcome", key, map[string]any{"name": "Welcome", "subject": "Hi",
+		"content": `<mjml><mj-body><mj-section><mj-column><mj-text>Hello</mj-text></mj-column></mj-section></mj-body></mjml>`}, 201)
+	b.expect("POST", "/api/tenant/sandbox-whitelist", key, map[string]any{"email": "ann@example.com"}, 200)
+	body := map[string]any{"to": "ann@example.com", "template": "welcome"}
+	proxy.LoseCommitOf("INSERT INTO sends")
+	first := b.doKey("POST", "/api/send", key, "lost-1", body)
+	if proxy.Lost() != 1 {
+		t.Fatalf("%d commits lost, want 1", proxy.Lost())
+	}
+	if first.status != 200 || b.sg.Count() != 1 {
+		t.Fatalf("first: %d %s; the provider took %d", first.status, first.raw, b.sg.Count())
+	}
+	again := b.doKey("POST", "/api/send", key, "lost-1", body)
+	if again.status != 200 || again.header.Get("Idempotency-Replayed") != "true" || again.body["sendId"] != first.body["sendId"] {
+		t.Fatalf("repeat: %d %v %s", again.status, again.header, again.raw)
+	}
+	if n := b.sg.Count(); n != 1 {
+		t.Errorf("the provider took %d messages, want 1", n)
 	}
 }

@@ -209,3 +209,11 @@ JOIN (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text
 WHERE e.status = 'active' AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb
 ORDER BY e.tenant_id, e.id
 FOR UPDATE OF e;
+
+-- name: SendsStillSending :many
+-- Which of these records exist and are still `sending`: a record write
+-- whose answer was lost with its connection (delivery.committedAnyway).
+SELECT s.id FROM sends s
+JOIN (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ids::text[]) AS id) k
+  ON s.tenant_id = k.tenant_id AND s.id = k.id
+WHERE s.sending;

@@ -673,3 +673,37 @@ func (q *Queries) SendSettleMany(ctx context.Context, arg SendSettleManyParams) 
 	}
 	return items, nil
 }
+
+const sendsStillSending = `-- name: SendsStillSending :many
+SELECT s.id FROM sends s
+JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+  ON s.tenant_id = k.tenant_id AND s.id = k.id
+WHERE s.sending
+`
+
+type SendsStillSendingParams struct {
+	TenantIds []string
+	Ids       []string
+}
+
+// Which of these records exist and are still `sending`: a record write
+// whose answer was lost with its connection (delivery.committedAnyway).
+func (q *Queries) SendsStillSending(ctx context.Context, arg SendsStillSendingParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, sendsStillSending, arg.TenantIds, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

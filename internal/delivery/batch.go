@@ -247,6 +247,24 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 		ictx, icancel := context.WithTimeout(context.WithoutCancel(store.WithoutAudit(ctx)), settleTimeout)
 		unsent, err := s.insertMany(ictx, preps, group, hooks.Recorded)
 		icancel()
+		if err != nil {
+			// Its answer lost with the connection, the write may have
+			// committed: then unsent is what it wrote, and its records go.
+			var tenants, ids []string
+			for _, i := range group {
+				if _, out := unsent[i]; !out {
+					tenants, ids = append(tenants, preps[i].rec.TenantID), append(ids, preps[i].rec.ID)
+				}
+			}
+			if written := s.committedAnyway(ctx, err, tenants, ids); len(written) > 0 {
+				for _, i := range group {
+					if _, out := unsent[i]; !out && !written[preps[i].rec.ID] {
+						unsent[i] = ErrWithdrawn // written and withdrawn in the same transaction
+					}
+				}
+				err = nil
+			}
+		}
 		if err == nil && ctx.Err() != nil {
 			// The attempt ended while its records were written: nothing
 			// has been written to the provider, so they go as a definite

@@ -437,7 +437,11 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	// The record is not yet the write: the request's audit entry waits for
 	// the provider's acceptance and goes with the settling transaction.
 	if err := s.recordFirst(store.WithoutAudit(ctx), p, o.onRecord); err != nil {
-		return Result{}, err
+		var capped *CappedError
+		if errors.Is(err, ErrWithdrawn) || errors.As(err, &capped) ||
+			!s.committedAnyway(ctx, err, []string{rec.TenantID}, []string{sendID})[sendID] {
+			return Result{}, err
+		}
 	}
 
 	name, messageID, perr := pool.Send(ctx, stream, plan, out, s.moveTo(rec.TenantID, sendID))

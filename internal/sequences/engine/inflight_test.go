@@ -10,6 +10,7 @@ import (
 	"tidings/internal/delivery"
 	"tidings/internal/provider"
 	"tidings/internal/store"
+	"tidings/internal/testenv"
 )
 
 // optOuts are the ways a contact leaves while its step's message is with
@@ -246,5 +247,51 @@ func TestARefusedStepIsNotMarkedSentAfterACrash(t *testing.T) {
 	}
 	if status != "sent" || !recorded {
 		t.Errorf("the step is %s naming %q (a record: %v)", status, named, recorded)
+	}
+}
+
+// The records' COMMIT reaches PostgreSQL and commits, and its answer is
+// lost with the connection: the step's message still goes out, once, and
+// the step is sent naming it. Before the fix the write was taken as not
+// written: the step was tried again later, its next claim found the
+// record, and it was marked sent though the message never left (a record
+// in doubt with no request: fault run seed 17, whose PostgreSQL backends
+// are terminated at random).
+func TestARecordCommitWhoseAnswerIsLostStillSends(t *testing.T) {
+	t.Parallel()
+	db, proxy := testenv.DBBehindProxy(t)
+	f := newLedgerFixtureOn(t, db)
+	ctx := context.Background()
+	// A frequency cap makes the records' write a transaction of its own.
+	f.exec(`UPDATE tenants SET frequency_cap_max = 100, frequency_cap_period = 'day' WHERE id = $1`, ledgerTenant)
+	id := f.enrol()
+	before := func(provider.Message) {}
+	f.beforeSend.Store(&before)
+	proxy.LoseCommitOf("INSERT INTO sends")
+	_, _ = f.svc.Runner.Run(ctx, ledgerTenant, id)
+	if proxy.Lost() != 1 {
+		t.Fatalf("%d commits lost, want 1: the records were not written in a transaction", proxy.Lost())
+	}
+	// Whatever is left is taken back and run again, as the sweeps would.
+	f.exec(`UPDATE scheduled_sends SET claimed_at = now() - interval '1 hour' WHERE tenant_id = $1 AND status = 'claimed'`, ledgerTenant)
+	if _, err := f.svc.Sweeper.Sweep(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE scheduled_sends SET scheduled_for = now() - interval '1 second' WHERE tenant_id = $1 AND status IN ('pending', 'failed')`, ledgerTenant)
+	if _, err := f.svc.Runner.Run(ctx, ledgerTenant, id); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.sg.Count(); n != 1 {
+		t.Errorf("the provider took %d messages, want 1", n)
+	}
+	var status string
+	var inDoubt bool
+	if err := f.svc.DB.Pool.QueryRow(ctx, `SELECT ss.status, s.in_doubt FROM scheduled_sends ss
+		JOIN sends s ON s.tenant_id = ss.tenant_id AND s.id = ss.send_id
+		WHERE ss.tenant_id = $1 AND ss.id = $2`, ledgerTenant, id).Scan(&status, &inDoubt); err != nil {
+		t.Fatal(err)
+	}
+	if status != "sent" || inDoubt {
+		t.Errorf("the step is %s, its record in doubt: %v (want sent, accepted)", status, inDoubt)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"tidings/internal/provider"
 	"tidings/internal/provider/providertest"
 	"tidings/internal/sequences"
+	"tidings/internal/store"
 	"tidings/internal/templates"
 	"tidings/internal/testenv"
 )
@@ -56,6 +57,12 @@ func (p hookedProvider) Send(ctx context.Context, m provider.Message) (string, e
 // before the services are built.
 func newLedgerFixture(t *testing.T, opts ...func(*config.Config)) *ledgerFixture {
 	t.Helper()
+	return newLedgerFixtureOn(t, nil, opts...)
+}
+
+// newLedgerFixtureOn is newLedgerFixture on db (nil: a database of its own).
+func newLedgerFixtureOn(t *testing.T, db *store.DB, opts ...func(*config.Config)) *ledgerFixture {
+	t.Helper()
 	ctx := context.Background()
 	f := &ledgerFixture{t: t, sg: providertest.NewSendGrid(t)}
 	cfg := apptest.Config(t)
@@ -67,7 +74,7 @@ func newLedgerFixture(t *testing.T, opts ...func(*config.Config)) *ledgerFixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.svc = apptest.Services(t, app.Infra{Config: cfg, Provider: hookedProvider{prov, f}, MJML: testenv.MJML(t)})
+	f.svc = apptest.Services(t, app.Infra{Config: cfg, DB: db, Provider: hookedProvider{prov, f}, MJML: testenv.MJML(t)})
 	f.exec(`INSERT INTO tenants (id, name, sending_status, default_from_address) VALUES ($1, 'L', 'enabled', 'L <l@ledger.example>')`, ledgerTenant)
 	f.exec(`INSERT INTO domains (tenant_id, domain, status, sending_enabled, verification_token, dkim_tokens)
 		VALUES ($1, 'ledger.example', 'verified', true, 't', '{a,b,c}')`, ledgerTenant)
