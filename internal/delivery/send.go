@@ -168,7 +168,7 @@ func (s *Sender) outgoingOf(ctx context.Context, tenantID string, req Request) (
 }
 
 // Step is one email step of a sequence to send (the sequence engine calls
-// SendStep after its own gates and conditions passed).
+// SendSteps after its own gates and conditions passed).
 type Step struct {
 	TenantID, ContactID, TemplateID     string
 	SequenceID, StepID, ScheduledSendID string
@@ -187,7 +187,7 @@ type Step struct {
 	// context; nil for a manual enrolment.
 	Event *render.Event
 	// Tenant and Contact, when set, are the rows the engine read for its
-	// gates a moment before; SendStep uses them instead of reading again.
+	// gates a moment before; SendSteps uses them instead of reading again.
 	Tenant  *queries.Tenant
 	Contact *queries.Contact
 	// InRecord, when set, runs in the transaction that settles the send
@@ -197,19 +197,6 @@ type Step struct {
 	// transaction keeps failing with it, the send is settled without it
 	// and Result.InRecordDone is false.
 	InRecord func(ctx context.Context, q *store.Tx, sendID string) error
-}
-
-// SendStep sends a sequence step: the template's current version rendered
-// for the contact, with List-Unsubscribe, recorded with its sequence, step
-// and scheduled send. It checks what the engine does not: the template
-// exists and is enabled, and the from address. A failure it returns is
-// final unless provider.IsTemporary says the provider may take it later.
-func (s *Sender) SendStep(ctx context.Context, st Step) (Result, error) {
-	o, err := s.stepOutgoing(ctx, st, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	return s.deliver(ctx, o)
 }
 
 // stepCache keeps, within one batch of steps, the templates and senders
