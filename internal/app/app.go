@@ -233,7 +233,7 @@ func New(in Infra) (*Services, error) {
 		Guard: &tenants.Guard{MinSample: cfg.PauseMinSample, OnPause: telemetry.TenantPaused}}
 	s.Webhooks = &delivery.Webhooks{DB: db, Outcomes: s.Outcomes, Tasks: in.Tasks}
 	s.Sender = &delivery.Sender{DB: db, Templates: s.TemplateRenderer, Domains: s.Domains,
-		Provider: in.Provider, Pool: in.Pool, Tracking: signer, BaseURL: cfg.PublicBaseURL,
+		Pool: in.Pool, Tracking: signer, BaseURL: cfg.PublicBaseURL,
 		SandboxFrom: cfg.SandboxFromAddress, Events: s.Events, Log: in.Log,
 		Rate:     sendrate.New(in.Redis, in.RedisPrefix, cfg.ProviderRatePerSecond),
 		Throttle: throttle.New(in.Redis, in.RedisPrefix, cfg.DestinationLimits, &throttle.MX{Server: cfg.DNSResolver})}

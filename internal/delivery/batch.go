@@ -206,7 +206,7 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 	// slot, rate or record is taken for them; the others go on.
 	pending, err := s.admit(ctx, preps, pending, res, prio == sendrate.Low)
 	if err != nil {
-		fail(pending, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: err}))
+		fail(pending, providerError(&provider.Error{Provider: pool.Plan(stream)[0].Name(), Transient: true, Err: err}))
 		return res
 	}
 	for len(pending) > 0 {
@@ -276,10 +276,10 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 					continue
 				}
 				idx = append(idx, i)
-				answers[i] = answer{err: &provider.Error{Provider: s.Provider.Name(), Transient: true, Err: ctx.Err()}}
+				answers[i] = answer{err: &provider.Error{Provider: pool.Plan(stream)[0].Name(), Transient: true, Err: ctx.Err()}}
 				<-sem
 			}
-			fail(pending, providerError(&provider.Error{Provider: s.Provider.Name(), Transient: true, Err: ctx.Err()}))
+			fail(pending, providerError(&provider.Error{Provider: pool.Plan(stream)[0].Name(), Transient: true, Err: ctx.Err()}))
 			break
 		}
 		if err != nil {

@@ -93,7 +93,7 @@ func BenchmarkSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := &delivery.Sender{DB: db, Templates: &templates.Renderer{DB: db, R: render.NewRenderer(render.RendererOptions{})},
-		Domains: &domains.Store{DB: db}, Provider: prov, Tracking: signer, BaseURL: "https://t.example.com",
+		Domains: &domains.Store{DB: db}, Pool: provider.PoolOf(prov), Tracking: signer, BaseURL: "https://t.example.com",
 		Events: &events.Recorder{DB: db}, Log: slog.New(slog.DiscardHandler)}
 
 	const workers = 16

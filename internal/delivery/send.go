@@ -79,9 +79,10 @@ type Sender struct {
 	DB        *store.DB
 	Templates *templates.Renderer
 	Domains   *domains.Store
-	Provider  provider.Provider
 	// Pool is the providers of each stream with their circuits (ADDENDUM
-	// 22); nil: Provider alone, on both streams.
+	// 22); one provider is a pool of one (provider.PoolOf). It is the
+	// Sender's only way to a provider: names in errors and records come
+	// from its plan, never from a provider field that a pool leaves nil.
 	Pool     *provider.Pool
 	Tracking *tracking.Signer
 	// BaseURL is PUBLIC_BASE_URL, the base of tracking links.
@@ -469,13 +470,8 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	return res, nil
 }
 
-// pool is the Sender's pool, or its one Provider on both streams.
-func (s *Sender) pool() *provider.Pool {
-	if s.Pool != nil {
-		return s.Pool
-	}
-	return provider.PoolOf(s.Provider)
-}
+// pool is the Sender's pool.
+func (s *Sender) pool() *provider.Pool { return s.Pool }
 
 // moveTo is the pool's failover hook for one record: it names the next
 // provider on the record before the message is handed to it.

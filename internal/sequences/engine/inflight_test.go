@@ -292,3 +292,32 @@ func TestARecordCommitWhoseAnswerIsLostStillSends(t *testing.T) {
 		t.Errorf("the step is %s, its record in doubt: %v (want sent, accepted)", status, inDoubt)
 	}
 }
+
+// An attempt whose deadline passes while its records are written sends
+// nothing, deletes them and tries the step again, as a worker of the
+// provider pool runs it (no single Provider). Before the fix that path
+// named the error after Sender.Provider (nil with a pool; the field is
+// gone now, the Sender has only its pool): the dispatch
+// panicked and left records `sending` that never reached the provider,
+// which the ledger sweep put in doubt (fault run seed 17, in its settle).
+func TestAnAttemptThatEndsWhileRecordingSendsNothing(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	f.exec(`CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$`)
+	f.exec(`CREATE TRIGGER slow BEFORE INSERT ON sends FOR EACH ROW EXECUTE FUNCTION slow()`)
+	actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, _ = f.svc.Runner.Run(actx, ledgerTenant, id)
+	f.exec(`DROP TRIGGER slow ON sends`)
+	if n := f.scalar(`SELECT count(*) FROM sends WHERE tenant_id = $1`, ledgerTenant); n != int64(0) {
+		t.Errorf("%v records left, want 0: nothing went to the provider", n)
+	}
+	if n := f.sg.Requests(); n != 0 {
+		t.Errorf("the provider got %d requests", n)
+	}
+	if st := f.scalar(`SELECT status FROM scheduled_sends WHERE tenant_id = $1 AND id = $2`, ledgerTenant, id); st == "sent" {
+		t.Errorf("the step is %v", st)
+	}
+}
