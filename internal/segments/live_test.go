@@ -393,3 +393,78 @@ func TestExplain(t *testing.T) {
 	wantErr(t, err, apperr.KindNotFound, "CONTACT_NOT_FOUND")
 	_ = rules.OpAnd
 }
+
+// A write statement queues one row for all its contacts (schema 0085), not
+// one per contact; an update of a field no live segment reads queues
+// nothing; the reconcile leaves out the contacts a multi-contact row holds.
+func TestLiveQueuePerStatement(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []string
+	for i := range 50 {
+		ids = append(ids, b.contact(t, tenantA, fmt.Sprintf("c%d@x.test", i), map[string]any{"plan": "free"}))
+	}
+	bought := b.createLive(t, tenantA, "bought", mustJSON(map[string]any{"operator": "and", "conditions": []any{
+		map[string]any{"type": "event", "name": "buy", "operator": "occurred"}}}))
+	pro := b.createLive(t, tenantA, "pro", propRules("plan", "equals", "pro"))
+	queue := func() (rows, contacts int) {
+		t.Helper()
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM segment_live_queue`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		n, err := b.segs.LiveQueueLength(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows, int(n)
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := b.db.Pool.Exec(b.ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.drain(t)
+
+	rec := &events.Recorder{DB: b.db}
+	ins := make([]events.Custom, len(ids))
+	for i := range ins {
+		ins[i] = events.Custom{TenantID: tenantA, Email: fmt.Sprintf("c%d@x.test", i), Name: "buy",
+			Properties: []byte("{}"), Timestamp: time.Now(), UpdateContact: true}
+	}
+	if _, errs := rec.RecordCustomMany(b.ctx, ins); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if r, c := queue(); r != 1 || c != 50 {
+		t.Fatalf("a batch of 50 events queued %d rows of %d contacts, want 1 of 50", r, c)
+	}
+	b.drain(t)
+	exec(`UPDATE contacts SET properties = properties || '{"other": 1}' WHERE tenant_id = $1`, tenantA)
+	if r, _ := queue(); r != 0 {
+		t.Fatalf("an update of an unread field queued %d rows", r)
+	}
+	exec(`UPDATE contacts SET properties = properties || '{"plan": "pro"}' WHERE tenant_id = $1 AND id = ANY ($2)`,
+		tenantA, ids[:20])
+	if r, c := queue(); r != 1 || c != 20 {
+		t.Fatalf("one update of 20 contacts queued %d rows of %d contacts, want 1 of 20", r, c)
+	}
+	// Still queued: the reconcile leaves them to the drain (no drift).
+	if n, err := b.segs.ReconcileLive(b.ctx, tenantA, pro.ID); err != nil || n != 0 {
+		t.Fatalf("reconcile with 20 queued contacts: %d repairs, %v", n, err)
+	}
+	if n, err := b.segs.LiveQueueLength(b.ctx); err != nil || n != 20 {
+		t.Fatalf("queue length %d (%v), want 20", n, err)
+	}
+	b.drain(t)
+	if got := b.members(t, tenantA, pro.ID); !slices.Equal(got, sorted(ids[:20]...)) {
+		t.Fatalf("pro members %v", got)
+	}
+	if got := b.members(t, tenantA, bought.ID); !slices.Equal(got, sorted(ids...)) {
+		t.Fatalf("bought members %d, want 50", len(got))
+	}
+	for _, s := range []string{pro.ID, bought.ID} {
+		if n, err := b.segs.ReconcileLive(b.ctx, tenantA, s); err != nil || n != 0 {
+			t.Fatalf("reconcile %s: %d repairs, %v", s, n, err)
+		}
+	}
+}
