@@ -13,8 +13,8 @@ import (
 // LOCKED, a segment's tick with its row lock.
 
 const (
-	livePoll  = 200 * time.Millisecond // idle wait between looks at the queue
-	liveBatch = 500                    // queue rows per transaction
+	livePoll  = 200 * time.Millisecond // wait after a look that found the queue empty
+	liveBatch = 500                    // queue rows (write statements) per transaction
 	liveTicks = 100                    // segments per tick transaction
 )
 
@@ -50,8 +50,12 @@ func RunLive(ctx context.Context, d Deps) {
 				d.Log.Warn("live segments: reconcile repaired drift", "segments", segs, "repaired", repaired)
 			}
 		}
-		if n == liveBatch {
-			continue // a backlog: no wait
+		if n > 0 {
+			// The pass found work: look again at once (what came in
+			// meanwhile is the next, larger batch). Only an empty queue
+			// waits livePoll. A pass is bounded by liveBatch rows and
+			// segments.drainContacts contacts.
+			continue
 		}
 		select {
 		case <-ctx.Done():

@@ -388,21 +388,37 @@ func setKeysInt(m map[string]int64) []string {
 	return out
 }
 
-// judgeChunk bounds the contacts judged by one judge call: a queue row of
-// a large statement (an import's insert) names thousands of contacts, and
-// judge holds its contacts, their events and memberships in memory.
-const judgeChunk = 1000
+// A queue row names the contacts of one write statement (schema 0085): a
+// batch of events, or an import chunk of thousands of contacts. judgeChunk
+// bounds the contacts one judge call holds in memory (with their events
+// and memberships); drainContacts bounds the contacts one drain
+// transaction judges, so a run of import chunks does not make one long
+// transaction.
+const (
+	judgeChunk    = 1000
+	drainContacts = 5000
+)
 
-// DrainLive takes up to limit queued rows, re-judges their contacts and
+// DrainLive takes up to limit queued rows (fewer when they name more than
+// drainContacts contacts; at least one), re-judges their contacts and
 // deletes the rows, in one transaction; it returns how many rows it took
-// (0: the queue is empty, or every row is held by another worker). A row
-// names the contacts of one write statement (schema 0085).
+// (0: the queue is empty, or every row is held by another worker).
 func (s *Store) DrainLive(ctx context.Context, limit int) (int, error) {
 	n := 0
 	err := s.DB.InTx(ctx, func(q *store.Tx) error {
 		rows, err := q.SegmentLiveQueueClaim(ctx, int32(limit))
 		if err != nil || len(rows) == 0 {
 			return err
+		}
+		// Rows past the budget stay queued: their locks go with this
+		// transaction and the next pass takes them.
+		total := 0
+		for i, r := range rows {
+			if i > 0 && total+len(r.ContactIds) > drainContacts {
+				rows = rows[:i]
+				break
+			}
+			total += len(r.ContactIds)
 		}
 		n = len(rows)
 		byTenant := map[string]map[string][]string{}

@@ -468,3 +468,34 @@ func TestLiveQueuePerStatement(t *testing.T) {
 		}
 	}
 }
+
+// One drain transaction judges at most a budget of contacts (5,000), not
+// every row it could claim: import chunks queue thousands of contacts a
+// row. The rows past the budget stay queued for the next pass.
+func TestLiveDrainBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.createLive(t, tenantA, "all", allRules)
+	b.drain(t)
+	// Contacts that do not exist are skipped by the judge: only the
+	// claiming is under test.
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO segment_live_queue (tenant_id, contact_ids, segment_ids)
+		SELECT $1, ARRAY(SELECT 'gone' || r || '_' || i FROM generate_series(1, 3000) i), ARRAY[$2]
+		FROM generate_series(1, 3) r`, tenantA, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for {
+		n, err := b.segs.DrainLive(b.ctx, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		got = append(got, n)
+	}
+	if !slices.Equal(got, []int{1, 1, 1}) {
+		t.Fatalf("rows per pass %v, want [1 1 1] (3,000 contacts each, 5,000 a pass)", got)
+	}
+}
