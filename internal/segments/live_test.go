@@ -292,6 +292,17 @@ func TestLiveAgreesWithCompute(t *testing.T) {
 				props["plan"] = []string{"pro", "free", "team"}[rng.IntN(3)]
 			}
 			b.setProps(t, tenantA, id, props)
+		case k == 8:
+			// A group-commit batch: one statement, one queue row for
+			// several contacts (schema 0085).
+			var ins []events.Custom
+			for _, j := range rng.Perm(len(contacts))[:min(5, len(contacts))] {
+				ins = append(ins, events.Custom{TenantID: tenantA, Email: emails[contacts[j]],
+					Name: []string{"buy", "view"}[rng.IntN(2)], Properties: []byte("{}"), Timestamp: time.Now(), UpdateContact: true})
+			}
+			if _, errs := rec.RecordCustomMany(b.ctx, ins); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
 		case k < 9:
 			id := contacts[rng.IntN(len(contacts))]
 			if _, err := rec.RecordCustom(b.ctx, events.Custom{TenantID: tenantA, Email: emails[id],
