@@ -169,6 +169,13 @@ bench-events: services mjml-deps ## HTTP load: POST /api/events over many tenant
 bench-import: services build ## Contact import of 1,000,000 CSV rows end to end against a bare COPY of the file, and another tenant's GET latency meanwhile; the worker in its own process (IMPORT_FLAGS='-rows 100000', or '-worker-bin= -parts 1 -cpuprofile f' in one process; docs/benchmarks.md)
 	go run ./bench/importbench -worker-bin bin/worker $(IMPORT_FLAGS)
 
+.PHONY: bench-live
+bench-live: services ## Live segments: event ingest and contact update beside 10 live segments (ratios, fail below 0.7), the tick at 100,000 and 1,000,000 contacts (LIVE_TICK_N; fails above 2x), write-to-membership p50/p99 at 1,000 writes/s (LIVE_LATENCY_RATE, LIVE_LATENCY_SECONDS) (docs/benchmarks.md)
+	go test ./internal/segments -run '^$$' -bench 'BenchmarkLiveIngest$$' -benchtime 300x -count 1
+	go test ./internal/segments -run '^$$' -bench 'BenchmarkLiveUpdate$$' -benchtime 1000x -count 1
+	go test ./internal/segments -run '^$$' -bench 'BenchmarkLiveTick$$' -benchtime 1x -timeout 60m
+	go test ./worker -run '^$$' -bench 'BenchmarkLiveLatency$$' -benchtime 1x -timeout 30m
+
 .PHONY: bench-roles
 bench-roles: services build ## Worker roles: due sends' p99 lateness while a 1,000,000-contact segment computes, alone / separate processes / one process, repeated in alternation (ROLES_FLAGS='-contacts 100000 -repeat 3'; '-bin DIR' for binaries built elsewhere; docs/benchmarks.md)
 	go run ./bench/roles -bin bin $(ROLES_FLAGS)

@@ -365,9 +365,9 @@ type Segment struct {
 type SegmentLiveQueue struct {
 	ID         int64
 	TenantID   string
-	ContactID  string
 	SegmentIds []string
 	CreatedAt  time.Time
+	ContactIds []string
 }
 
 type SegmentLiveRead struct {

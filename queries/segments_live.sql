@@ -27,8 +27,9 @@ RETURNING *;
 -- name: SegmentLiveQueueClaim :many
 -- Takes up to lim queued rows that no other worker holds; the caller
 -- deletes them (SegmentLiveQueueDelete) in the transaction that writes
--- their outcome, so a worker that dies leaves them queued.
-SELECT id, tenant_id, contact_id, segment_ids FROM segment_live_queue
+-- their outcome, so a worker that dies leaves them queued. A row names
+-- the contacts of one write statement (schema 0085).
+SELECT id, tenant_id, contact_ids, segment_ids FROM segment_live_queue
 ORDER BY id
 LIMIT @lim
 FOR UPDATE SKIP LOCKED;
@@ -37,7 +38,9 @@ FOR UPDATE SKIP LOCKED;
 DELETE FROM segment_live_queue WHERE id = ANY (@ids::bigint[]);
 
 -- name: SegmentLiveQueueLength :one
-SELECT count(*) FROM segment_live_queue;
+-- Contacts waiting to be judged (one contact queued by two writes counts
+-- twice).
+SELECT coalesce(sum(cardinality(contact_ids)), 0)::bigint AS contacts FROM segment_live_queue;
 
 -- name: SegmentLiveLockContacts :exec
 -- Serialises the judging of one contact: two workers holding two queue

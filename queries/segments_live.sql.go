@@ -475,7 +475,7 @@ func (q *Queries) SegmentLiveNow(ctx context.Context) (time.Time, error) {
 }
 
 const segmentLiveQueueClaim = `-- name: SegmentLiveQueueClaim :many
-SELECT id, tenant_id, contact_id, segment_ids FROM segment_live_queue
+SELECT id, tenant_id, contact_ids, segment_ids FROM segment_live_queue
 ORDER BY id
 LIMIT $1
 FOR UPDATE SKIP LOCKED
@@ -484,13 +484,14 @@ FOR UPDATE SKIP LOCKED
 type SegmentLiveQueueClaimRow struct {
 	ID         int64
 	TenantID   string
-	ContactID  string
+	ContactIds []string
 	SegmentIds []string
 }
 
 // Takes up to lim queued rows that no other worker holds; the caller
 // deletes them (SegmentLiveQueueDelete) in the transaction that writes
-// their outcome, so a worker that dies leaves them queued.
+// their outcome, so a worker that dies leaves them queued. A row names
+// the contacts of one write statement (schema 0085).
 func (q *Queries) SegmentLiveQueueClaim(ctx context.Context, lim int32) ([]SegmentLiveQueueClaimRow, error) {
 	rows, err := q.db.Query(ctx, segmentLiveQueueClaim, lim)
 	if err != nil {
@@ -503,7 +504,7 @@ func (q *Queries) SegmentLiveQueueClaim(ctx context.Context, lim int32) ([]Segme
 		if err := rows.Scan(
 			&i.ID,
 			&i.TenantID,
-			&i.ContactID,
+			&i.ContactIds,
 			&i.SegmentIds,
 		); err != nil {
 			return nil, err
@@ -526,14 +527,16 @@ func (q *Queries) SegmentLiveQueueDelete(ctx context.Context, ids []int64) error
 }
 
 const segmentLiveQueueLength = `-- name: SegmentLiveQueueLength :one
-SELECT count(*) FROM segment_live_queue
+SELECT coalesce(sum(cardinality(contact_ids)), 0)::bigint AS contacts FROM segment_live_queue
 `
 
+// Contacts waiting to be judged (one contact queued by two writes counts
+// twice).
 func (q *Queries) SegmentLiveQueueLength(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, segmentLiveQueueLength)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var contacts int64
+	err := row.Scan(&contacts)
+	return contacts, err
 }
 
 const segmentLiveReadsDelete = `-- name: SegmentLiveReadsDelete :exec

@@ -13,8 +13,8 @@ import (
 // LOCKED, a segment's tick with its row lock.
 
 const (
-	livePoll  = 200 * time.Millisecond // idle wait between looks at the queue
-	liveBatch = 500                    // queue rows per transaction
+	livePoll  = 200 * time.Millisecond // wait after a pass that did not fill its batch
+	liveBatch = 500                    // queue rows (write statements) per transaction
 	liveTicks = 100                    // segments per tick transaction
 )
 
@@ -51,7 +51,13 @@ func RunLive(ctx context.Context, d Deps) {
 			}
 		}
 		if n == liveBatch {
-			continue // a backlog: no wait
+			// A backlog: no wait. (Looking again at once after every
+			// pass that found work was tried: at 1,000 writes/s the
+			// passes shrank to a row or two and the p99 from a write to
+			// its membership went from 0.8 s to 1.4 s and 22 s in two runs; the wait lets
+			// a pass take what 200 ms brought, in one set of
+			// statements.)
+			continue
 		}
 		select {
 		case <-ctx.Done():

@@ -388,7 +388,19 @@ func setKeysInt(m map[string]int64) []string {
 	return out
 }
 
-// DrainLive takes up to limit queued rows, re-judges their contacts and
+// A queue row names the contacts of one write statement (schema 0085): a
+// batch of events, or an import chunk of thousands of contacts. judgeChunk
+// bounds the contacts one judge call holds in memory (with their events
+// and memberships); drainContacts bounds the contacts one drain
+// transaction judges, so a run of import chunks does not make one long
+// transaction.
+const (
+	judgeChunk    = 1000
+	drainContacts = 5000
+)
+
+// DrainLive takes up to limit queued rows (fewer when they name more than
+// drainContacts contacts; at least one), re-judges their contacts and
 // deletes the rows, in one transaction; it returns how many rows it took
 // (0: the queue is empty, or every row is held by another worker).
 func (s *Store) DrainLive(ctx context.Context, limit int) (int, error) {
@@ -397,6 +409,16 @@ func (s *Store) DrainLive(ctx context.Context, limit int) (int, error) {
 		rows, err := q.SegmentLiveQueueClaim(ctx, int32(limit))
 		if err != nil || len(rows) == 0 {
 			return err
+		}
+		// Rows past the budget stay queued: their locks go with this
+		// transaction and the next pass takes them.
+		total := 0
+		for i, r := range rows {
+			if i > 0 && total+len(r.ContactIds) > drainContacts {
+				rows = rows[:i]
+				break
+			}
+			total += len(r.ContactIds)
 		}
 		n = len(rows)
 		byTenant := map[string]map[string][]string{}
@@ -408,15 +430,25 @@ func (s *Store) DrainLive(ctx context.Context, limit int) (int, error) {
 				w = map[string][]string{}
 				byTenant[r.TenantID] = w
 			}
-			for _, sid := range r.SegmentIds {
-				if !slices.Contains(w[r.ContactID], sid) {
-					w[r.ContactID] = append(w[r.ContactID], sid)
+			for _, c := range r.ContactIds {
+				for _, sid := range r.SegmentIds {
+					if !slices.Contains(w[c], sid) {
+						w[c] = append(w[c], sid)
+					}
 				}
 			}
 		}
 		for _, tenant := range setKeysMap(byTenant) {
-			if _, err := s.judge(ctx, q, tenant, byTenant[tenant]); err != nil {
-				return err
+			want := byTenant[tenant]
+			contacts := setKeysMap(want)
+			for start := 0; start < len(contacts); start += judgeChunk {
+				chunk := map[string][]string{}
+				for _, c := range contacts[start:min(start+judgeChunk, len(contacts))] {
+					chunk[c] = want[c]
+				}
+				if _, err := s.judge(ctx, q, tenant, chunk); err != nil {
+					return err
+				}
 			}
 		}
 		return q.SegmentLiveQueueDelete(ctx, ids)
@@ -433,7 +465,8 @@ func setKeysMap[V any](m map[string]V) []string {
 	return out
 }
 
-// LiveQueueLength is how many contact rows wait to be judged.
+// LiveQueueLength is how many contacts wait to be judged (a contact queued
+// by two writes counts twice).
 func (s *Store) LiveQueueLength(ctx context.Context) (int64, error) {
 	return s.DB.SegmentLiveQueueLength(ctx)
 }
@@ -570,18 +603,25 @@ func (s *Store) tickOne(ctx context.Context, q *store.Tx, tenantID, id string, f
 
 // The reconcile's statements: the compute's (compute.go), leaving out the
 // contacts still queued for the segment (the drain will judge them: a
-// change there is not drift), and returning who moved.
+// change there is not drift), and returning who moved. The queued contacts
+// are read once, in the statement's own snapshot (a CTE), and anti-joined
+// by hash: a queue row names many contacts (schema 0085), so there is no
+// index to probe per contact.
 const (
-	reconcileJoinSQL = `INSERT INTO segment_members (tenant_id, segment_id, contact_id)
+	reconcileQueuedCTE = `WITH queued AS MATERIALIZED (
+    SELECT DISTINCT unnest(lq.contact_ids) AS id FROM segment_live_queue lq
+    WHERE lq.tenant_id = $1 AND $2 = ANY (lq.segment_ids))
+`
+	reconcileJoinSQL = reconcileQueuedCTE + `INSERT INTO segment_members (tenant_id, segment_id, contact_id)
 SELECT c.tenant_id, $2, c.id FROM contacts c
 WHERE c.tenant_id = $1 AND (%s)
-  AND NOT EXISTS (SELECT 1 FROM segment_live_queue lq WHERE lq.tenant_id = c.tenant_id AND lq.contact_id = c.id AND $2 = ANY (lq.segment_ids))
+  AND NOT EXISTS (SELECT 1 FROM queued WHERE queued.id = c.id)
 ON CONFLICT DO NOTHING
 RETURNING contact_id`
-	reconcileLeaveSQL = `DELETE FROM segment_members m
+	reconcileLeaveSQL = reconcileQueuedCTE + `DELETE FROM segment_members m
 WHERE m.tenant_id = $1 AND m.segment_id = $2
   AND NOT EXISTS (SELECT 1 FROM contacts c WHERE c.tenant_id = m.tenant_id AND c.id = m.contact_id AND (%s))
-  AND NOT EXISTS (SELECT 1 FROM segment_live_queue lq WHERE lq.tenant_id = m.tenant_id AND lq.contact_id = m.contact_id AND $2 = ANY (lq.segment_ids))
+  AND NOT EXISTS (SELECT 1 FROM queued WHERE queued.id = m.contact_id)
 RETURNING contact_id`
 )
 

@@ -292,6 +292,17 @@ func TestLiveAgreesWithCompute(t *testing.T) {
 				props["plan"] = []string{"pro", "free", "team"}[rng.IntN(3)]
 			}
 			b.setProps(t, tenantA, id, props)
+		case k == 8:
+			// A group-commit batch: one statement, one queue row for
+			// several contacts (schema 0085).
+			var ins []events.Custom
+			for _, j := range rng.Perm(len(contacts))[:min(5, len(contacts))] {
+				ins = append(ins, events.Custom{TenantID: tenantA, Email: emails[contacts[j]],
+					Name: []string{"buy", "view"}[rng.IntN(2)], Properties: []byte("{}"), Timestamp: time.Now(), UpdateContact: true})
+			}
+			if _, errs := rec.RecordCustomMany(b.ctx, ins); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
 		case k < 9:
 			id := contacts[rng.IntN(len(contacts))]
 			if _, err := rec.RecordCustom(b.ctx, events.Custom{TenantID: tenantA, Email: emails[id],
@@ -392,4 +403,110 @@ func TestExplain(t *testing.T) {
 	_, err = b.segs.Explain(b.ctx, tenantB, sb.ID, c)
 	wantErr(t, err, apperr.KindNotFound, "CONTACT_NOT_FOUND")
 	_ = rules.OpAnd
+}
+
+// A write statement queues one row for all its contacts (schema 0085), not
+// one per contact; an update of a field no live segment reads queues
+// nothing; the reconcile leaves out the contacts a multi-contact row holds.
+func TestLiveQueuePerStatement(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []string
+	for i := range 50 {
+		ids = append(ids, b.contact(t, tenantA, fmt.Sprintf("c%d@x.test", i), map[string]any{"plan": "free"}))
+	}
+	bought := b.createLive(t, tenantA, "bought", mustJSON(map[string]any{"operator": "and", "conditions": []any{
+		map[string]any{"type": "event", "name": "buy", "operator": "occurred"}}}))
+	pro := b.createLive(t, tenantA, "pro", propRules("plan", "equals", "pro"))
+	queue := func() (rows, contacts int) {
+		t.Helper()
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM segment_live_queue`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		n, err := b.segs.LiveQueueLength(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows, int(n)
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := b.db.Pool.Exec(b.ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.drain(t)
+
+	rec := &events.Recorder{DB: b.db}
+	ins := make([]events.Custom, len(ids))
+	for i := range ins {
+		ins[i] = events.Custom{TenantID: tenantA, Email: fmt.Sprintf("c%d@x.test", i), Name: "buy",
+			Properties: []byte("{}"), Timestamp: time.Now(), UpdateContact: true}
+	}
+	if _, errs := rec.RecordCustomMany(b.ctx, ins); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if r, c := queue(); r != 1 || c != 50 {
+		t.Fatalf("a batch of 50 events queued %d rows of %d contacts, want 1 of 50", r, c)
+	}
+	b.drain(t)
+	exec(`UPDATE contacts SET properties = properties || '{"other": 1}' WHERE tenant_id = $1`, tenantA)
+	if r, _ := queue(); r != 0 {
+		t.Fatalf("an update of an unread field queued %d rows", r)
+	}
+	exec(`UPDATE contacts SET properties = properties || '{"plan": "pro"}' WHERE tenant_id = $1 AND id = ANY ($2)`,
+		tenantA, ids[:20])
+	if r, c := queue(); r != 1 || c != 20 {
+		t.Fatalf("one update of 20 contacts queued %d rows of %d contacts, want 1 of 20", r, c)
+	}
+	// Still queued: the reconcile leaves them to the drain (no drift).
+	if n, err := b.segs.ReconcileLive(b.ctx, tenantA, pro.ID); err != nil || n != 0 {
+		t.Fatalf("reconcile with 20 queued contacts: %d repairs, %v", n, err)
+	}
+	if n, err := b.segs.LiveQueueLength(b.ctx); err != nil || n != 20 {
+		t.Fatalf("queue length %d (%v), want 20", n, err)
+	}
+	b.drain(t)
+	if got := b.members(t, tenantA, pro.ID); !slices.Equal(got, sorted(ids[:20]...)) {
+		t.Fatalf("pro members %v", got)
+	}
+	if got := b.members(t, tenantA, bought.ID); !slices.Equal(got, sorted(ids...)) {
+		t.Fatalf("bought members %d, want 50", len(got))
+	}
+	for _, s := range []string{pro.ID, bought.ID} {
+		if n, err := b.segs.ReconcileLive(b.ctx, tenantA, s); err != nil || n != 0 {
+			t.Fatalf("reconcile %s: %d repairs, %v", s, n, err)
+		}
+	}
+}
+
+// One drain transaction judges at most a budget of contacts (5,000), not
+// every row it could claim: import chunks queue thousands of contacts a
+// row. The rows past the budget stay queued for the next pass.
+func TestLiveDrainBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.createLive(t, tenantA, "all", allRules)
+	b.drain(t)
+	// Contacts that do not exist are skipped by the judge: only the
+	// claiming is under test.
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO segment_live_queue (tenant_id, contact_ids, segment_ids)
+		SELECT $1, ARRAY(SELECT 'gone' || r || '_' || i FROM generate_series(1, 3000) i), ARRAY[$2]
+		FROM generate_series(1, 3) r`, tenantA, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for {
+		n, err := b.segs.DrainLive(b.ctx, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		got = append(got, n)
+	}
+	if !slices.Equal(got, []int{1, 1, 1}) {
+		t.Fatalf("rows per pass %v, want [1 1 1] (3,000 contacts each, 5,000 a pass)", got)
+	}
 }
