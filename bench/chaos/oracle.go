@@ -462,7 +462,9 @@ func checkUnfinished(v *view, rs *results) {
 		}
 	}
 	for _, b := range v.f.Broadcasts {
-		if b.Status != "sent" && b.Status != "cancelled" {
+		// A draft was never accepted for sending (its send request failed
+		// every try as the load ended): nothing is owed for it.
+		if b.Status != "sent" && b.Status != "cancelled" && b.Status != "draft" {
 			open = append(open, fmt.Sprintf("broadcast %s still %s", b.ID, b.Status))
 		}
 	}

@@ -200,6 +200,14 @@ func TestUnfinishedAndWaiting(t *testing.T) {
 	}
 	f.Scheduled[len(f.Scheduled)-1].ScheduledFor = f.Now.Add(-time.Minute)
 	only(t, f, "unfinished")
+	// A broadcast never accepted for sending owes nothing; one sending does.
+	f = cleanFacts()
+	f.Broadcasts = append(f.Broadcasts, Broadcast{ID: "brd_draft", Template: "bc-9", Status: "draft"})
+	if got := failed(t, f); len(got) != 0 {
+		t.Fatalf("a draft broadcast failed: %v", got)
+	}
+	f.Broadcasts[len(f.Broadcasts)-1].Status = "sending"
+	only(t, f, "unfinished")
 }
 
 func TestDripsMissingStep(t *testing.T) {
