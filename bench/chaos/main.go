@@ -76,6 +76,7 @@ var (
 	optOuts    = flag.Bool("optouts", true, "opt contacts out mid-flight: topic opt-outs, suppressions, deletions (their messages race them)")
 	nContacts  = flag.Int("contacts", 400, "contacts of the tenant")
 	keep       = flag.Bool("keep", false, "keep the database and logs")
+	redisDB    = flag.Int("redis-db", 13, "the Redis database of the run (flushed at start and by its faults); runs side by side need one each, and -out each")
 	outDir     = flag.String("out", "var/chaos", "logs of the processes and the facts")
 	binDir     = flag.String("bin", "bin", "where bin/api and bin/worker are")
 	pgAdmin    = flag.String("pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL admin URL")
@@ -199,7 +200,7 @@ func (r *run) boot(ctx context.Context) error {
 			return err
 		}
 	} else {
-		r.redisURL = "redis://127.0.0.1:6379/13"
+		r.redisURL = fmt.Sprintf("redis://127.0.0.1:6379/%d", *redisDB)
 		if err := r.flushRedis(ctx); err != nil {
 			return err
 		}
