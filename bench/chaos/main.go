@@ -201,6 +201,7 @@ func (r *run) boot(ctx context.Context) error {
 		}
 	} else {
 		r.redisURL = fmt.Sprintf("redis://127.0.0.1:6379/%d", *redisDB)
+		r.leaseRedisDB(ctx)
 		if err := r.flushRedis(ctx); err != nil {
 			return err
 		}
@@ -722,5 +723,26 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-time.After(d):
 		return true
+	}
+}
+
+// leaseRedisDB takes the run's Redis database from the tests' pool of
+// databases (testenv.RedisDB leases 1-15 with tidings:testlease:N in
+// database 0), so that a test running beside the fault run never shares
+// the database the run flushes. It waits up to a minute for a test to
+// give it back, then goes on with a warning; the lease lasts the run.
+func (r *run) leaseRedisDB(ctx context.Context) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	key := fmt.Sprintf("tidings:testlease:%d", *redisDB)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		ok, err := c.SetNX(ctx, key, "chaos", *timeout+5*time.Minute).Result()
+		if err != nil || ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Printf("chaos: Redis database %d is leased by a test; using it anyway\n", *redisDB)
+			return
+		}
 	}
 }
