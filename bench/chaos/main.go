@@ -135,6 +135,7 @@ func printf(format string, args ...any) { fmt.Printf(format, args...) }
 
 type run struct {
 	dbName, dbURL, redisURL string
+	leased                  string // the Redis lease key to give back (leaseRedisDB)
 	fake                    *fakeSendGrid
 	procs                   map[string]*proc
 	workerNames             []string
@@ -626,6 +627,11 @@ func (r *run) cleanup() {
 	if r.fake != nil {
 		r.fake.stop()
 	}
+	if r.leased != "" {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+		c.Del(context.Background(), r.leased)
+		_ = c.Close()
+	}
 	if r.dbName != "" && !*keep {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -737,6 +743,9 @@ func (r *run) leaseRedisDB(ctx context.Context) {
 	key := fmt.Sprintf("tidings:testlease:%d", *redisDB)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
 		ok, err := c.SetNX(ctx, key, "chaos", *timeout+5*time.Minute).Result()
+		if ok {
+			r.leased = key
+		}
 		if err != nil || ok {
 			return
 		}
