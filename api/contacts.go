@@ -102,11 +102,7 @@ func (s *Server) contactUpsert(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(contactUpsertedJSON{contactView(ct, true), created})
+	return c.Status(upsertStatus(created)).JSON(contactUpsertedJSON{contactView(ct, true), created})
 }
 
 func (s *Server) contactList(c *fiber.Ctx) error {

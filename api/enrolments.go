@@ -55,11 +55,7 @@ func (s *Server) enrol(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(enrolmentView(e))
+	return c.Status(upsertStatus(created)).JSON(enrolmentView(e))
 }
 
 // unenrol is DELETE /api/sequences/{id}/contacts/{contactId}: the open

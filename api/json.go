@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"sync"
 )
 
@@ -39,4 +40,13 @@ func encodeJSON(v any) ([]byte, error) {
 	}
 	b := e.buf.Bytes()
 	return bytes.Clone(b[:len(b)-1]), nil // Encode ends with a newline
+}
+
+// upsertStatus is the answer of a PUT or upsert: 201 when it created the
+// resource, 200 when it changed one that existed.
+func upsertStatus(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }

@@ -53,11 +53,7 @@ func (s *Server) suppressionAdd(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(suppressionView(sup))
+	return c.Status(upsertStatus(created)).JSON(suppressionView(sup))
 }
 
 func (s *Server) suppressionRemove(c *fiber.Ctx) error {

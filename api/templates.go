@@ -98,11 +98,7 @@ func (s *Server) templatePut(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(templateView(t, false))
+	return c.Status(upsertStatus(created)).JSON(templateView(t, false))
 }
 
 func (s *Server) templateGet(c *fiber.Ctx) error {
@@ -238,11 +234,7 @@ func (s *Server) partialPut(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(partialView(p))
+	return c.Status(upsertStatus(created)).JSON(partialView(p))
 }
 
 func (s *Server) partialGet(c *fiber.Ctx) error {
@@ -331,11 +323,7 @@ func (s *Server) localePut(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(localeView(l, true))
+	return c.Status(upsertStatus(created)).JSON(localeView(l, true))
 }
 
 func (s *Server) localeList(c *fiber.Ctx) error {
