@@ -30,6 +30,20 @@ type fakeSendGrid struct {
 	// tries counts the requests of each unit so far.
 	tries map[string]int
 	seq   atomic.Int64
+	// outage: SendGrid refuses everything (fault "provider-outage").
+	outage atomic.Bool
+}
+
+// record logs a request taken elsewhere (the fake SMTP) or refused by an
+// outage, numbered in the one log.
+func (f *fakeSendGrid) record(req Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.At.IsZero() {
+		req.At = time.Now()
+	}
+	req.N = int64(len(f.log))
+	f.log = append(f.log, req)
 }
 
 func newFake(seed int64) *fakeSendGrid { return &fakeSendGrid{seed: seed, tries: map[string]int{}} }
@@ -143,6 +157,15 @@ func (f *fakeSendGrid) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.At = time.Now()
+	if f.outage.Load() {
+		// A provider outage: every message is refused at once (a 5xx
+		// before anything is taken), which opens the pool's circuit.
+		req.Answer = "outage"
+		f.record(req)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"errors":[{"message":"service unavailable (outage)"}]}`, http.StatusServiceUnavailable)
+		return
+	}
 	time.Sleep(20 * time.Millisecond) // a killed worker is often caught mid-send
 	f.mu.Lock()
 	try := f.tries[req.Unit]

@@ -76,6 +76,7 @@ var (
 	optOuts    = flag.Bool("optouts", true, "opt contacts out mid-flight: topic opt-outs, suppressions, deletions (their messages race them)")
 	nContacts  = flag.Int("contacts", 400, "contacts of the tenant")
 	keep       = flag.Bool("keep", false, "keep the database and logs")
+	failover   = flag.Bool("failover", true, "a pool of two providers (PROVIDERS=sendgrid,smtp: the fake SendGrid, then a fake SMTP server) and the fault provider-outage (SendGrid refuses everything for a while)")
 	redisDB    = flag.Int("redis-db", 13, "the Redis database of the run (flushed at start and by its faults); runs side by side need one each, and -out each")
 	outDir     = flag.String("out", "var/chaos", "logs of the processes and the facts")
 	binDir     = flag.String("bin", "bin", "where bin/api and bin/worker are")
@@ -137,6 +138,7 @@ type run struct {
 	dbName, dbURL, redisURL string
 	leased                  string // the Redis lease key to give back (leaseRedisDB)
 	fake                    *fakeSendGrid
+	smtp                    *fakeSMTP // the pool's second provider (-failover)
 	procs                   map[string]*proc
 	workerNames             []string
 	mu                      sync.Mutex
@@ -193,6 +195,16 @@ func (r *run) boot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var pool []string
+	if *failover {
+		r.smtp = &fakeSMTP{log: r.fake}
+		addr, err := r.smtp.start()
+		if err != nil {
+			return err
+		}
+		// The circuit half-opens within the run's outages.
+		pool = []string{"PROVIDERS=sendgrid,smtp", "SMTP_URL=smtp://" + addr + "?tls=none", "PROVIDER_RETRY_AFTER=3s"}
+	}
 	if err := r.freshDB(ctx); err != nil {
 		return err
 	}
@@ -217,6 +229,7 @@ func (r *run) boot(ctx context.Context) error {
 		"RATE_LIMIT_PER_MINUTE=1000000", "PROVIDER_TIMEOUT=3s", "SEND_ATTEMPT_TIMEOUT=8s", "SEND_CLAIM_TIMEOUT=30s", "LOG_LEVEL=warn",
 		fmt.Sprintf("PROVIDER_RATE_PER_SECOND=%d", ratePerSecond),
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	env = append(env, pool...)
 	r.procs = map[string]*proc{}
 	for i := 1; i <= 2; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort())
@@ -477,6 +490,9 @@ func (r *run) inject(ctx context.Context) {
 	if *roles != "" {
 		kinds = append(kinds, "kill-role", "absent-role")
 	}
+	if *failover {
+		kinds = append(kinds, "provider-outage")
+	}
 	pgAt := time.Now().Add(*duration / 2)
 	for ctx.Err() == nil {
 		if !sleep(ctx, 2*time.Second+time.Duration(r.intn(1000))*time.Millisecond) {
@@ -509,6 +525,19 @@ func (r *run) inject(ctx context.Context) {
 		case "flush-redis":
 			if err := r.flushRedis(ctx); err == nil {
 				r.count(k)
+			}
+		case "provider-outage":
+			// SendGrid refuses everything for a few seconds: the pool's
+			// circuits move messages to SMTP at once, and back once the
+			// circuit half-opens after the outage. Nothing may be lost or
+			// sent by both.
+			if r.fake.outage.CompareAndSwap(false, true) {
+				r.count(k)
+				d := time.Duration(4+r.intn(6)) * time.Second
+				go func() {
+					sleep(ctx, d)
+					r.fake.outage.Store(false)
+				}()
 			}
 		case "pg-terminate":
 			// PostgreSQL briefly unreachable: every connection of the run's
@@ -626,6 +655,9 @@ func (r *run) cleanup() {
 	}
 	if r.fake != nil {
 		r.fake.stop()
+	}
+	if r.smtp != nil {
+		r.smtp.stop()
 	}
 	if r.leased != "" {
 		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})

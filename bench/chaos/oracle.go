@@ -74,6 +74,10 @@ type Request struct {
 	Answer string `json:"answer"`
 	// Taken: the provider has the message (202, hang, half of drop-after).
 	Taken bool `json:"taken"`
+	// Provider: "" for the fake SendGrid, "smtp" for the pool's second
+	// provider (its answer is 250). SendGrid answers "outage" (a 503)
+	// while a provider outage lasts.
+	Provider string `json:"provider,omitempty"`
 }
 
 // Record is a send record (sends).
@@ -311,7 +315,7 @@ func checkLedger(v *view, rs *results) {
 		}
 		ok := false
 		for _, r := range reqs {
-			ok = ok || r.Answer == "202"
+			ok = ok || r.Answer == "202" || r.Answer == "250"
 		}
 		if !ok {
 			answers := []string{}
@@ -619,9 +623,13 @@ func checkRate(v *view, rs *results) {
 	if v.f.RatePerSecond > 0 {
 		burst := max(1, v.f.RatePerSecond/10)
 		allowed := v.f.RatePerSecond + 2*burst + 2
-		at := make([]time.Time, len(v.f.Requests))
-		for i, r := range v.f.Requests {
-			at[i] = r.At
+		// A request refused by an outage is handed on to the next provider
+		// at once: one message, one turn of the rate, two requests.
+		var at []time.Time
+		for _, r := range v.f.Requests {
+			if r.Answer != "outage" {
+				at = append(at, r.At)
+			}
 		}
 		sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 		j := 0
