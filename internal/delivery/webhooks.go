@@ -73,6 +73,9 @@ type BatchResult struct {
 	Dropped    int // unknown tenant (and, in batches applied before parking, send)
 	Parked     int // send record not visible yet: parked (Unpark)
 	Ignored    int // types Tidings does not act on, or not attributable (no ids)
+	// OtherProvider: the send's record names another provider than the
+	// one whose webhook reported the event; not applied (Outcome.Provider).
+	OtherProvider int
 	// AlreadyApplied: the batch had been applied before; nothing was done.
 	AlreadyApplied bool
 	// Unreadable: the body was not a batch of events (kept, marked applied).
@@ -115,7 +118,7 @@ func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error
 			return err
 		}
 		return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: id,
-			Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored)})
+			Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored + res.OtherProvider)})
 	})
 	return res, err
 }
@@ -158,7 +161,7 @@ func (w *Webhooks) applySES(ctx context.Context, q *store.Tx, b queries.WebhookB
 		}
 	}
 	return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: b.ID,
-		Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored)})
+		Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored + res.OtherProvider)})
 }
 
 func (w *Webhooks) apply(ctx context.Context, q *store.Tx, provider string, evs []sendgridevents.Event, res *BatchResult) error {
@@ -188,13 +191,13 @@ func (w *Webhooks) apply(ctx context.Context, q *store.Tx, provider string, evs 
 	for _, id := range fresh {
 		e := evs[first[id]]
 		outs = append(outs, Outcome{TenantID: e.TenantID, SendID: e.SendID, Kind: e.Outcome, At: e.Timestamp,
-			URL: e.URL, Reason: e.Reason, Email: e.Email, Machine: e.MachineOpen})
+			URL: e.URL, Reason: e.Reason, Email: e.Email, Machine: e.MachineOpen, Provider: provider})
 	}
 	n, err := w.Outcomes.Apply(ctx, q, outs)
 	if err != nil {
 		return err
 	}
-	res.Applied, res.Parked = n.Applied, len(n.Missing)
+	res.Applied, res.Parked, res.OtherProvider = n.Applied, len(n.Missing), n.OtherProvider
 	return w.park(ctx, q, provider, n.Missing, time.Now().Add(ParkFor))
 }
 
@@ -235,8 +238,9 @@ func (w *Webhooks) park(ctx context.Context, q *store.Tx, provider string, outs 
 // UnparkResult says what one pass over the parked events did.
 type UnparkResult struct {
 	// Applied found their record; FellBack reached the contact by its
-	// address (no record); Dropped had neither; Parked wait on.
-	Applied, FellBack, Dropped, Parked int
+	// address (no record); Dropped had neither; Parked wait on;
+	// OtherProvider found a record another provider sent (not applied).
+	Applied, FellBack, Dropped, Parked, OtherProvider int
 }
 
 // Unpark applies the parked events whose record has appeared, and those
@@ -262,7 +266,7 @@ func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (Unpa
 				continue
 			}
 			outs = append(outs, Outcome{TenantID: r.TenantID, SendID: r.SendID, Kind: kind, At: r.OccurredAt,
-				URL: r.Url, Reason: r.Reason, Email: r.Email})
+				URL: r.Url, Reason: r.Reason, Email: r.Email, Provider: r.Provider})
 			until[[2]string{r.TenantID, r.SendID}] = r.ParkedUntil
 			providers[[2]string{r.TenantID, r.SendID}] = r.Provider
 		}
@@ -270,7 +274,7 @@ func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (Unpa
 		if err != nil {
 			return err
 		}
-		res.Applied = n.Applied
+		res.Applied, res.OtherProvider = n.Applied, n.OtherProvider
 		for _, o := range n.Missing {
 			u := until[[2]string{o.TenantID, o.SendID}]
 			if u.After(now) {
