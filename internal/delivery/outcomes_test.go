@@ -639,3 +639,81 @@ func TestOutcomesOnlyFromTheRecordsProvider(t *testing.T) {
 		t.Fatal("parked bounce from another provider suppressed the contact")
 	}
 }
+
+// The set of SES rows taken with another's run keeps the newest
+// takenSetMax ids: an id pushed out is asked of the database again, never
+// wrongly reported applied.
+func TestTakenSetBounded(t *testing.T) {
+	t.Parallel()
+	var s takenSet
+	if s.has(1) {
+		t.Fatal("empty set has 1")
+	}
+	ids := make([]int64, takenSetMax+10)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	s.add(ids[:10])
+	s.add(ids[10:])
+	for _, id := range []int64{1, 10} {
+		if s.has(id) {
+			t.Fatalf("%d kept past the bound", id)
+		}
+	}
+	for _, id := range []int64{11, int64(takenSetMax + 10)} {
+		if !s.has(id) {
+			t.Fatalf("%d forgotten", id)
+		}
+	}
+	if s.has(int64(takenSetMax + 11)) {
+		t.Fatal("an id never added")
+	}
+}
+
+// SES notifications taken with another row's run: their own task ends
+// without a query in the process that took them, and on the database's
+// word in another process; applying them changes nothing either way.
+func TestSESTakenRowsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	b.contact("ten_a", "cnt_1")
+	b.send("ten_a", "snd_1", "cnt_1", "")
+	sns := sestest.NewSNS(t)
+	var ids []int64
+	for _, kind := range []string{"Delivery", "Open", "Open"} {
+		id, err := b.webhooks.AcceptFrom(b.ctx, ProviderSES, sestest.Body(sns.Notification(sestest.Event(kind, "snd_1", "ten_a", "cnt_1@example.com", "", at(1)), "2")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if res, err := b.webhooks.ApplyBatch(b.ctx, ids[0]); err != nil || res.Applied != 3 {
+		t.Fatalf("first run: %+v %v", res, err)
+	}
+	if !b.webhooks.taken.has(ids[1]) || !b.webhooks.taken.has(ids[2]) || b.webhooks.taken.has(ids[0]) {
+		t.Fatal("the taken rows are not remembered after the commit")
+	}
+	other := &Webhooks{DB: b.db, Outcomes: b.outcomes}
+	for _, w := range []*Webhooks{b.webhooks, other} {
+		for _, id := range ids {
+			if res, err := w.ApplyBatch(b.ctx, id); err != nil || !res.AlreadyApplied {
+				t.Fatalf("row %d: %+v %v", id, res, err)
+			}
+		}
+	}
+	if s := b.getSend("ten_a", "snd_1"); s.OpenCount != 2 || s.DeliveryStatus != "delivered" {
+		t.Fatalf("snd_1 %s opens %d", s.DeliveryStatus, s.OpenCount)
+	}
+	if got := fmt.Sprint(b.scalarInt(`SELECT count(*) FROM webhook_batches WHERE applied_at IS NULL`)); got != "0" {
+		t.Fatalf("%s rows unapplied", got)
+	}
+}
+
+func (b *outcomesBundle) scalarInt(q string) int64 {
+	b.t.Helper()
+	var n int64
+	if err := b.db.Pool.QueryRow(b.ctx, q).Scan(&n); err != nil {
+		b.t.Fatal(err)
+	}
+	return n
+}
