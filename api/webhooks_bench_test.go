@@ -83,7 +83,6 @@ type webhookArm struct {
 	// event type (schema 0016's triggers write a message per outcome).
 	outbound bool
 
-	headTime               time.Duration
 	events                 int
 	acceptTime, applyTime  time.Duration
 	posts                  [][]benchPost // chunks of posts, this iteration
