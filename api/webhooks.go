@@ -38,8 +38,8 @@ func (s *Server) sendgridWebhook(c *fiber.Ctx) error {
 
 // sesWebhook takes SES's outcomes as SNS posts them (ADDENDUM 22): the
 // signature is verified against SNS's certificate (fetched from an allowed
-// host, cached); a notification is stored and its task enqueued, as
-// SendGrid's batches are; a subscription confirmation is confirmed by
+// host, cached); a notification is stored (without its signature, checked
+// here: sesevents.Stored) and its task enqueued, as SendGrid's batches are; a subscription confirmation is confirmed by
 // fetching its SubscribeURL (an allowed host only). Unsigned or badly
 // signed: 403, nothing changed. Without an SES configuration (no
 // SES_REGION, no SES_SNS_CERT_HOSTS) every POST is refused.
@@ -70,7 +70,7 @@ func (s *Server) sesWebhook(c *fiber.Ctx) error {
 		}
 		s.log.Info("SES webhook: SNS subscription confirmed", "topic_arn", env.TopicArn)
 	case sesevents.TypeNotification:
-		if _, err := s.webhooks.AcceptFrom(c.UserContext(), delivery.ProviderSES, body); err != nil {
+		if _, err := s.webhooks.AcceptFrom(c.UserContext(), delivery.ProviderSES, sesevents.Stored(env)); err != nil {
 			return err
 		}
 	}

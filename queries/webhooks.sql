@@ -58,16 +58,18 @@ RETURNING p.*;
 -- SES posts one event per request (an SNS notification each): the run of
 -- one stored notification's task applies, with it, up to @lim others of
 -- the same provider still waiting, in one transaction. Rows another run
--- holds are skipped, not waited for.
-SELECT id, body FROM webhook_batches
-WHERE provider = @provider AND applied_at IS NULL AND id <> @id
-ORDER BY received_at, id
-LIMIT @lim
-FOR UPDATE SKIP LOCKED;
-
--- name: WebhookBatchMarkAppliedMany :exec
--- The rows taken with another's run: its counts are on that run's row.
-UPDATE webhook_batches SET applied_at = now() WHERE id = ANY(@ids::bigint[]);
+-- holds are skipped, not waited for. They are marked applied in the same
+-- statement (the transaction undoes it if the apply fails): locking them
+-- first and updating them after wrote each row twice; their counts are on
+-- the taking run's row.
+UPDATE webhook_batches SET applied_at = now()
+WHERE id IN (
+    SELECT x.id FROM webhook_batches x
+    WHERE x.provider = @provider AND x.applied_at IS NULL AND x.id <> @id
+    ORDER BY x.received_at, x.id
+    LIMIT @lim
+    FOR UPDATE SKIP LOCKED)
+RETURNING id, body;
 
 -- name: WebhookBatchIsApplied :one
 -- The cheap look before the locking one: an SES notification's task most

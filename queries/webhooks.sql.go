@@ -236,16 +236,6 @@ func (q *Queries) WebhookBatchMarkApplied(ctx context.Context, arg WebhookBatchM
 	return err
 }
 
-const webhookBatchMarkAppliedMany = `-- name: WebhookBatchMarkAppliedMany :exec
-UPDATE webhook_batches SET applied_at = now() WHERE id = ANY($1::bigint[])
-`
-
-// The rows taken with another's run: its counts are on that run's row.
-func (q *Queries) WebhookBatchMarkAppliedMany(ctx context.Context, ids []int64) error {
-	_, err := q.db.Exec(ctx, webhookBatchMarkAppliedMany, ids)
-	return err
-}
-
 const webhookBatchPrune = `-- name: WebhookBatchPrune :execrows
 DELETE FROM webhook_batches WHERE applied_at < $1::timestamptz
 `
@@ -259,11 +249,14 @@ func (q *Queries) WebhookBatchPrune(ctx context.Context, before time.Time) (int6
 }
 
 const webhookBatchTakePending = `-- name: WebhookBatchTakePending :many
-SELECT id, body FROM webhook_batches
-WHERE provider = $1 AND applied_at IS NULL AND id <> $2
-ORDER BY received_at, id
-LIMIT $3
-FOR UPDATE SKIP LOCKED
+UPDATE webhook_batches SET applied_at = now()
+WHERE id IN (
+    SELECT x.id FROM webhook_batches x
+    WHERE x.provider = $1 AND x.applied_at IS NULL AND x.id <> $2
+    ORDER BY x.received_at, x.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+RETURNING id, body
 `
 
 type WebhookBatchTakePendingParams struct {
@@ -280,7 +273,10 @@ type WebhookBatchTakePendingRow struct {
 // SES posts one event per request (an SNS notification each): the run of
 // one stored notification's task applies, with it, up to @lim others of
 // the same provider still waiting, in one transaction. Rows another run
-// holds are skipped, not waited for.
+// holds are skipped, not waited for. They are marked applied in the same
+// statement (the transaction undoes it if the apply fails): locking them
+// first and updating them after wrote each row twice; their counts are on
+// the taking run's row.
 func (q *Queries) WebhookBatchTakePending(ctx context.Context, arg WebhookBatchTakePendingParams) ([]WebhookBatchTakePendingRow, error) {
 	rows, err := q.db.Query(ctx, webhookBatchTakePending, arg.Provider, arg.ID, arg.Lim)
 	if err != nil {

@@ -48,9 +48,9 @@ func HandleWebhookBatch(d Deps) asynq.HandlerFunc {
 		case res.Unreadable != nil:
 			d.Log.Warn("webhook batch is not a batch of events; marked applied", "batch_id", p.BatchID, "err", res.Unreadable)
 		default:
-			telemetry.WebhookEvents(res.Applied, res.Duplicates, res.Dropped, res.Ignored)
+			telemetry.WebhookEvents(res.Applied, res.Duplicates, res.Dropped, res.Ignored, res.OtherProvider)
 			d.Log.Info("webhook batch applied", "batch_id", p.BatchID, "events", res.Events, "applied", res.Applied,
-				"duplicates", res.Duplicates, "dropped", res.Dropped, "ignored", res.Ignored, "parked", res.Parked)
+				"duplicates", res.Duplicates, "dropped", res.Dropped, "ignored", res.Ignored, "other_provider", res.OtherProvider, "parked", res.Parked)
 		}
 		return nil
 	}

@@ -45,6 +45,12 @@ type Outcome struct {
 	// provider's event, is the provider's own flag (sg_machine_open).
 	Method, UserAgent string
 	Machine           bool
+	// Provider is the provider whose webhook reported the outcome (""
+	// for our own tracking hits). A provider can only report on mail it
+	// carried: when the send's record names another provider, the outcome
+	// is not applied (Counts.OtherProvider). A record without a provider
+	// (written before pools) takes any.
+	Provider string
 }
 
 // Counts says what applying a set of outcomes did.
@@ -56,6 +62,9 @@ type Counts struct {
 	// Missing are the dropped outcomes themselves, for a caller that parks
 	// them until the record appears.
 	Missing []Outcome
+	// OtherProvider outcomes found their send, but its record names
+	// another provider than the one that reported them: not applied.
+	OtherProvider int
 }
 
 // Outcomes applies outcomes to sends: one set of rules for the webhook and
@@ -274,6 +283,14 @@ func (a *Outcomes) Apply(ctx context.Context, q *store.Tx, in []Outcome) (Counts
 		if s == nil || (o.ContactID != "" && o.ContactID != s.ContactID) {
 			n.Dropped++
 			n.Missing = append(n.Missing, o)
+			continue
+		}
+		if o.Provider != "" && s.Provider != nil && *s.Provider != o.Provider {
+			// A forged or misrouted event (another account's webhook
+			// pointed at us, a send_id guessed): the provider that
+			// carried the message is the only one that can report on it.
+			// It settles nothing, not even a send in doubt.
+			n.OtherProvider++
 			continue
 		}
 		n.Applied++

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tidings/internal/events"
+	"tidings/internal/provider/ses/sestest"
 	"tidings/internal/sendgridevents"
 	"tidings/internal/store"
 	"tidings/internal/testenv"
@@ -546,4 +547,173 @@ func TestTrackingHitsBoundedPerSend(t *testing.T) {
 	if got := rows(); got[events.Opened] != MaxHitEvents+1 || got[events.Clicked] != MaxHitEvents {
 		t.Fatalf("after the window: %v", got)
 	}
+}
+
+// ADDENDUM 22, outcomes from whichever provider sent the message: a
+// provider can only report on mail it carried. An event whose webhook
+// (SendGrid's or SES's) is not the provider the send's record names is not
+// applied, not even to settle a send in doubt, and is counted apart; the
+// provider that carried it applies as before, and a record without a
+// provider (written before pools) takes any. A parked event is checked
+// when its record appears.
+func TestOutcomesOnlyFromTheRecordsProvider(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	for i := 1; i <= 5; i++ {
+		b.contact("ten_a", fmt.Sprintf("cnt_%d", i))
+	}
+	b.send("ten_a", "snd_sg", "cnt_1", "")
+	b.send("ten_a", "snd_ses", "cnt_2", "")
+	b.send("ten_a", "snd_old", "cnt_3", "")
+	b.send("ten_a", "snd_doubt", "cnt_4", "")
+	b.exec(`UPDATE sends SET provider = 'sendgrid' WHERE id = 'snd_sg'`)
+	b.exec(`UPDATE sends SET provider = 'ses' WHERE id IN ('snd_ses', 'snd_doubt')`)
+	b.exec(`UPDATE sends SET in_doubt = true WHERE id = 'snd_doubt'`)
+
+	res := b.applyBatch(batch(t,
+		sgEvent("g1", "bounce", "ten_a", "snd_ses", at(1), "type", "bounce"), // SES carried it
+		sgEvent("g2", "processed", "ten_a", "snd_doubt", at(1)),              // SES has it, in doubt
+		sgEvent("g3", "delivered", "ten_a", "snd_sg", at(1)),
+		sgEvent("g4", "delivered", "ten_a", "snd_old", at(1)),
+	))
+	if res.Applied != 2 || res.OtherProvider != 2 || res.Parked != 0 {
+		t.Fatalf("SendGrid batch: %+v", res)
+	}
+	if s := b.getSend("ten_a", "snd_ses"); s.DeliveryStatus != "sent" {
+		t.Fatalf("SendGrid's bounce applied to SES's send: %s", s.DeliveryStatus)
+	}
+	if c := b.getContact("ten_a", "cnt_2"); c.Suppressed {
+		t.Fatal("SendGrid's bounce of SES's send suppressed its contact")
+	}
+	if s := b.getSend("ten_a", "snd_doubt"); !s.InDoubt {
+		t.Fatal("SendGrid's event settled a send in doubt at SES")
+	}
+	for _, id := range []string{"snd_sg", "snd_old"} {
+		if s := b.getSend("ten_a", id); s.DeliveryStatus != "delivered" {
+			t.Fatalf("%s: %s", id, s.DeliveryStatus)
+		}
+	}
+	var dropped int32
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT dropped FROM webhook_batches ORDER BY id LIMIT 1`).Scan(&dropped); err != nil || dropped != 2 {
+		t.Fatalf("batch row dropped %d (%v)", dropped, err)
+	}
+
+	// SES's notifications: its complaint of SendGrid's send is not applied,
+	// its own delivery is.
+	sns := sestest.NewSNS(t)
+	var ids []int64
+	for _, ev := range [][]byte{
+		sestest.Event("Complaint", "snd_sg", "ten_a", "cnt_1@example.com", "", at(2)),
+		sestest.Event("Delivery", "snd_ses", "ten_a", "cnt_2@example.com", "", at(2)),
+		sestest.Event("Bounce", "snd_later", "ten_a", "cnt_5@example.com", "Permanent", at(2)),
+	} {
+		id, err := b.webhooks.AcceptFrom(b.ctx, ProviderSES, sestest.Body(sns.Notification(ev, "2")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	res, err := b.webhooks.ApplyBatch(b.ctx, ids[0])
+	if err != nil || res.Applied != 1 || res.OtherProvider != 1 || res.Parked != 1 {
+		t.Fatalf("SES notifications: %+v %v", res, err)
+	}
+	if c := b.getContact("ten_a", "cnt_1"); c.Suppressed {
+		t.Fatal("SES's complaint of SendGrid's send suppressed its contact")
+	}
+	if s := b.getSend("ten_a", "snd_ses"); s.DeliveryStatus != "delivered" {
+		t.Fatalf("SES's delivery of its own send: %s", s.DeliveryStatus)
+	}
+
+	// The parked SES bounce's record appears, naming SendGrid: it is not
+	// applied, and never falls back to the address either.
+	b.send("ten_a", "snd_later", "cnt_5", "")
+	b.exec(`UPDATE sends SET provider = 'sendgrid' WHERE id = 'snd_later'`)
+	u, err := b.webhooks.Unpark(b.ctx, time.Now(), 100)
+	if err != nil || u != (UnparkResult{OtherProvider: 1}) {
+		t.Fatalf("unpark: %+v %v", u, err)
+	}
+	if s := b.getSend("ten_a", "snd_later"); s.DeliveryStatus != "sent" {
+		t.Fatalf("parked bounce from another provider applied: %s", s.DeliveryStatus)
+	}
+	if c := b.getContact("ten_a", "cnt_5"); c.Suppressed {
+		t.Fatal("parked bounce from another provider suppressed the contact")
+	}
+}
+
+// The set of SES rows taken with another's run keeps the newest
+// takenSetMax ids: an id pushed out is asked of the database again, never
+// wrongly reported applied.
+func TestTakenSetBounded(t *testing.T) {
+	t.Parallel()
+	var s takenSet
+	if s.has(1) {
+		t.Fatal("empty set has 1")
+	}
+	ids := make([]int64, takenSetMax+10)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	s.add(ids[:10])
+	s.add(ids[10:])
+	for _, id := range []int64{1, 10} {
+		if s.has(id) {
+			t.Fatalf("%d kept past the bound", id)
+		}
+	}
+	for _, id := range []int64{11, int64(takenSetMax + 10)} {
+		if !s.has(id) {
+			t.Fatalf("%d forgotten", id)
+		}
+	}
+	if s.has(int64(takenSetMax + 11)) {
+		t.Fatal("an id never added")
+	}
+}
+
+// SES notifications taken with another row's run: their own task ends
+// without a query in the process that took them, and on the database's
+// word in another process; applying them changes nothing either way.
+func TestSESTakenRowsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	b := setupOutcomes(t)
+	b.contact("ten_a", "cnt_1")
+	b.send("ten_a", "snd_1", "cnt_1", "")
+	sns := sestest.NewSNS(t)
+	var ids []int64
+	for _, kind := range []string{"Delivery", "Open", "Open"} {
+		id, err := b.webhooks.AcceptFrom(b.ctx, ProviderSES, sestest.Body(sns.Notification(sestest.Event(kind, "snd_1", "ten_a", "cnt_1@example.com", "", at(1)), "2")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if res, err := b.webhooks.ApplyBatch(b.ctx, ids[0]); err != nil || res.Applied != 3 {
+		t.Fatalf("first run: %+v %v", res, err)
+	}
+	if !b.webhooks.taken.has(ids[1]) || !b.webhooks.taken.has(ids[2]) || b.webhooks.taken.has(ids[0]) {
+		t.Fatal("the taken rows are not remembered after the commit")
+	}
+	other := &Webhooks{DB: b.db, Outcomes: b.outcomes}
+	for _, w := range []*Webhooks{b.webhooks, other} {
+		for _, id := range ids {
+			if res, err := w.ApplyBatch(b.ctx, id); err != nil || !res.AlreadyApplied {
+				t.Fatalf("row %d: %+v %v", id, res, err)
+			}
+		}
+	}
+	if s := b.getSend("ten_a", "snd_1"); s.OpenCount != 2 || s.DeliveryStatus != "delivered" {
+		t.Fatalf("snd_1 %s opens %d", s.DeliveryStatus, s.OpenCount)
+	}
+	if got := fmt.Sprint(b.scalarInt(`SELECT count(*) FROM webhook_batches WHERE applied_at IS NULL`)); got != "0" {
+		t.Fatalf("%s rows unapplied", got)
+	}
+}
+
+func (b *outcomesBundle) scalarInt(q string) int64 {
+	b.t.Helper()
+	var n int64
+	if err := b.db.Pool.QueryRow(b.ctx, q).Scan(&n); err != nil {
+		b.t.Fatal(err)
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"tidings/internal/apperr"
@@ -44,6 +45,49 @@ type Webhooks struct {
 	// Tasks enqueues the task that applies a stored batch; nil leaves it
 	// to the sweep.
 	Tasks *tasks.Client
+
+	// taken remembers the SES rows this process applied with another
+	// row's run (applySES), after the commit: their own tasks, most of
+	// which run here, then end without a query. A task that runs in
+	// another process asks the database (WebhookBatchIsApplied).
+	taken takenSet
+}
+
+// takenSetMax bounds takenSet: a burst's rows have their tasks run within
+// seconds, long before a hundred thousand more are taken.
+const takenSetMax = 100_000
+
+// takenSet is a bounded set of row ids; the oldest go first.
+type takenSet struct {
+	mu   sync.Mutex
+	ids  map[int64]struct{}
+	ring []int64
+	next int
+}
+
+func (s *takenSet) add(ids []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids, s.ring = make(map[int64]struct{}, takenSetMax), make([]int64, 0, takenSetMax)
+	}
+	for _, id := range ids {
+		if len(s.ring) < takenSetMax {
+			s.ring = append(s.ring, id)
+		} else {
+			delete(s.ids, s.ring[s.next])
+			s.ring[s.next] = id
+			s.next = (s.next + 1) % takenSetMax
+		}
+		s.ids[id] = struct{}{}
+	}
+}
+
+func (s *takenSet) has(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ids[id]
+	return ok
 }
 
 // Accept stores a verified SendGrid body, enqueues its task and returns the
@@ -73,6 +117,9 @@ type BatchResult struct {
 	Dropped    int // unknown tenant (and, in batches applied before parking, send)
 	Parked     int // send record not visible yet: parked (Unpark)
 	Ignored    int // types Tidings does not act on, or not attributable (no ids)
+	// OtherProvider: the send's record names another provider than the
+	// one whose webhook reported the event; not applied (Outcome.Provider).
+	OtherProvider int
 	// AlreadyApplied: the batch had been applied before; nothing was done.
 	AlreadyApplied bool
 	// Unreadable: the body was not a batch of events (kept, marked applied).
@@ -88,7 +135,11 @@ type BatchResult struct {
 // An unknown batch id is a NOT_FOUND.
 func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error) {
 	var res BatchResult
-	// Without a transaction first: most SES runs end here.
+	// Without a query, then without a transaction: most SES runs end in
+	// one of the two.
+	if w.taken.has(id) {
+		return BatchResult{AlreadyApplied: true}, nil
+	}
 	if done, err := w.DB.WebhookBatchIsApplied(ctx, id); err == nil && done {
 		return BatchResult{AlreadyApplied: true}, nil
 	}
@@ -115,7 +166,7 @@ func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error
 			return err
 		}
 		return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: id,
-			Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored)})
+			Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored + res.OtherProvider)})
 	})
 	return res, err
 }
@@ -123,42 +174,36 @@ func (w *Webhooks) ApplyBatch(ctx context.Context, id int64) (BatchResult, error
 // applySES applies one stored SNS notification and up to sesTakeMax
 // others still waiting, in the caller's transaction: their events are
 // deduplicated by SNS MessageId and applied as one batch. The counts go on
-// b's row; the others are marked applied.
+// b's row; the others are marked applied as they are taken.
 func (w *Webhooks) applySES(ctx context.Context, q *store.Tx, b queries.WebhookBatch, res *BatchResult) error {
 	more, err := q.WebhookBatchTakePending(ctx, queries.WebhookBatchTakePendingParams{Provider: ProviderSES, ID: b.ID, Lim: sesTakeMax - 1})
 	if err != nil {
 		return err
 	}
-	bodies := make([][]byte, 0, len(more)+1)
-	bodies = append(bodies, b.Body)
-	ids := make([]int64, 0, len(more))
-	for _, m := range more {
-		bodies = append(bodies, m.Body)
-		ids = append(ids, m.ID)
-	}
-	evs := make([]sendgridevents.Event, 0, len(bodies))
-	for _, body := range bodies {
-		var env sesevents.Envelope
-		if json.Unmarshal(body, &env) != nil {
+	evs := make([]sendgridevents.Event, 0, len(more)+1)
+	add := func(body []byte) {
+		e, err := sesevents.ParseStored(body)
+		if err != nil {
 			res.Ignored++ // stored verified: cannot happen, and is no reason to retry
-			continue
+			return
 		}
-		e := sesevents.Parse(&env)
 		evs = append(evs, sendgridevents.Event{Type: e.Type, Email: e.Email, Timestamp: e.At, EventID: e.EventID,
 			MessageID: e.MessageID, Reason: e.Reason, URL: e.URL, SendID: e.SendID, TenantID: e.TenantID,
 			Outcome: e.Outcome, IgnoreReason: e.IgnoreReason})
 	}
-	res.Events = len(bodies)
+	add(b.Body)
+	ids := make([]int64, len(more))
+	for i, m := range more {
+		add(m.Body)
+		ids[i] = m.ID
+	}
+	q.AfterCommit(func(context.Context) { w.taken.add(ids) })
+	res.Events = len(more) + 1
 	if err := w.apply(ctx, q, ProviderSES, evs, res); err != nil {
 		return err
 	}
-	if len(ids) > 0 {
-		if err := q.WebhookBatchMarkAppliedMany(ctx, ids); err != nil {
-			return err
-		}
-	}
 	return q.WebhookBatchMarkApplied(ctx, queries.WebhookBatchMarkAppliedParams{ID: b.ID,
-		Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored)})
+		Applied: int32(res.Applied), Duplicates: int32(res.Duplicates), Dropped: int32(res.Dropped + res.Ignored + res.OtherProvider)})
 }
 
 func (w *Webhooks) apply(ctx context.Context, q *store.Tx, provider string, evs []sendgridevents.Event, res *BatchResult) error {
@@ -188,13 +233,13 @@ func (w *Webhooks) apply(ctx context.Context, q *store.Tx, provider string, evs 
 	for _, id := range fresh {
 		e := evs[first[id]]
 		outs = append(outs, Outcome{TenantID: e.TenantID, SendID: e.SendID, Kind: e.Outcome, At: e.Timestamp,
-			URL: e.URL, Reason: e.Reason, Email: e.Email, Machine: e.MachineOpen})
+			URL: e.URL, Reason: e.Reason, Email: e.Email, Machine: e.MachineOpen, Provider: provider})
 	}
 	n, err := w.Outcomes.Apply(ctx, q, outs)
 	if err != nil {
 		return err
 	}
-	res.Applied, res.Parked = n.Applied, len(n.Missing)
+	res.Applied, res.Parked, res.OtherProvider = n.Applied, len(n.Missing), n.OtherProvider
 	return w.park(ctx, q, provider, n.Missing, time.Now().Add(ParkFor))
 }
 
@@ -235,8 +280,9 @@ func (w *Webhooks) park(ctx context.Context, q *store.Tx, provider string, outs 
 // UnparkResult says what one pass over the parked events did.
 type UnparkResult struct {
 	// Applied found their record; FellBack reached the contact by its
-	// address (no record); Dropped had neither; Parked wait on.
-	Applied, FellBack, Dropped, Parked int
+	// address (no record); Dropped had neither; Parked wait on;
+	// OtherProvider found a record another provider sent (not applied).
+	Applied, FellBack, Dropped, Parked, OtherProvider int
 }
 
 // Unpark applies the parked events whose record has appeared, and those
@@ -262,7 +308,7 @@ func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (Unpa
 				continue
 			}
 			outs = append(outs, Outcome{TenantID: r.TenantID, SendID: r.SendID, Kind: kind, At: r.OccurredAt,
-				URL: r.Url, Reason: r.Reason, Email: r.Email})
+				URL: r.Url, Reason: r.Reason, Email: r.Email, Provider: r.Provider})
 			until[[2]string{r.TenantID, r.SendID}] = r.ParkedUntil
 			providers[[2]string{r.TenantID, r.SendID}] = r.Provider
 		}
@@ -270,7 +316,7 @@ func (w *Webhooks) Unpark(ctx context.Context, now time.Time, limit int32) (Unpa
 		if err != nil {
 			return err
 		}
-		res.Applied = n.Applied
+		res.Applied, res.OtherProvider = n.Applied, n.OtherProvider
 		for _, o := range n.Missing {
 			u := until[[2]string{o.TenantID, o.SendID}]
 			if u.After(now) {

@@ -181,7 +181,8 @@ func (p *Pool) circuitOf(stream Stream, name string) *circuit {
 }
 
 // Send hands msg to the providers of plan (from Plan) in turn until one
-// takes it. The message's record names plan[0] when Send is called; before
+// takes it, skipping one whose circuit has opened since Plan while a later
+// one's has not. The message's record names plan[0] when Send is called; before
 // each next provider, moveTo records that provider's name on it, so the
 // record always names the provider that may have the message. moveTo
 // failing ends the tries with the last refusal (nothing was sent).
@@ -196,6 +197,15 @@ func (p *Pool) Send(ctx context.Context, stream Stream, plan []Provider, msg Mes
 	var refusals []*Error
 	for i, prov := range plan {
 		name = prov.Name()
+		if p.openSince(stream, plan[i:]) {
+			// Its circuit opened after the plan was made (another
+			// message's failure while this one's record was written): its
+			// answer is known, and a later provider of the plan is not
+			// open. Trying it would cost the message a round trip to a
+			// provider that is down.
+			refusals = append(refusals, &Error{Provider: name, Transient: true, Down: true, Message: "circuit open"})
+			continue
+		}
 		if i > 0 {
 			telemetry.ProviderFailover(plan[i-1].Name(), string(stream))
 			if err := moveTo(ctx, name); err != nil {
@@ -228,6 +238,25 @@ func (p *Pool) Send(ctx context.Context, stream Stream, plan []Provider, msg Mes
 		}
 	}
 	return name, "", joinRefusals(refusals)
+}
+
+// openSince says whether plan[0]'s circuit is open now while a later
+// provider of plan is not: the one case where Send skips a provider of
+// its plan.
+func (p *Pool) openSince(stream Stream, plan []Provider) bool {
+	if len(plan) < 2 {
+		return false
+	}
+	now := p.now()
+	if c := p.circuitOf(stream, plan[0].Name()); c == nil || c.state(now, p.retryAfter) != StateOpen {
+		return false
+	}
+	for _, prov := range plan[1:] {
+		if c := p.circuitOf(stream, prov.Name()); c == nil || c.state(now, p.retryAfter) != StateOpen {
+			return true
+		}
+	}
+	return false
 }
 
 // joinRefusals is the error of a message every provider refused: the last

@@ -218,3 +218,54 @@ func TestPoolMoveFailureStops(t *testing.T) {
 		t.Fatalf("move failed: %v, ses tried %d", err, f.b.count())
 	}
 }
+
+// A plan made before another message opened SendGrid's circuit (the
+// record was being written meanwhile) skips SendGrid: its answer is known,
+// and trying it would cost the message a round trip to a provider that is
+// down. The record is moved on first, as for any failover. With every
+// later provider open too, the plan is tried as it is.
+func TestPoolStalePlanSkipsOpenedCircuit(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t)
+	stale := f.pool.Plan(Transactional) // sendgrid, ses
+	f.a.answer(errDown)
+	if name, err := f.send(Transactional, "m1"); err != nil || name != "ses" {
+		t.Fatalf("m1: %q %v", name, err)
+	}
+	var moves []string
+	name, _, err := f.pool.Send(context.Background(), Transactional, stale, Message{SendID: "m2"},
+		func(_ context.Context, name string) error { moves = append(moves, "m2>"+name); return nil })
+	if err != nil || name != "ses" || !slices.Equal(moves, []string{"m2>ses"}) {
+		t.Fatalf("m2 went to %q (%v), moves %v", name, err, moves)
+	}
+	if n := f.a.count(); n != 1 {
+		t.Fatalf("sendgrid was tried %d times, want only m1's", n)
+	}
+
+	// Both open: the stale plan is tried in order, and SendGrid's answer
+	// (a success) closes its circuit.
+	f.b.answer(errDown)
+	f.a.answer(errDown)
+	if _, err := f.send(Transactional, "m3"); err == nil {
+		t.Fatal("m3: every provider down, want an error")
+	}
+	f.a.answer(nil)
+	if name, _, err := f.pool.Send(context.Background(), Transactional, stale, Message{SendID: "m4"},
+		func(context.Context, string) error { return nil }); err != nil || name != "sendgrid" {
+		t.Fatalf("m4 with every circuit open: %q %v", name, err)
+	}
+
+	// moveTo failing after a skip: the message is refused, temporary.
+	f.now = f.now.Add(30 * time.Second) // SES half-open
+	f.a.answer(errDown)
+	f.b.answer(nil)
+	if name, err := f.send(Transactional, "m5"); err != nil || name != "ses" {
+		t.Fatalf("m5: %q %v", name, err)
+	}
+	tried := f.a.count()
+	_, _, err = f.pool.Send(context.Background(), Transactional, stale, Message{SendID: "m6"},
+		func(context.Context, string) error { return errors.New("database gone") })
+	if !IsTemporary(err) || f.a.count() != tried {
+		t.Fatalf("m6: %v (sendgrid tried %d more), want a temporary refusal without trying it", err, f.a.count()-tried)
+	}
+}

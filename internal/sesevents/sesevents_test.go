@@ -150,3 +150,20 @@ func Parse(eventType, bounceType, sendID, tenantID string, at time.Time) seseven
 		Message: string(sestest.Event(eventType, sendID, tenantID, "a@b.test", bounceType, at))}
 	return sesevents.Parse(e)
 }
+
+// What is stored of a verified notification parses as the signed body
+// does (rows stored before keep the whole body), without the signature.
+func TestStoredParsesAsTheSignedBody(t *testing.T) {
+	t.Parallel()
+	s := sestest.NewSNS(t)
+	e := s.Notification(sestest.Event("Bounce", "snd_1", "ten_1", "a@b.test", "Permanent", time.Now()), "2")
+	stored := sesevents.Stored(e)
+	if strings.Contains(string(stored), e.Signature) || strings.Contains(string(stored), "SigningCertURL") {
+		t.Fatalf("stored keeps the signature: %s", stored)
+	}
+	a, err1 := sesevents.ParseStored(stored)
+	b, err2 := sesevents.ParseStored(sestest.Body(e))
+	if err1 != nil || err2 != nil || a != b || a.Outcome != sendgridevents.BouncedHard || a.EventID != e.MessageID || a.SendID != "snd_1" {
+		t.Fatalf("stored %+v %v; signed body %+v %v", a, err1, b, err2)
+	}
+}

@@ -49,7 +49,7 @@ var (
 	}, []string{"provider", "stream"})
 	webhookEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidings_webhook_events_total",
-		Help: "SendGrid webhook events processed by the worker, by result (applied, duplicate, dropped, ignored).",
+		Help: "Provider webhook events (SendGrid, SES) processed by the worker, by result (applied, duplicate, dropped, ignored, other_provider).",
 	}, []string{"result"})
 	scheduledRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tidings_scheduled_sends_processed_total",
@@ -97,7 +97,7 @@ var (
 	sendKinds      = []string{"transactional", "sequence"}
 	sendOutcomes   = []string{"accepted", "failed"}
 	errorClasses   = []string{"temporary", "permanent"}
-	webhookResults = []string{"applied", "duplicate", "dropped", "ignored"}
+	webhookResults = []string{"applied", "duplicate", "dropped", "ignored", "other_provider"}
 	// runOutcomes are engine.Outcomes (telemetry cannot import the engine,
 	// which sends through delivery, which counts here); the worker's tests
 	// check the two lists are the same.
@@ -256,11 +256,12 @@ func ProviderFailover(providerName, stream string) {
 }
 
 // WebhookEvents records what a webhook batch did with its events.
-func WebhookEvents(applied, duplicates, dropped, ignored int) {
+func WebhookEvents(applied, duplicates, dropped, ignored, otherProvider int) {
 	webhookEvents.WithLabelValues("applied").Add(float64(applied))
 	webhookEvents.WithLabelValues("duplicate").Add(float64(duplicates))
 	webhookEvents.WithLabelValues("dropped").Add(float64(dropped))
 	webhookEvents.WithLabelValues("ignored").Add(float64(ignored))
+	webhookEvents.WithLabelValues("other_provider").Add(float64(otherProvider))
 }
 
 // RunOutcomes are the outcome label values of scheduled-send runs.

@@ -136,6 +136,15 @@ func (f *SendGrid) Count() int { return int(f.accepted.Load()) }
 // included: a retry test checks it to see the client did not retry itself.
 func (f *SendGrid) Requests() int { return int(f.requests.Load()) }
 
+// Refuse takes the fake down as a crashed or firewalled host: no new
+// connection is accepted (a dial is refused), open connections close after
+// their current answer and idle ones at once. There is no way back; the
+// test's end still closes the server.
+func (f *SendGrid) Refuse() {
+	f.srv.Config.SetKeepAlivesEnabled(false)
+	_ = f.srv.Listener.Close()
+}
+
 // Reset forgets recorded messages, counts and queued failures.
 func (f *SendGrid) Reset() {
 	f.mu.Lock()
