@@ -281,6 +281,11 @@ func (w *workload) sends(ctx context.Context, lane int) {
 				if status != 502 || attempt >= 3 {
 					break
 				}
+			} else {
+				// No answer, or the key still at work (409): the retry after
+				// a refusal is a new request whose fate the client does not
+				// know until a later answer.
+				w.tell(unit, "failed", "")
 			}
 			time.Sleep(300 * time.Millisecond)
 		}
@@ -400,10 +405,15 @@ func (w *workload) broadcasts(ctx context.Context) {
 		switch roll := rng.IntN(12); {
 		case roll < 4:
 			sleep(ctx, time.Duration(300+rng.IntN(1500))*time.Millisecond)
+			// A pause that failed every try may still have gone through
+			// (a 400 after a cut try reads as already paused, or as
+			// finished): the broadcast is resumed at the end either way.
+			w.mu.Lock()
+			w.pausedNow[b.BroadcastID] = true
+			w.mu.Unlock()
 			if w.move(ctx, b.BroadcastID, "pause") == nil {
 				w.mu.Lock()
 				w.paused++
-				w.pausedNow[b.BroadcastID] = true
 				w.mu.Unlock()
 				time.Sleep(3 * time.Second)
 				if w.move(ctx, b.BroadcastID, "resume") == nil {
