@@ -220,6 +220,9 @@ type Enrolment struct {
 	UpdatedAt        time.Time
 	SequenceVersion  *int32
 	TriggerEventName *string
+	Branch           string
+	HoldoutUntil     *time.Time
+	ConvertedAt      *time.Time
 }
 
 type Event struct {
@@ -418,18 +421,21 @@ type Send struct {
 }
 
 type Sequence struct {
-	TenantID       string
-	ID             string
-	Name           string
-	Content        string
-	TriggerEvent   string
-	Enabled        bool
-	Version        int32
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	Definition     json.RawMessage
-	TriggerSegment *string
-	TriggerOn      *string
+	TenantID          string
+	ID                string
+	Name              string
+	Content           string
+	TriggerEvent      string
+	Enabled           bool
+	Version           int32
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Definition        json.RawMessage
+	TriggerSegment    *string
+	TriggerOn         *string
+	GoalEvent         *string
+	GoalWithinSeconds *int64
+	ExitOnGoal        *bool
 }
 
 type Suppression struct {
