@@ -143,7 +143,7 @@ WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id
 
 -- name: EnrolmentListBySequence :many
 -- Open enrolments of a sequence, newest first, with the contact's email.
-SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id
+SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id, e.branch
 FROM enrolments e
 JOIN contacts c ON c.tenant_id = e.tenant_id AND c.id = e.contact_id
 WHERE e.tenant_id = @tenant_id AND e.sequence_id = @sequence_id AND e.status IN ('active', 'paused')
@@ -244,7 +244,7 @@ RETURNING *;
 -- order exitOnEvents locks in); exit_on_goal says whether each exits.
 WITH goal AS (
     SELECT s.tenant_id, s.id, s.goal_within_seconds, s.exit_on_goal, s.created_at FROM sequences s
-    WHERE s.tenant_id = @tenant_id AND s.goal_event = @name
+    WHERE s.tenant_id = @tenant_id AND s.goal_event = @name::text
 ), hit AS (
     SELECT e.tenant_id, e.id, g.exit_on_goal FROM enrolments e
     JOIN goal g ON g.tenant_id = e.tenant_id AND g.id = e.sequence_id
@@ -337,5 +337,5 @@ LEFT JOIN LATERAL (
       AND e.enrolled_at <= m.sent_at
     ORDER BY e.enrolled_at DESC LIMIT 1
 ) b ON true
-WHERE m.tenant_id = @tenant_id AND m.sequence_id = @sequence_id AND m.sent_at >= s.created_at
+WHERE m.tenant_id = @tenant_id AND m.sequence_id = @sequence_id::text AND m.sent_at >= s.created_at
 GROUP BY 1;

@@ -231,7 +231,7 @@ func (q *Queries) EnrolmentCompleteHoldouts(ctx context.Context, arg EnrolmentCo
 const enrolmentConvert = `-- name: EnrolmentConvert :many
 WITH goal AS (
     SELECT s.tenant_id, s.id, s.goal_within_seconds, s.exit_on_goal, s.created_at FROM sequences s
-    WHERE s.tenant_id = $2 AND s.goal_event = $3
+    WHERE s.tenant_id = $2 AND s.goal_event = $3::text
 ), hit AS (
     SELECT e.tenant_id, e.id, g.exit_on_goal FROM enrolments e
     JOIN goal g ON g.tenant_id = e.tenant_id AND g.id = e.sequence_id
@@ -252,7 +252,7 @@ RETURNING e.tenant_id, e.id, e.status, hit.exit_on_goal
 type EnrolmentConvertParams struct {
 	At        time.Time
 	TenantID  string
-	Name      *string
+	Name      string
 	ContactID string
 	EventID   string
 }
@@ -836,7 +836,7 @@ func (q *Queries) EnrolmentListByContact(ctx context.Context, arg EnrolmentListB
 }
 
 const enrolmentListBySequence = `-- name: EnrolmentListBySequence :many
-SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id
+SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id, e.branch
 FROM enrolments e
 JOIN contacts c ON c.tenant_id = e.tenant_id AND c.id = e.contact_id
 WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.status IN ('active', 'paused')
@@ -860,6 +860,7 @@ type EnrolmentListBySequenceRow struct {
 	EnrolledAt       time.Time
 	CurrentStepIndex int32
 	ID               string
+	Branch           string
 }
 
 // Open enrolments of a sequence, newest first, with the contact's email.
@@ -885,6 +886,7 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 			&i.EnrolledAt,
 			&i.CurrentStepIndex,
 			&i.ID,
+			&i.Branch,
 		); err != nil {
 			return nil, err
 		}
@@ -1214,13 +1216,13 @@ LEFT JOIN LATERAL (
       AND e.enrolled_at <= m.sent_at
     ORDER BY e.enrolled_at DESC LIMIT 1
 ) b ON true
-WHERE m.tenant_id = $1 AND m.sequence_id = $2 AND m.sent_at >= s.created_at
+WHERE m.tenant_id = $1 AND m.sequence_id = $2::text AND m.sent_at >= s.created_at
 GROUP BY 1
 `
 
 type SequenceExperimentSendsParams struct {
 	TenantID   string
-	SequenceID *string
+	SequenceID string
 }
 
 type SequenceExperimentSendsRow struct {

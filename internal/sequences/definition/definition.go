@@ -183,8 +183,10 @@ func (d *Definition) BranchNames() []string {
 
 // RunsFor reports whether step s runs for an enrolment of branch: a step
 // without a branch runs for every enrolment, a step with one only for
-// that branch's.
-func (s Step) RunsFor(branch string) bool { return s.Branch == "" || s.Branch == branch }
+// that branch's, and none for the holdout, which is sent nothing.
+func (s Step) RunsFor(branch string) bool {
+	return branch != BranchHoldout && (s.Branch == "" || s.Branch == branch)
+}
 
 // StepIndex returns the position of the step with the given id, or -1.
 func (d *Definition) StepIndex(id string) int {
