@@ -30,14 +30,12 @@ type enrolmentJSON struct {
 	// that examples recorded before branches existed stay valid until
 	// they are recorded again.
 	Branch string `json:"branch,omitempty"`
-	// ConvertedAt is the time of the goal event that converted it.
-	ConvertedAt *string `json:"convertedAt,omitempty"`
 }
 
 func enrolmentView(e queries.Enrolment) enrolmentJSON {
 	return enrolmentJSON{SequenceID: e.SequenceID, ContactID: e.ContactID, Status: e.Status,
 		EnrolledAt: formatTime(e.EnrolledAt), CurrentStep: e.CurrentStepIndex, EndedAt: formatTimePtr(e.EndedAt),
-		ExitReason: e.ExitReason, Branch: e.Branch, ConvertedAt: formatTimePtr(e.ConvertedAt)}
+		ExitReason: e.ExitReason, Branch: e.Branch}
 }
 
 type enrolReq struct {

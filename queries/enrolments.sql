@@ -239,48 +239,43 @@ RETURNING *;
 -- its goal (sequences_goal) and whose window holds the event's time:
 -- enrolled at or before it, within goal.within after. Any status converts
 -- (an enrolment that completed or exited still counts in its window); each
--- converts once, at the first goal event. The event that enrolled the
--- contact does not convert its own enrolment. Locked in key order (the
--- order exitOnEvents locks in); exit_on_goal says whether each exits.
-WITH goal AS (
-    SELECT s.tenant_id, s.id, s.goal_within_seconds, s.exit_on_goal, s.created_at FROM sequences s
-    WHERE s.tenant_id = @tenant_id AND s.goal_event = @name::text
-), hit AS (
-    SELECT e.tenant_id, e.id, g.exit_on_goal FROM enrolments e
-    JOIN goal g ON g.tenant_id = e.tenant_id AND g.id = e.sequence_id
-    WHERE e.tenant_id = @tenant_id AND e.contact_id = @contact_id AND e.converted_at IS NULL
-      AND e.enrolled_at >= g.created_at
-      AND e.enrolled_at <= @at::timestamptz
-      AND @at::timestamptz <= e.enrolled_at + make_interval(secs => g.goal_within_seconds)
-      AND e.trigger_event_id IS DISTINCT FROM @event_id::text
-    ORDER BY e.tenant_id, e.id
-    FOR UPDATE OF e
-)
-UPDATE enrolments e SET converted_at = @at::timestamptz, updated_at = now()
-FROM hit
-WHERE e.tenant_id = hit.tenant_id AND e.id = hit.id
-RETURNING e.tenant_id, e.id, e.status, hit.exit_on_goal;
+-- converts once, at the first goal event (a later one conflicts and writes
+-- nothing). The event that enrolled the contact does not convert its own
+-- enrolment. It returns the enrolments it converted and whether each
+-- exits (the sequence's exitOnGoal, kept with the conversion). One INSERT
+-- ... SELECT, no CTE: an event that is no sequence's goal stops at the
+-- sequences_goal probe.
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, @event_id::text, @at::timestamptz, s.exit_on_goal
+FROM sequences s
+JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
+WHERE s.tenant_id = @tenant_id AND s.goal_event = @name::text
+  AND e.contact_id = @contact_id
+  AND e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= @at::timestamptz
+  AND @at::timestamptz <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM @event_id::text
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits;
 
 -- name: EnrolmentConvertMany :many
 -- EnrolmentConvert for a batch of events of distinct contacts, one array
 -- position per event.
-WITH ev AS (
-    SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id,
-        unnest(@names::text[]) AS name, unnest(@ats::timestamptz[]) AS at, unnest(@event_ids::text[]) AS event_id
-), hit AS (
-    SELECT e.tenant_id, e.id, s.exit_on_goal, ev.at FROM ev
-    JOIN sequences s ON s.tenant_id = ev.tenant_id AND s.goal_event = ev.name
-    JOIN enrolments e ON e.tenant_id = ev.tenant_id AND e.contact_id = ev.contact_id AND e.sequence_id = s.id
-    WHERE e.converted_at IS NULL AND e.enrolled_at >= s.created_at
-      AND e.enrolled_at <= ev.at AND ev.at <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
-      AND e.trigger_event_id IS DISTINCT FROM ev.event_id
-    ORDER BY e.tenant_id, e.id
-    FOR UPDATE OF e
-)
-UPDATE enrolments e SET converted_at = hit.at, updated_at = now()
-FROM hit
-WHERE e.tenant_id = hit.tenant_id AND e.id = hit.id
-RETURNING e.tenant_id, e.id, e.status, hit.exit_on_goal;
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, ev.event_id, ev.at, s.exit_on_goal
+FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id,
+        unnest(@names::text[]) AS name, unnest(@ats::timestamptz[]) AS at, unnest(@event_ids::text[]) AS event_id) ev
+JOIN sequences s ON s.tenant_id = ev.tenant_id AND s.goal_event = ev.name
+JOIN enrolments e ON e.tenant_id = ev.tenant_id AND e.contact_id = ev.contact_id AND e.sequence_id = s.id
+WHERE e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= ev.at AND ev.at <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM ev.event_id
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits;
+
+-- name: EnrolmentConversion :one
+-- An enrolment's conversion (tests and support).
+SELECT * FROM enrolment_conversions WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id;
 
 -- name: EnrolmentCompleteHoldouts :many
 -- Completes the holdout enrolments whose time has come (holdout_until:
@@ -314,9 +309,10 @@ SELECT tenant_id, id FROM ended;
 -- name: SequenceExperimentEnrolments :many
 -- GET /api/sequences/{id}/experiment: the enrolments of the sequence as it
 -- now exists, by branch, and the converted ones.
-SELECT e.branch, count(*)::bigint AS entered, count(e.converted_at)::bigint AS converted
+SELECT e.branch, count(*)::bigint AS entered, count(c.enrolment_id)::bigint AS converted
 FROM enrolments e
 JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+LEFT JOIN enrolment_conversions c ON c.tenant_id = e.tenant_id AND c.enrolment_id = e.id
 WHERE e.tenant_id = @tenant_id AND e.sequence_id = @sequence_id AND e.enrolled_at >= s.created_at
 GROUP BY e.branch;
 

@@ -12,9 +12,9 @@ import (
 )
 
 const enrolmentActiveWithExitForContacts = `-- name: EnrolmentActiveWithExitForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until, l.converted_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, e.converted_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -58,7 +58,6 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 			&i.TriggerEventName,
 			&i.Branch,
 			&i.HoldoutUntil,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -71,8 +70,8 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 }
 
 const enrolmentActiveWithExitOfContact = `-- name: EnrolmentActiveWithExitOfContact :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until, l.converted_at FROM (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, e.converted_at FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -112,7 +111,6 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 			&i.TriggerEventName,
 			&i.Branch,
 			&i.HoldoutUntil,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -127,7 +125,7 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 const enrolmentAdvance = `-- name: EnrolmentAdvance :one
 UPDATE enrolments SET current_step = $1, current_step_index = $2, updated_at = now()
 WHERE tenant_id = $3 AND id = $4 AND status = 'active'
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 `
 
 type EnrolmentAdvanceParams struct {
@@ -163,7 +161,6 @@ func (q *Queries) EnrolmentAdvance(ctx context.Context, arg EnrolmentAdvancePara
 		&i.TriggerEventName,
 		&i.Branch,
 		&i.HoldoutUntil,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -228,56 +225,75 @@ func (q *Queries) EnrolmentCompleteHoldouts(ctx context.Context, arg EnrolmentCo
 	return items, nil
 }
 
+const enrolmentConversion = `-- name: EnrolmentConversion :one
+SELECT tenant_id, enrolment_id, event_id, converted_at, exits FROM enrolment_conversions WHERE tenant_id = $1 AND enrolment_id = $2
+`
+
+type EnrolmentConversionParams struct {
+	TenantID    string
+	EnrolmentID string
+}
+
+// An enrolment's conversion (tests and support).
+func (q *Queries) EnrolmentConversion(ctx context.Context, arg EnrolmentConversionParams) (EnrolmentConversion, error) {
+	row := q.db.QueryRow(ctx, enrolmentConversion, arg.TenantID, arg.EnrolmentID)
+	var i EnrolmentConversion
+	err := row.Scan(
+		&i.TenantID,
+		&i.EnrolmentID,
+		&i.EventID,
+		&i.ConvertedAt,
+		&i.Exits,
+	)
+	return i, err
+}
+
 const enrolmentConvert = `-- name: EnrolmentConvert :many
-WITH goal AS (
-    SELECT s.tenant_id, s.id, s.goal_within_seconds, s.exit_on_goal, s.created_at FROM sequences s
-    WHERE s.tenant_id = $2 AND s.goal_event = $3::text
-), hit AS (
-    SELECT e.tenant_id, e.id, g.exit_on_goal FROM enrolments e
-    JOIN goal g ON g.tenant_id = e.tenant_id AND g.id = e.sequence_id
-    WHERE e.tenant_id = $2 AND e.contact_id = $4 AND e.converted_at IS NULL
-      AND e.enrolled_at >= g.created_at
-      AND e.enrolled_at <= $1::timestamptz
-      AND $1::timestamptz <= e.enrolled_at + make_interval(secs => g.goal_within_seconds)
-      AND e.trigger_event_id IS DISTINCT FROM $5::text
-    ORDER BY e.tenant_id, e.id
-    FOR UPDATE OF e
-)
-UPDATE enrolments e SET converted_at = $1::timestamptz, updated_at = now()
-FROM hit
-WHERE e.tenant_id = hit.tenant_id AND e.id = hit.id
-RETURNING e.tenant_id, e.id, e.status, hit.exit_on_goal
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, $1::text, $2::timestamptz, s.exit_on_goal
+FROM sequences s
+JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
+WHERE s.tenant_id = $3 AND s.goal_event = $4::text
+  AND e.contact_id = $5
+  AND e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= $2::timestamptz
+  AND $2::timestamptz <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM $1::text
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits
 `
 
 type EnrolmentConvertParams struct {
+	EventID   string
 	At        time.Time
 	TenantID  string
 	Name      string
 	ContactID string
-	EventID   string
 }
 
 type EnrolmentConvertRow struct {
-	TenantID   string
-	ID         string
-	Status     string
-	ExitOnGoal *bool
+	TenantID    string
+	EnrolmentID string
+	Exits       bool
 }
 
 // Converts the contact's enrolments whose sequence has the event's name as
 // its goal (sequences_goal) and whose window holds the event's time:
 // enrolled at or before it, within goal.within after. Any status converts
 // (an enrolment that completed or exited still counts in its window); each
-// converts once, at the first goal event. The event that enrolled the
-// contact does not convert its own enrolment. Locked in key order (the
-// order exitOnEvents locks in); exit_on_goal says whether each exits.
+// converts once, at the first goal event (a later one conflicts and writes
+// nothing). The event that enrolled the contact does not convert its own
+// enrolment. It returns the enrolments it converted and whether each
+// exits (the sequence's exitOnGoal, kept with the conversion). One INSERT
+// ... SELECT, no CTE: an event that is no sequence's goal stops at the
+// sequences_goal probe.
 func (q *Queries) EnrolmentConvert(ctx context.Context, arg EnrolmentConvertParams) ([]EnrolmentConvertRow, error) {
 	rows, err := q.db.Query(ctx, enrolmentConvert,
+		arg.EventID,
 		arg.At,
 		arg.TenantID,
 		arg.Name,
 		arg.ContactID,
-		arg.EventID,
 	)
 	if err != nil {
 		return nil, err
@@ -286,12 +302,7 @@ func (q *Queries) EnrolmentConvert(ctx context.Context, arg EnrolmentConvertPara
 	items := []EnrolmentConvertRow{}
 	for rows.Next() {
 		var i EnrolmentConvertRow
-		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.Status,
-			&i.ExitOnGoal,
-		); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.EnrolmentID, &i.Exits); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -303,23 +314,17 @@ func (q *Queries) EnrolmentConvert(ctx context.Context, arg EnrolmentConvertPara
 }
 
 const enrolmentConvertMany = `-- name: EnrolmentConvertMany :many
-WITH ev AS (
-    SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
-        unnest($3::text[]) AS name, unnest($4::timestamptz[]) AS at, unnest($5::text[]) AS event_id
-), hit AS (
-    SELECT e.tenant_id, e.id, s.exit_on_goal, ev.at FROM ev
-    JOIN sequences s ON s.tenant_id = ev.tenant_id AND s.goal_event = ev.name
-    JOIN enrolments e ON e.tenant_id = ev.tenant_id AND e.contact_id = ev.contact_id AND e.sequence_id = s.id
-    WHERE e.converted_at IS NULL AND e.enrolled_at >= s.created_at
-      AND e.enrolled_at <= ev.at AND ev.at <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
-      AND e.trigger_event_id IS DISTINCT FROM ev.event_id
-    ORDER BY e.tenant_id, e.id
-    FOR UPDATE OF e
-)
-UPDATE enrolments e SET converted_at = hit.at, updated_at = now()
-FROM hit
-WHERE e.tenant_id = hit.tenant_id AND e.id = hit.id
-RETURNING e.tenant_id, e.id, e.status, hit.exit_on_goal
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, ev.event_id, ev.at, s.exit_on_goal
+FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+        unnest($3::text[]) AS name, unnest($4::timestamptz[]) AS at, unnest($5::text[]) AS event_id) ev
+JOIN sequences s ON s.tenant_id = ev.tenant_id AND s.goal_event = ev.name
+JOIN enrolments e ON e.tenant_id = ev.tenant_id AND e.contact_id = ev.contact_id AND e.sequence_id = s.id
+WHERE e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= ev.at AND ev.at <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM ev.event_id
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits
 `
 
 type EnrolmentConvertManyParams struct {
@@ -331,10 +336,9 @@ type EnrolmentConvertManyParams struct {
 }
 
 type EnrolmentConvertManyRow struct {
-	TenantID   string
-	ID         string
-	Status     string
-	ExitOnGoal *bool
+	TenantID    string
+	EnrolmentID string
+	Exits       bool
 }
 
 // EnrolmentConvert for a batch of events of distinct contacts, one array
@@ -354,12 +358,7 @@ func (q *Queries) EnrolmentConvertMany(ctx context.Context, arg EnrolmentConvert
 	items := []EnrolmentConvertManyRow{}
 	for rows.Next() {
 		var i EnrolmentConvertManyRow
-		if err := rows.Scan(
-			&i.TenantID,
-			&i.ID,
-			&i.Status,
-			&i.ExitOnGoal,
-		); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.EnrolmentID, &i.Exits); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -377,7 +376,7 @@ WITH ended AS (
         current_step_index = coalesce($4::integer, current_step_index),
         ended_at = now(), updated_at = now()
     WHERE enrolments.tenant_id = $5 AND enrolments.id = $6 AND enrolments.status IN ('active', 'paused')
-    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at
+    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
     SELECT e.tenant_id, 'tle_' || e.id || ':' || e.status, e.contact_id,
@@ -385,7 +384,7 @@ WITH ended AS (
         jsonb_strip_nulls(jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'reason', e.exit_reason))
     FROM ended e
 )
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at FROM ended
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM ended
 `
 
 type EnrolmentEndParams struct {
@@ -414,7 +413,6 @@ type EnrolmentEndRow struct {
 	TriggerEventName *string
 	Branch           string
 	HoldoutUntil     *time.Time
-	ConvertedAt      *time.Time
 }
 
 // Ends one open enrolment (completed, or exited with a reason) and writes
@@ -446,7 +444,6 @@ func (q *Queries) EnrolmentEnd(ctx context.Context, arg EnrolmentEndParams) (Enr
 		&i.TriggerEventName,
 		&i.Branch,
 		&i.HoldoutUntil,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -505,7 +502,7 @@ func (q *Queries) EnrolmentExitBySequence(ctx context.Context, arg EnrolmentExit
 }
 
 const enrolmentForAdvance = `-- name: EnrolmentForAdvance :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, e.converted_at, sq.version AS seq_version, sq.definition AS seq_definition
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, sq.version AS seq_version, sq.definition AS seq_definition
 FROM enrolments e
 LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.id = $2
@@ -545,7 +542,6 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 		&i.Enrolment.TriggerEventName,
 		&i.Enrolment.Branch,
 		&i.Enrolment.HoldoutUntil,
-		&i.Enrolment.ConvertedAt,
 		&i.SeqVersion,
 		&i.SeqDefinition,
 	)
@@ -553,7 +549,7 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 }
 
 const enrolmentGetForUpdate = `-- name: EnrolmentGetForUpdate :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type EnrolmentGetForUpdateParams struct {
@@ -581,7 +577,6 @@ func (q *Queries) EnrolmentGetForUpdate(ctx context.Context, arg EnrolmentGetFor
 		&i.TriggerEventName,
 		&i.Branch,
 		&i.HoldoutUntil,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -624,7 +619,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10,
     CASE WHEN $11::float8 IS NOT NULL THEN now() + make_interval(secs => $11::float8) END)
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 `
 
 type EnrolmentInsertParams struct {
@@ -676,13 +671,12 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 		&i.TriggerEventName,
 		&i.Branch,
 		&i.HoldoutUntil,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
 
 const enrolmentLatest = `-- name: EnrolmentLatest :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, e.converted_at FROM enrolments e
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e
 JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.contact_id = $3
   AND e.enrolled_at >= s.created_at
@@ -719,16 +713,15 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 		&i.TriggerEventName,
 		&i.Branch,
 		&i.HoldoutUntil,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
 
 const enrolmentLatestForContacts = `-- name: EnrolmentLatestForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until, l.converted_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
         unnest($3::text[]) AS sequence_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, e.converted_at FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
     WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
       AND e.enrolled_at >= s.created_at
     ORDER BY e.enrolled_at DESC, e.id DESC
@@ -771,7 +764,6 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 			&i.TriggerEventName,
 			&i.Branch,
 			&i.HoldoutUntil,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -784,7 +776,7 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 }
 
 const enrolmentListByContact = `-- name: EnrolmentListByContact :many
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM enrolments
 WHERE tenant_id = $1 AND contact_id = $2
 ORDER BY enrolled_at DESC, id DESC
 LIMIT $3
@@ -823,7 +815,6 @@ func (q *Queries) EnrolmentListByContact(ctx context.Context, arg EnrolmentListB
 			&i.TriggerEventName,
 			&i.Branch,
 			&i.HoldoutUntil,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -899,9 +890,9 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 }
 
 const enrolmentLockActive = `-- name: EnrolmentLockActive :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until, l.converted_at FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, e.converted_at FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
     FOR UPDATE) l
 `
 
@@ -938,7 +929,6 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 			&i.TriggerEventName,
 			&i.Branch,
 			&i.HoldoutUntil,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -951,7 +941,7 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 }
 
 const enrolmentOpen = `-- name: EnrolmentOpen :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM enrolments
 WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3
   AND status IN ('active', 'paused')
 `
@@ -983,7 +973,6 @@ func (q *Queries) EnrolmentOpen(ctx context.Context, arg EnrolmentOpenParams) (E
 		&i.TriggerEventName,
 		&i.Branch,
 		&i.HoldoutUntil,
-		&i.ConvertedAt,
 	)
 	return i, err
 }
@@ -1068,7 +1057,7 @@ SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::te
     -- A negative holdout_seconds: not held out (NULL holdout_until).
     now() + make_interval(secs => nullif(unnest($11::float8[]), -1))
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until, converted_at
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 `
 
 type EnrolmentStartForContactsParams struct {
@@ -1128,7 +1117,6 @@ func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentSt
 			&i.TriggerEventName,
 			&i.Branch,
 			&i.HoldoutUntil,
-			&i.ConvertedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -1164,9 +1152,10 @@ func (q *Queries) EnrolmentTriggerEvent(ctx context.Context, arg EnrolmentTrigge
 }
 
 const sequenceExperimentEnrolments = `-- name: SequenceExperimentEnrolments :many
-SELECT e.branch, count(*)::bigint AS entered, count(e.converted_at)::bigint AS converted
+SELECT e.branch, count(*)::bigint AS entered, count(c.enrolment_id)::bigint AS converted
 FROM enrolments e
 JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+LEFT JOIN enrolment_conversions c ON c.tenant_id = e.tenant_id AND c.enrolment_id = e.id
 WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.enrolled_at >= s.created_at
 GROUP BY e.branch
 `

@@ -222,7 +222,14 @@ type Enrolment struct {
 	TriggerEventName *string
 	Branch           string
 	HoldoutUntil     *time.Time
-	ConvertedAt      *time.Time
+}
+
+type EnrolmentConversion struct {
+	TenantID    string
+	EnrolmentID string
+	EventID     string
+	ConvertedAt time.Time
+	Exits       bool
 }
 
 type Event struct {

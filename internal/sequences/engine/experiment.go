@@ -119,10 +119,12 @@ func convertOnEvents(ctx context.Context, q *store.Tx, evs []*events.Recorded) e
 		}
 	}
 	for _, c := range converted {
-		if c.ExitOnGoal == nil || !*c.ExitOnGoal || !isOpen(c.Status) {
+		if !c.Exits {
 			continue
 		}
-		if _, err := exit(ctx, q, c.TenantID, c.ID, ReasonConverted); ignoreNoRows(err) != nil {
+		// An enrolment that had ended already is not open: exit finds
+		// nothing to end and cancels nothing.
+		if _, err := exit(ctx, q, c.TenantID, c.EnrolmentID, ReasonConverted); ignoreNoRows(err) != nil {
 			return err
 		}
 	}

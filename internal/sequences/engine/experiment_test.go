@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"tidings/internal/apperr"
 	"tidings/internal/contacts"
 	"tidings/internal/events"
 	"tidings/internal/experiments"
 	"tidings/internal/sequences/definition"
 	"tidings/internal/sequences/engine"
 	"tidings/internal/sequences/engine/enginetest"
+	"tidings/internal/store"
+	"tidings/queries"
 )
 
 // Sequence experiments (ADDENDUM 20): splits, holdouts and goals, on the
@@ -37,6 +40,20 @@ func seqFor(f *enginetest.Fixture, src, contactID, want string) string {
 	}
 	f.T.Fatalf("no sequence id puts %s in %s", contactID, want)
 	return ""
+}
+
+// convertedAt is the time e converted, nil when it has not.
+func convertedAt(f *enginetest.Fixture, e *queries.Enrolment) *time.Time {
+	f.T.Helper()
+	c, err := f.Svc.DB.EnrolmentConversion(context.Background(), queries.EnrolmentConversionParams{
+		TenantID: e.TenantID, EnrolmentID: e.ID})
+	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
+		return nil
+	}
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return &c.ConvertedAt
 }
 
 // eventAt records a custom event for email at ts, as POST /api/events
@@ -197,23 +214,23 @@ func TestExperimentGoalConverts(t *testing.T) {
 		f := enginetest.New(t, "org_exp_goal_open")
 		f.PutSequence("goal", goalSeq, true)
 		f.Event("signed_up", nil)
-		if e := f.Enrolment("goal"); e.ConvertedAt != nil {
+		if e := f.Enrolment("goal"); convertedAt(f, e) != nil {
 			t.Fatalf("converted by its trigger: %+v", e)
 		}
 		f.Event("page_view", nil) // not the goal
-		if e := f.Enrolment("goal"); e.ConvertedAt != nil {
+		if e := f.Enrolment("goal"); convertedAt(f, e) != nil {
 			t.Fatalf("converted by another event: %+v", e)
 		}
 		at := time.Now().Add(-time.Millisecond).Truncate(time.Microsecond)
 		eventAt(f, enginetest.Contact, "purchased", time.Now())
 		e := f.Enrolment("goal")
-		if e.ConvertedAt == nil || e.ConvertedAt.Before(at) || e.Status != engine.Active {
+		if convertedAt(f, e) == nil || convertedAt(f, e).Before(at) || e.Status != engine.Active {
 			t.Fatalf("enrolment %+v", e)
 		}
-		first := *e.ConvertedAt
+		first := *convertedAt(f, e)
 		eventAt(f, enginetest.Contact, "purchased", time.Now())
-		if e := f.Enrolment("goal"); !e.ConvertedAt.Equal(first) {
-			t.Fatalf("converted again: %v, first %v", e.ConvertedAt, first)
+		if e := f.Enrolment("goal"); !convertedAt(f, e).Equal(first) {
+			t.Fatalf("converted again: %v, first %v", convertedAt(f, e), first)
 		}
 	})
 	t.Run("completed, within the window", func(t *testing.T) {
@@ -226,7 +243,7 @@ func TestExperimentGoalConverts(t *testing.T) {
 			t.Fatalf("%+v", e)
 		}
 		eventAt(f, enginetest.Contact, "purchased", time.Now())
-		if e := f.Enrolment("goal"); e.ConvertedAt == nil || e.Status != engine.Completed {
+		if e := f.Enrolment("goal"); convertedAt(f, e) == nil || e.Status != engine.Completed {
 			t.Fatalf("completed enrolment not converted: %+v", e)
 		}
 	})
@@ -237,7 +254,7 @@ func TestExperimentGoalConverts(t *testing.T) {
 			f.ContactID, definition.BranchHoldout)
 		f.Event("signed_up", nil)
 		eventAt(f, enginetest.Contact, "purchased", time.Now())
-		if e := f.Enrolment(id); e.ConvertedAt == nil || e.Branch != definition.BranchHoldout {
+		if e := f.Enrolment(id); convertedAt(f, e) == nil || e.Branch != definition.BranchHoldout {
 			t.Fatalf("holdout not converted: %+v", e)
 		}
 	})
@@ -248,7 +265,7 @@ func TestExperimentGoalConverts(t *testing.T) {
 		f.Event("signed_up", nil)
 		// An event timed before the enrolment does not count.
 		eventAt(f, enginetest.Contact, "purchased", time.Now().Add(-time.Minute))
-		if e := f.Enrolment("goal"); e.ConvertedAt != nil {
+		if e := f.Enrolment("goal"); convertedAt(f, e) != nil {
 			t.Fatalf("converted by an event before enrolment: %+v", e)
 		}
 		// Nor one more than goal.within after it.
@@ -257,12 +274,12 @@ func TestExperimentGoalConverts(t *testing.T) {
 		f.Exec(`UPDATE sequences SET created_at = now() - interval '2 hours' WHERE tenant_id = $1`, f.Tenant)
 		f.Exec(`UPDATE enrolments SET enrolled_at = now() - interval '61 minutes' WHERE tenant_id = $1`, f.Tenant)
 		eventAt(f, enginetest.Contact, "purchased", time.Now())
-		if e := f.Enrolment("goal"); e.ConvertedAt != nil {
+		if e := f.Enrolment("goal"); convertedAt(f, e) != nil {
 			t.Fatalf("converted after the window: %+v", e)
 		}
 		// Inside it by the event's time, recorded late: it counts.
 		eventAt(f, enginetest.Contact, "purchased", time.Now().Add(-2*time.Minute))
-		if e := f.Enrolment("goal"); e.ConvertedAt == nil {
+		if e := f.Enrolment("goal"); convertedAt(f, e) == nil {
 			t.Fatalf("not converted by an event inside the window: %+v", e)
 		}
 	})
@@ -289,7 +306,7 @@ steps:
 	}
 	eventAt(f, enginetest.Contact, "purchased", time.Now())
 	e := f.Enrolment("trial")
-	if e.Status != engine.Exited || e.ExitReason == nil || *e.ExitReason != engine.ReasonConverted || e.ConvertedAt == nil {
+	if e.Status != engine.Exited || e.ExitReason == nil || *e.ExitReason != engine.ReasonConverted || convertedAt(f, e) == nil {
 		t.Fatalf("enrolment %+v", e)
 	}
 	if c := f.Scheduled("cancelled", engine.ReasonConverted); len(c) != 1 || c[0].StepID != "step-3" {
