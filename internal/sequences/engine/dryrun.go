@@ -68,6 +68,11 @@ func DryRun(ctx context.Context, q *queries.Queries, tenantID, sequenceID, conta
 	}
 	if stepID == "" && res.Enrolment != nil {
 		stepID = res.Enrolment.CurrentStep
+		// A held-out enrolment stays at its first step, which may be a
+		// split: the checks are then shown for the first email step.
+		if i := seq.Def.StepIndex(stepID); i >= 0 && seq.Def.Steps[i].Kind != definition.KindEmail {
+			stepID = ""
+		}
 	}
 	if stepID == "" {
 		if s, _, ok := plan(seq.Def, "", res.Branch); ok {

@@ -23,8 +23,9 @@ import (
 // and the contact's ids, so each test picks a sequence id that puts the
 // fixture's contact where the test needs it (seqFor).
 
-// seqFor stores src under the first id exp-N whose draw puts contactID in
-// branch want, and returns that id.
+// seqFor stores src under the first id <trigger event>-N whose draw puts
+// contactID in branch want, and returns that id (sequences of one test
+// differ in their trigger events, so they get ids of their own).
 func seqFor(f *enginetest.Fixture, src, contactID, want string) string {
 	f.T.Helper()
 	def, err := definition.Parse([]byte(src), definition.Options{})
@@ -32,7 +33,7 @@ func seqFor(f *enginetest.Fixture, src, contactID, want string) string {
 		f.T.Fatal(err)
 	}
 	for i := range 1000 {
-		id := fmt.Sprintf("exp-%d", i)
+		id := fmt.Sprintf("%s-%d", def.Trigger.Event, i)
 		if engine.BranchOf(engine.Sequence{ID: id, Def: def}, contactID) == want {
 			f.PutSequence(id, src, true)
 			return id
@@ -193,6 +194,17 @@ func TestExperimentHoldoutGetsNothingAndCompletes(t *testing.T) {
 	}
 	if f.SG.Count() != 0 {
 		t.Fatalf("sent %d", f.SG.Count())
+	}
+
+	// Held out of a sequence that starts with its split: the dry run of the
+	// enrolment (which stays at that split) shows the first email step,
+	// skipped.
+	id3 := seqFor(f, "trigger: {event: third}\nholdout: 50\nsteps: [{split: {a: 50, b: 50}}, {delay: 1d}, {send: welcome, branch: a}]\n",
+		f.ContactID, definition.BranchHoldout)
+	f.Event("third", nil)
+	if res, _, err := dryRun(f, id3, ""); err != nil || res.Outcome != engine.WouldSkip || res.Step.ID != "step-3" ||
+		res.Branch != definition.BranchHoldout || res.Enrolment == nil {
+		t.Fatalf("dry run of the held-out enrolment: %+v, %v", res, err)
 	}
 }
 
