@@ -37,9 +37,8 @@ CREATE INDEX sequences_goal ON sequences (tenant_id, goal_event) WHERE goal_even
 -- update of an enrolment row writes a new version of it and, unless its
 -- page has room, an entry into each of its five indexes, where this
 -- insert writes one small row and one index entry (docs/benchmarks.md
--- "Goal conversions": the update made a converting event cost 1.2-1.3x
--- one that converts nothing). No foreign key, whose check would lock the
--- enrolment row and write it after all; a conversion counts only joined
+-- "Goal conversions at event ingest"). No foreign key, whose check would
+-- lock the enrolment row and write it after all; a conversion counts only joined
 -- to its enrolment, so the row of a deleted contact's enrolment counts
 -- nowhere (it holds ids and a time, nothing of the contact).
 CREATE TABLE enrolment_conversions (
