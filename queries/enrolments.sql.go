@@ -169,7 +169,7 @@ const enrolmentCompleteHoldouts = `-- name: EnrolmentCompleteHoldouts :many
 WITH due AS (
     SELECT e.tenant_id, e.id FROM enrolments e
     WHERE e.status = 'active' AND e.holdout_until IS NOT NULL AND e.holdout_until <= $1::timestamptz
-    ORDER BY e.tenant_id, e.id
+    ORDER BY e.holdout_until
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), ended AS (
@@ -203,8 +203,9 @@ type EnrolmentCompleteHoldoutsRow struct {
 // Completes the holdout enrolments whose time has come (holdout_until:
 // when the sequence would have reached its last email step), at most lim
 // of them, with their timeline entries; they end at their last step as a
-// completed enrolment does. Locked in key order, skipping rows another
-// transaction holds (the next sweep finds them).
+// completed enrolment does. Oldest first along enrolments_holdout_due,
+// skipping rows another transaction holds (the next sweep finds them; a
+// skipped lock is never waited for, so the order cannot deadlock).
 func (q *Queries) EnrolmentCompleteHoldouts(ctx context.Context, arg EnrolmentCompleteHoldoutsParams) ([]EnrolmentCompleteHoldoutsRow, error) {
 	rows, err := q.db.Query(ctx, enrolmentCompleteHoldouts, arg.Now, arg.Lim)
 	if err != nil {
