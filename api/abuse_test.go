@@ -161,7 +161,8 @@ func TestAbuseCrossTenantEveryRoute(t *testing.T) {
 			{"DELETE", "/api/sequences/vseq/contacts/" + contact, nil, nil},
 			{"DELETE", "/api/sequences/aseq/contacts/" + contact, nil, nil},
 		},
-		"GET /api/sequences/:id/status": {{"GET", "/api/sequences/vseq/status", nil, nil}},
+		"GET /api/sequences/:id/status":     {{"GET", "/api/sequences/vseq/status", nil, nil}},
+		"GET /api/sequences/:id/experiment": {{"GET", "/api/sequences/vseq/experiment", nil, nil}},
 		"POST /api/sequences/:id/dry-run": {
 			{"POST", "/api/sequences/vseq/dry-run", map[string]any{"contactId": contact}, nil},
 			{"POST", "/api/sequences/aseq/dry-run", map[string]any{"contactId": contact}, nil},

@@ -246,6 +246,7 @@ func New(d Deps) (*fiber.App, error) {
 	r.get("/sequences/:id/contacts", s.enrolled)
 	r.delete("/sequences/:id/contacts/:contactId", on("sequence", "unenrol", "id"), s.unenrol)
 	r.get("/sequences/:id/status", s.sequenceStatus)
+	r.get("/sequences/:id/experiment", s.sequenceExperiment)
 	r.post("/sequences/:id/dry-run", on("sequence", "dryRun", "id").changingNothing(), s.dryRun)
 
 	r.get("/scheduled", s.scheduledList)

@@ -9,6 +9,7 @@ import (
 
 	"tidings/internal/apperr"
 	"tidings/internal/page"
+	"tidings/internal/sequences/engine"
 	"tidings/queries"
 )
 
@@ -23,12 +24,18 @@ type enrolmentJSON struct {
 	CurrentStep int32   `json:"currentStep"`
 	EndedAt     *string `json:"endedAt,omitempty"`
 	ExitReason  *string `json:"exitReason,omitempty"`
+	// Branch is the split branch the enrolment was drawn (ADDENDUM 20),
+	// holdout for the control group, default without a split. Never
+	// empty; omitempty only keeps it optional in the OpenAPI schema, so
+	// that examples recorded before branches existed stay valid until
+	// they are recorded again.
+	Branch string `json:"branch,omitempty"`
 }
 
 func enrolmentView(e queries.Enrolment) enrolmentJSON {
 	return enrolmentJSON{SequenceID: e.SequenceID, ContactID: e.ContactID, Status: e.Status,
 		EnrolledAt: formatTime(e.EnrolledAt), CurrentStep: e.CurrentStepIndex, EndedAt: formatTimePtr(e.EndedAt),
-		ExitReason: e.ExitReason}
+		ExitReason: e.ExitReason, Branch: e.Branch}
 }
 
 type enrolReq struct {
@@ -81,6 +88,7 @@ type enrolledJSON struct {
 	Status      string `json:"status"`
 	EnrolledAt  string `json:"enrolledAt"`
 	CurrentStep int32  `json:"currentStep"`
+	Branch      string `json:"branch,omitempty"`
 }
 
 // enrolled is GET /api/sequences/{id}/contacts: active and paused
@@ -101,7 +109,7 @@ func (s *Server) enrolled(c *fiber.Ctx) error {
 	items := make([]enrolledJSON, len(rows))
 	for i, r := range rows {
 		items[i] = enrolledJSON{ContactID: r.ContactID, Email: r.Email, Status: r.Status,
-			EnrolledAt: formatTime(r.EnrolledAt), CurrentStep: r.CurrentStepIndex}
+			EnrolledAt: formatTime(r.EnrolledAt), CurrentStep: r.CurrentStepIndex, Branch: r.Branch}
 	}
 	return c.JSON(list(items, s.pages.Next(next)))
 }
@@ -180,7 +188,10 @@ type dryRunJSON struct {
 		Enabled    bool   `json:"enabled"`
 		Version    string `json:"version"`
 	} `json:"sequenceInfo"`
-	InSequence      bool                 `json:"inSequence"`
+	InSequence bool `json:"inSequence"`
+	// Branch is the enrolment's branch, or the one a contact not in the
+	// sequence would be drawn (ADDENDUM 20).
+	Branch          string               `json:"branch,omitempty"`
 	Timestamp       string               `json:"timestamp"`
 	TemplatePreview *templatePreviewJSON `json:"templatePreview,omitempty"`
 }
@@ -211,7 +222,7 @@ func (s *Server) dryRun(c *fiber.Ctx) error {
 		return err
 	}
 	out := dryRunJSON{Outcome: res.Outcome, DecisionPath: res.DecisionPath, InSequence: res.Enrolment != nil,
-		Timestamp: formatTime(time.Now())}
+		Branch: res.Branch, Timestamp: formatTime(time.Now())}
 	out.StepInfo.StepID, out.StepInfo.TemplateID = res.Step.ID, res.Step.Template
 	out.ContactInfo.ContactID, out.ContactInfo.Email = res.Contact.ID, res.Contact.Email
 	out.ContactInfo.Subscribed, out.ContactInfo.Suppressed = res.Contact.Subscribed, res.Contact.Suppressed
@@ -219,6 +230,71 @@ func (s *Server) dryRun(c *fiber.Ctx) error {
 	out.SequenceInfo.Enabled, out.SequenceInfo.Version = res.Sequence.Enabled, strconv.Itoa(int(res.Sequence.Version))
 	if preview != nil {
 		out.TemplatePreview = &templatePreviewJSON{Subject: preview.Subject, TextPreview: preview.TextPreview}
+	}
+	return c.JSON(out)
+}
+
+// experimentBranchJSON is one branch of a sequence experiment, or its
+// holdout.
+type experimentBranchJSON struct {
+	Branch    string `json:"branch"`
+	Entered   int64  `json:"entered"`
+	Sent      int64  `json:"sent"`
+	Delivered int64  `json:"delivered"`
+	Opened    int64  `json:"opened"`
+	Clicked   int64  `json:"clicked"`
+	Converted int64  `json:"converted"`
+	// ConversionRate is converted / entered (0 with none entered).
+	ConversionRate float64 `json:"conversionRate"`
+	// Interval is the 95% Wilson score interval of the conversion rate
+	// over n = entered, [lo, hi].
+	Interval []float64 `json:"interval"`
+}
+
+type goalJSON struct {
+	Event  string `json:"event"`
+	Within string `json:"within"`
+}
+
+// sequenceExperimentJSON is GET /api/sequences/{id}/experiment.
+type sequenceExperimentJSON struct {
+	// Goal is the sequence's goal; null without one (nothing converts).
+	Goal     *goalJSON              `json:"goal"`
+	Branches []experimentBranchJSON `json:"branches"`
+	// Holdout is the control group; null when the sequence has none.
+	Holdout *experimentBranchJSON `json:"holdout"`
+	// Uplift is each branch's conversion rate minus the holdout's; null
+	// for every branch while the holdout has no enrolment.
+	Uplift map[string]*float64 `json:"uplift"`
+}
+
+func experimentBranchView(b engine.BranchStats) experimentBranchJSON {
+	return experimentBranchJSON{Branch: b.Branch, Entered: b.Entered, Sent: b.Sent, Delivered: b.Delivered,
+		Opened: b.Opened, Clicked: b.Clicked, Converted: b.Converted, ConversionRate: b.ConversionRate,
+		Interval: []float64{b.Interval[0], b.Interval[1]}}
+}
+
+// sequenceExperiment is GET /api/sequences/{id}/experiment: the
+// sequence's branches and holdout, their conversions and the uplift.
+func (s *Server) sequenceExperiment(c *fiber.Ctx) error {
+	seqID, err := pathParam(c, "id")
+	if err != nil {
+		return err
+	}
+	x, err := s.enrolments.Experiment(c.UserContext(), tenantID(c), seqID)
+	if err != nil {
+		return err
+	}
+	out := sequenceExperimentJSON{Branches: make([]experimentBranchJSON, len(x.Branches)), Uplift: x.Uplift}
+	if x.Goal != nil {
+		out.Goal = &goalJSON{Event: x.Goal.Event, Within: x.Goal.WithinSrc}
+	}
+	for i, b := range x.Branches {
+		out.Branches[i] = experimentBranchView(b)
+	}
+	if x.Holdout != nil {
+		h := experimentBranchView(*x.Holdout)
+		out.Holdout = &h
 	}
 	return c.JSON(out)
 }

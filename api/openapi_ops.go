@@ -113,6 +113,12 @@ var operations = map[string]op{
 	"GET /api/sequences/:id/contacts":               {id: "listEnrolled", summary: "The contacts enrolled in a sequence", res: listJSON[enrolledJSON]{}},
 	"DELETE /api/sequences/:id/contacts/:contactId": {id: "unenrol", summary: "Take a contact out of a sequence", status: http.StatusNoContent},
 	"GET /api/sequences/:id/status":                 {id: "sequenceStatus", summary: "A sequence's enrolments by status", res: sequenceStatusJSON{}},
+	"GET /api/sequences/:id/experiment": {id: "sequenceExperiment", summary: "A sequence's split branches and holdout: conversions to its goal, with intervals and uplift",
+		desc: "Each branch's enrolments (entered), the messages they were sent and their outcomes, and the enrolments that converted " +
+			"(the goal event arrived within goal.within of enrolment, by the event's time). conversionRate is converted / entered and " +
+			"interval its 95% Wilson score interval over n = entered. uplift is each branch's conversionRate minus the holdout's. " +
+			"A sequence without a split has one branch, default.",
+		res: sequenceExperimentJSON{}},
 	"POST /api/sequences/:id/dry-run": {id: "dryRunSequence", summary: "What a step would do for a contact now (nothing is sent or stored)",
 		req: dryRunReq{}, res: dryRunJSON{}},
 

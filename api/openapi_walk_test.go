@@ -119,6 +119,7 @@ func walkExamples(t *testing.T, b *bundle, rec *exampleRecorder) {
 	ok("POST", "/api/sequences/onboarding/contacts", key, map[string]any{"contactId": bob})
 	ok("GET", "/api/sequences/onboarding/contacts", key, nil)
 	ok("GET", "/api/sequences/onboarding/status", key, nil)
+	ok("GET", "/api/sequences/onboarding/experiment", key, nil)
 	ok("GET", "/api/sequences/onboarding/sends", key, nil)
 	ok("POST", "/api/sequences/onboarding/dry-run", key, map[string]any{"contactId": ann})
 	ok("GET", "/api/contacts/"+ann+"/sequences", key, nil)

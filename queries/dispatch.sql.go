@@ -107,7 +107,7 @@ WITH ended AS (
         current_step_index = r.current_step_index, ended_at = now(), updated_at = now()
     FROM jsonb_to_recordset($1::jsonb) AS r(tenant_id text, id text, current_step text, current_step_index integer)
     WHERE e.tenant_id = r.tenant_id AND e.id = r.id AND e.status = 'active'
-    RETURNING e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name
+    RETURNING e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until
 )
 INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
 SELECT e.tenant_id, 'tle_' || e.id || ':completed', e.contact_id, 'sequence_completed', now(),
@@ -125,7 +125,7 @@ func (q *Queries) DispatchComplete(ctx context.Context, rows json.RawMessage) er
 }
 
 const dispatchContext = `-- name: DispatchContext :many
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, c.tenant_id, c.id, c.email, c.user_id, c.properties, c.subscribed, c.suppressed, c.total_sends, c.total_opens, c.total_clicks, c.last_event_at, c.created_at, c.updated_at, c.topics, t.id, t.name, t.plan, t.sending_status, t.sandbox_whitelist, t.contact_count, t.monthly_send_count, t.monthly_send_count_period, t.billing_status, t.billing_customer_id, t.billing_subscription_id, t.plan_period_end, t.default_from_address, t.preferred_region, t.created_at, t.updated_at, t.timezone, t.event_retention_days, t.paused_reason, t.paused_at, t.guard_since, t.frequency_cap_max, t.frequency_cap_period,
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, c.tenant_id, c.id, c.email, c.user_id, c.properties, c.subscribed, c.suppressed, c.total_sends, c.total_opens, c.total_clicks, c.last_event_at, c.created_at, c.updated_at, c.topics, t.id, t.name, t.plan, t.sending_status, t.sandbox_whitelist, t.contact_count, t.monthly_send_count, t.monthly_send_count_period, t.billing_status, t.billing_customer_id, t.billing_subscription_id, t.plan_period_end, t.default_from_address, t.preferred_region, t.created_at, t.updated_at, t.timezone, t.event_retention_days, t.paused_reason, t.paused_at, t.guard_since, t.frequency_cap_max, t.frequency_cap_period,
     sq.enabled AS seq_enabled, sq.version AS seq_version, sq.definition AS seq_definition, sq.name AS seq_name,
     ev.name AS event_name, ev.properties AS event_properties, ev.occurred_at AS event_occurred_at
 FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
@@ -179,6 +179,8 @@ func (q *Queries) DispatchContext(ctx context.Context, arg DispatchContextParams
 			&i.Enrolment.UpdatedAt,
 			&i.Enrolment.SequenceVersion,
 			&i.Enrolment.TriggerEventName,
+			&i.Enrolment.Branch,
+			&i.Enrolment.HoldoutUntil,
 			&i.Contact.TenantID,
 			&i.Contact.ID,
 			&i.Contact.Email,
@@ -235,7 +237,7 @@ func (q *Queries) DispatchContext(ctx context.Context, arg DispatchContextParams
 }
 
 const dispatchEnrolmentsLock = `-- name: DispatchEnrolmentsLock :many
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, sq.version AS seq_version, sq.definition AS seq_definition
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, sq.version AS seq_version, sq.definition AS seq_definition
 FROM enrolments e
 JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
   ON e.tenant_id = k.tenant_id AND e.id = k.id
@@ -282,6 +284,8 @@ func (q *Queries) DispatchEnrolmentsLock(ctx context.Context, arg DispatchEnrolm
 			&i.Enrolment.UpdatedAt,
 			&i.Enrolment.SequenceVersion,
 			&i.Enrolment.TriggerEventName,
+			&i.Enrolment.Branch,
+			&i.Enrolment.HoldoutUntil,
 			&i.SeqVersion,
 			&i.SeqDefinition,
 		); err != nil {
@@ -352,7 +356,7 @@ func (q *Queries) DispatchMarkSent(ctx context.Context, batch json.RawMessage) (
 }
 
 const dispatchOpenWithExit = `-- name: DispatchOpenWithExit :many
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e
 JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
 JOIN (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
   ON e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
@@ -393,6 +397,8 @@ func (q *Queries) DispatchOpenWithExit(ctx context.Context, arg DispatchOpenWith
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
+			&i.Branch,
+			&i.HoldoutUntil,
 		); err != nil {
 			return nil, err
 		}

@@ -55,9 +55,10 @@ LIMIT 1;
 -- (enrolments_open): a concurrent enrolment won. The enrolment is its own
 -- sequence_entered timeline entry (see Timeline in events.sql).
 INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
-    sequence_version, trigger_event_name)
+    sequence_version, trigger_event_name, branch, holdout_until)
 VALUES (@tenant_id, @id, @sequence_id, @contact_id, @current_step, @current_step_index, @trigger_event_id,
-    @sequence_version, @trigger_event_name)
+    @sequence_version, @trigger_event_name, @branch,
+    CASE WHEN sqlc.narg(holdout_seconds)::float8 IS NOT NULL THEN now() + make_interval(secs => sqlc.narg(holdout_seconds)::float8) END)
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
 RETURNING *;
 
@@ -142,7 +143,7 @@ WHERE tenant_id = @tenant_id AND sequence_id = @sequence_id
 
 -- name: EnrolmentListBySequence :many
 -- Open enrolments of a sequence, newest first, with the contact's email.
-SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id
+SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id, e.branch
 FROM enrolments e
 JOIN contacts c ON c.tenant_id = e.tenant_id AND c.id = e.contact_id
 WHERE e.tenant_id = @tenant_id AND e.sequence_id = @sequence_id AND e.status IN ('active', 'paused')
@@ -224,9 +225,114 @@ CROSS JOIN LATERAL (
 -- open enrolment in the sequence (a concurrent event won) is left out of
 -- what comes back.
 INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
-    sequence_version, trigger_event_name)
+    sequence_version, trigger_event_name, branch, holdout_until)
 SELECT unnest(@tenant_ids::text[]), unnest(@ids::text[]), unnest(@sequence_ids::text[]), unnest(@contact_ids::text[]),
     unnest(@current_steps::text[]), unnest(@current_step_indexes::integer[]), unnest(@event_ids::text[]),
-    unnest(@versions::integer[]), unnest(@event_names::text[])
+    unnest(@versions::integer[]), unnest(@event_names::text[]), unnest(@branches::text[]),
+    -- A negative holdout_seconds: not held out (NULL holdout_until).
+    now() + make_interval(secs => nullif(unnest(@holdout_seconds::float8[]), -1))
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
 RETURNING *;
+
+-- name: EnrolmentConvert :many
+-- Converts the contact's enrolments whose sequence has the event's name as
+-- its goal (sequences_goal) and whose window holds the event's time:
+-- enrolled at or before it, within goal.within after. Any status converts
+-- (an enrolment that completed or exited still counts in its window); each
+-- converts once, at the first goal event (a later one conflicts and writes
+-- nothing). The event that enrolled the contact does not convert its own
+-- enrolment. It returns the enrolments it converted and whether each
+-- exits (the sequence's exitOnGoal, kept with the conversion). One INSERT
+-- ... SELECT, no CTE: an event that is no sequence's goal stops at the
+-- sequences_goal probe.
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, @event_id::text, @at::timestamptz, s.exit_on_goal
+FROM sequences s
+JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
+WHERE s.tenant_id = @tenant_id AND s.goal_event = @name::text
+  AND e.contact_id = @contact_id
+  AND e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= @at::timestamptz
+  AND @at::timestamptz <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM @event_id::text
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits;
+
+-- name: EnrolmentConvertMany :many
+-- EnrolmentConvert for a batch of events of distinct contacts, one array
+-- position per event.
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, ev.event_id, ev.at, s.exit_on_goal
+FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@contact_ids::text[]) AS contact_id,
+        unnest(@names::text[]) AS name, unnest(@ats::timestamptz[]) AS at, unnest(@event_ids::text[]) AS event_id) ev
+JOIN sequences s ON s.tenant_id = ev.tenant_id AND s.goal_event = ev.name
+JOIN enrolments e ON e.tenant_id = ev.tenant_id AND e.contact_id = ev.contact_id AND e.sequence_id = s.id
+WHERE e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= ev.at AND ev.at <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM ev.event_id
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits;
+
+-- name: EnrolmentConversion :one
+-- An enrolment's conversion (tests and support).
+SELECT * FROM enrolment_conversions WHERE tenant_id = @tenant_id AND enrolment_id = @enrolment_id;
+
+-- name: EnrolmentCompleteHoldouts :many
+-- Completes the holdout enrolments whose time has come (holdout_until:
+-- when the sequence would have reached its last email step), at most lim
+-- of them, with their timeline entries; they end at their last step as a
+-- completed enrolment does. Oldest first along enrolments_holdout_due,
+-- skipping rows another transaction holds (the next sweep finds them; a
+-- skipped lock is never waited for, so the order cannot deadlock).
+WITH due AS (
+    SELECT e.tenant_id, e.id FROM enrolments e
+    WHERE e.status = 'active' AND e.holdout_until IS NOT NULL AND e.holdout_until <= @now::timestamptz
+    ORDER BY e.holdout_until
+    LIMIT @lim
+    FOR UPDATE SKIP LOCKED
+), ended AS (
+    UPDATE enrolments e SET status = 'completed', ended_at = now(), updated_at = now(),
+        current_step = coalesce((SELECT sq.definition -> 'steps' -> -1 ->> 'id' FROM sequences sq
+            WHERE sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id), e.current_step),
+        current_step_index = coalesce((SELECT jsonb_array_length(sq.definition -> 'steps') FROM sequences sq
+            WHERE sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id), e.current_step_index)
+    FROM due
+    WHERE e.tenant_id = due.tenant_id AND e.id = due.id
+    RETURNING e.tenant_id, e.id, e.sequence_id, e.contact_id
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT x.tenant_id, 'tle_' || x.id || ':completed', x.contact_id, 'sequence_completed', now(),
+        jsonb_build_object('sequenceId', x.sequence_id, 'enrolmentId', x.id)
+    FROM ended x
+)
+SELECT tenant_id, id FROM ended;
+
+-- name: SequenceExperimentEnrolments :many
+-- GET /api/sequences/{id}/experiment: the enrolments of the sequence as it
+-- now exists, by branch, and the converted ones.
+SELECT e.branch, count(*)::bigint AS entered, count(c.enrolment_id)::bigint AS converted
+FROM enrolments e
+JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+LEFT JOIN enrolment_conversions c ON c.tenant_id = e.tenant_id AND c.enrolment_id = e.id
+WHERE e.tenant_id = @tenant_id AND e.sequence_id = @sequence_id AND e.enrolled_at >= s.created_at
+GROUP BY e.branch;
+
+-- name: SequenceExperimentSends :many
+-- The sequence's messages by the branch of the enrolment that sent them
+-- (the contact's newest enrolment at the time; a contact keeps its branch
+-- across enrolments, as the draw is a hash of the two ids), and of them
+-- the delivered, opened and clicked ones (people's first open and click,
+-- as the broadcast variants count them).
+SELECT coalesce(b.branch, 'default')::text AS branch, count(*)::bigint AS sent,
+    count(m.delivered_at)::bigint AS delivered, count(m.opened_at)::bigint AS opened,
+    count(m.clicked_at)::bigint AS clicked
+FROM sends m
+JOIN sequences s ON s.tenant_id = m.tenant_id AND s.id = m.sequence_id
+LEFT JOIN LATERAL (
+    SELECT e.branch FROM enrolments e
+    WHERE e.tenant_id = m.tenant_id AND e.contact_id = m.contact_id AND e.sequence_id = m.sequence_id
+      AND e.enrolled_at <= m.sent_at
+    ORDER BY e.enrolled_at DESC LIMIT 1
+) b ON true
+WHERE m.tenant_id = @tenant_id AND m.sequence_id = @sequence_id::text AND m.sent_at >= s.created_at
+GROUP BY 1;

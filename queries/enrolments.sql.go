@@ -12,9 +12,9 @@ import (
 )
 
 const enrolmentActiveWithExitForContacts = `-- name: EnrolmentActiveWithExitForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -56,6 +56,8 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
+			&i.Branch,
+			&i.HoldoutUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -68,8 +70,8 @@ func (q *Queries) EnrolmentActiveWithExitForContacts(ctx context.Context, arg En
 }
 
 const enrolmentActiveWithExitOfContact = `-- name: EnrolmentActiveWithExitOfContact :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e WHERE e.tenant_id = $1 AND e.contact_id = $2
     OFFSET 0) l
 WHERE l.status = 'active' AND EXISTS (SELECT 1 FROM sequences sq WHERE sq.tenant_id = l.tenant_id AND sq.id = l.sequence_id
     AND sq.definition ? 'exit' AND sq.definition->'exit' <> 'null'::jsonb)
@@ -107,6 +109,8 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
+			&i.Branch,
+			&i.HoldoutUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -121,7 +125,7 @@ func (q *Queries) EnrolmentActiveWithExitOfContact(ctx context.Context, arg Enro
 const enrolmentAdvance = `-- name: EnrolmentAdvance :one
 UPDATE enrolments SET current_step = $1, current_step_index = $2, updated_at = now()
 WHERE tenant_id = $3 AND id = $4 AND status = 'active'
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 `
 
 type EnrolmentAdvanceParams struct {
@@ -155,8 +159,215 @@ func (q *Queries) EnrolmentAdvance(ctx context.Context, arg EnrolmentAdvancePara
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
+		&i.Branch,
+		&i.HoldoutUntil,
 	)
 	return i, err
+}
+
+const enrolmentCompleteHoldouts = `-- name: EnrolmentCompleteHoldouts :many
+WITH due AS (
+    SELECT e.tenant_id, e.id FROM enrolments e
+    WHERE e.status = 'active' AND e.holdout_until IS NOT NULL AND e.holdout_until <= $1::timestamptz
+    ORDER BY e.holdout_until
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), ended AS (
+    UPDATE enrolments e SET status = 'completed', ended_at = now(), updated_at = now(),
+        current_step = coalesce((SELECT sq.definition -> 'steps' -> -1 ->> 'id' FROM sequences sq
+            WHERE sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id), e.current_step),
+        current_step_index = coalesce((SELECT jsonb_array_length(sq.definition -> 'steps') FROM sequences sq
+            WHERE sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id), e.current_step_index)
+    FROM due
+    WHERE e.tenant_id = due.tenant_id AND e.id = due.id
+    RETURNING e.tenant_id, e.id, e.sequence_id, e.contact_id
+), entry AS (
+    INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
+    SELECT x.tenant_id, 'tle_' || x.id || ':completed', x.contact_id, 'sequence_completed', now(),
+        jsonb_build_object('sequenceId', x.sequence_id, 'enrolmentId', x.id)
+    FROM ended x
+)
+SELECT tenant_id, id FROM ended
+`
+
+type EnrolmentCompleteHoldoutsParams struct {
+	Now time.Time
+	Lim int32
+}
+
+type EnrolmentCompleteHoldoutsRow struct {
+	TenantID string
+	ID       string
+}
+
+// Completes the holdout enrolments whose time has come (holdout_until:
+// when the sequence would have reached its last email step), at most lim
+// of them, with their timeline entries; they end at their last step as a
+// completed enrolment does. Oldest first along enrolments_holdout_due,
+// skipping rows another transaction holds (the next sweep finds them; a
+// skipped lock is never waited for, so the order cannot deadlock).
+func (q *Queries) EnrolmentCompleteHoldouts(ctx context.Context, arg EnrolmentCompleteHoldoutsParams) ([]EnrolmentCompleteHoldoutsRow, error) {
+	rows, err := q.db.Query(ctx, enrolmentCompleteHoldouts, arg.Now, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EnrolmentCompleteHoldoutsRow{}
+	for rows.Next() {
+		var i EnrolmentCompleteHoldoutsRow
+		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const enrolmentConversion = `-- name: EnrolmentConversion :one
+SELECT tenant_id, enrolment_id, event_id, converted_at, exits FROM enrolment_conversions WHERE tenant_id = $1 AND enrolment_id = $2
+`
+
+type EnrolmentConversionParams struct {
+	TenantID    string
+	EnrolmentID string
+}
+
+// An enrolment's conversion (tests and support).
+func (q *Queries) EnrolmentConversion(ctx context.Context, arg EnrolmentConversionParams) (EnrolmentConversion, error) {
+	row := q.db.QueryRow(ctx, enrolmentConversion, arg.TenantID, arg.EnrolmentID)
+	var i EnrolmentConversion
+	err := row.Scan(
+		&i.TenantID,
+		&i.EnrolmentID,
+		&i.EventID,
+		&i.ConvertedAt,
+		&i.Exits,
+	)
+	return i, err
+}
+
+const enrolmentConvert = `-- name: EnrolmentConvert :many
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, $1::text, $2::timestamptz, s.exit_on_goal
+FROM sequences s
+JOIN enrolments e ON e.tenant_id = s.tenant_id AND e.sequence_id = s.id
+WHERE s.tenant_id = $3 AND s.goal_event = $4::text
+  AND e.contact_id = $5
+  AND e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= $2::timestamptz
+  AND $2::timestamptz <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM $1::text
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits
+`
+
+type EnrolmentConvertParams struct {
+	EventID   string
+	At        time.Time
+	TenantID  string
+	Name      string
+	ContactID string
+}
+
+type EnrolmentConvertRow struct {
+	TenantID    string
+	EnrolmentID string
+	Exits       bool
+}
+
+// Converts the contact's enrolments whose sequence has the event's name as
+// its goal (sequences_goal) and whose window holds the event's time:
+// enrolled at or before it, within goal.within after. Any status converts
+// (an enrolment that completed or exited still counts in its window); each
+// converts once, at the first goal event (a later one conflicts and writes
+// nothing). The event that enrolled the contact does not convert its own
+// enrolment. It returns the enrolments it converted and whether each
+// exits (the sequence's exitOnGoal, kept with the conversion). One INSERT
+// ... SELECT, no CTE: an event that is no sequence's goal stops at the
+// sequences_goal probe.
+func (q *Queries) EnrolmentConvert(ctx context.Context, arg EnrolmentConvertParams) ([]EnrolmentConvertRow, error) {
+	rows, err := q.db.Query(ctx, enrolmentConvert,
+		arg.EventID,
+		arg.At,
+		arg.TenantID,
+		arg.Name,
+		arg.ContactID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EnrolmentConvertRow{}
+	for rows.Next() {
+		var i EnrolmentConvertRow
+		if err := rows.Scan(&i.TenantID, &i.EnrolmentID, &i.Exits); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const enrolmentConvertMany = `-- name: EnrolmentConvertMany :many
+INSERT INTO enrolment_conversions (tenant_id, enrolment_id, event_id, converted_at, exits)
+SELECT e.tenant_id, e.id, ev.event_id, ev.at, s.exit_on_goal
+FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+        unnest($3::text[]) AS name, unnest($4::timestamptz[]) AS at, unnest($5::text[]) AS event_id) ev
+JOIN sequences s ON s.tenant_id = ev.tenant_id AND s.goal_event = ev.name
+JOIN enrolments e ON e.tenant_id = ev.tenant_id AND e.contact_id = ev.contact_id AND e.sequence_id = s.id
+WHERE e.enrolled_at >= s.created_at
+  AND e.enrolled_at <= ev.at AND ev.at <= e.enrolled_at + make_interval(secs => s.goal_within_seconds)
+  AND e.trigger_event_id IS DISTINCT FROM ev.event_id
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, enrolment_id, exits
+`
+
+type EnrolmentConvertManyParams struct {
+	TenantIds  []string
+	ContactIds []string
+	Names      []string
+	Ats        []time.Time
+	EventIds   []string
+}
+
+type EnrolmentConvertManyRow struct {
+	TenantID    string
+	EnrolmentID string
+	Exits       bool
+}
+
+// EnrolmentConvert for a batch of events of distinct contacts, one array
+// position per event.
+func (q *Queries) EnrolmentConvertMany(ctx context.Context, arg EnrolmentConvertManyParams) ([]EnrolmentConvertManyRow, error) {
+	rows, err := q.db.Query(ctx, enrolmentConvertMany,
+		arg.TenantIds,
+		arg.ContactIds,
+		arg.Names,
+		arg.Ats,
+		arg.EventIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EnrolmentConvertManyRow{}
+	for rows.Next() {
+		var i EnrolmentConvertManyRow
+		if err := rows.Scan(&i.TenantID, &i.EnrolmentID, &i.Exits); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const enrolmentEnd = `-- name: EnrolmentEnd :one
@@ -166,7 +377,7 @@ WITH ended AS (
         current_step_index = coalesce($4::integer, current_step_index),
         ended_at = now(), updated_at = now()
     WHERE enrolments.tenant_id = $5 AND enrolments.id = $6 AND enrolments.status IN ('active', 'paused')
-    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
+    RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 ), entry AS (
     INSERT INTO timeline_entries (tenant_id, id, contact_id, type, occurred_at, data)
     SELECT e.tenant_id, 'tle_' || e.id || ':' || e.status, e.contact_id,
@@ -174,7 +385,7 @@ WITH ended AS (
         jsonb_strip_nulls(jsonb_build_object('sequenceId', e.sequence_id, 'enrolmentId', e.id, 'reason', e.exit_reason))
     FROM ended e
 )
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM ended
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM ended
 `
 
 type EnrolmentEndParams struct {
@@ -201,6 +412,8 @@ type EnrolmentEndRow struct {
 	UpdatedAt        time.Time
 	SequenceVersion  *int32
 	TriggerEventName *string
+	Branch           string
+	HoldoutUntil     *time.Time
 }
 
 // Ends one open enrolment (completed, or exited with a reason) and writes
@@ -230,6 +443,8 @@ func (q *Queries) EnrolmentEnd(ctx context.Context, arg EnrolmentEndParams) (Enr
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
+		&i.Branch,
+		&i.HoldoutUntil,
 	)
 	return i, err
 }
@@ -288,7 +503,7 @@ func (q *Queries) EnrolmentExitBySequence(ctx context.Context, arg EnrolmentExit
 }
 
 const enrolmentForAdvance = `-- name: EnrolmentForAdvance :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, sq.version AS seq_version, sq.definition AS seq_definition
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, sq.version AS seq_version, sq.definition AS seq_definition
 FROM enrolments e
 LEFT JOIN sequences sq ON sq.tenant_id = e.tenant_id AND sq.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.id = $2
@@ -326,6 +541,8 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 		&i.Enrolment.UpdatedAt,
 		&i.Enrolment.SequenceVersion,
 		&i.Enrolment.TriggerEventName,
+		&i.Enrolment.Branch,
+		&i.Enrolment.HoldoutUntil,
 		&i.SeqVersion,
 		&i.SeqDefinition,
 	)
@@ -333,7 +550,7 @@ func (q *Queries) EnrolmentForAdvance(ctx context.Context, arg EnrolmentForAdvan
 }
 
 const enrolmentGetForUpdate = `-- name: EnrolmentGetForUpdate :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM enrolments WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type EnrolmentGetForUpdateParams struct {
@@ -359,6 +576,8 @@ func (q *Queries) EnrolmentGetForUpdate(ctx context.Context, arg EnrolmentGetFor
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
+		&i.Branch,
+		&i.HoldoutUntil,
 	)
 	return i, err
 }
@@ -396,11 +615,12 @@ func (q *Queries) EnrolmentHasEvent(ctx context.Context, arg EnrolmentHasEventPa
 
 const enrolmentInsert = `-- name: EnrolmentInsert :one
 INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
-    sequence_version, trigger_event_name)
+    sequence_version, trigger_event_name, branch, holdout_until)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-    $8, $9)
+    $8, $9, $10,
+    CASE WHEN $11::float8 IS NOT NULL THEN now() + make_interval(secs => $11::float8) END)
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 `
 
 type EnrolmentInsertParams struct {
@@ -413,6 +633,8 @@ type EnrolmentInsertParams struct {
 	TriggerEventID   *string
 	SequenceVersion  *int32
 	TriggerEventName *string
+	Branch           string
+	HoldoutSeconds   *float64
 }
 
 // No row when the contact already has an open enrolment in the sequence
@@ -429,6 +651,8 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 		arg.TriggerEventID,
 		arg.SequenceVersion,
 		arg.TriggerEventName,
+		arg.Branch,
+		arg.HoldoutSeconds,
 	)
 	var i Enrolment
 	err := row.Scan(
@@ -446,12 +670,14 @@ func (q *Queries) EnrolmentInsert(ctx context.Context, arg EnrolmentInsertParams
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
+		&i.Branch,
+		&i.HoldoutUntil,
 	)
 	return i, err
 }
 
 const enrolmentLatest = `-- name: EnrolmentLatest :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e
 JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
 WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.contact_id = $3
   AND e.enrolled_at >= s.created_at
@@ -486,15 +712,17 @@ func (q *Queries) EnrolmentLatest(ctx context.Context, arg EnrolmentLatestParams
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
+		&i.Branch,
+		&i.HoldoutUntil,
 	)
 	return i, err
 }
 
 const enrolmentLatestForContacts = `-- name: EnrolmentLatestForContacts :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS contact_id,
         unnest($3::text[]) AS sequence_id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
     WHERE e.tenant_id = k.tenant_id AND e.contact_id = k.contact_id AND e.sequence_id = k.sequence_id
       AND e.enrolled_at >= s.created_at
     ORDER BY e.enrolled_at DESC, e.id DESC
@@ -535,6 +763,8 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
+			&i.Branch,
+			&i.HoldoutUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -547,7 +777,7 @@ func (q *Queries) EnrolmentLatestForContacts(ctx context.Context, arg EnrolmentL
 }
 
 const enrolmentListByContact = `-- name: EnrolmentListByContact :many
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM enrolments
 WHERE tenant_id = $1 AND contact_id = $2
 ORDER BY enrolled_at DESC, id DESC
 LIMIT $3
@@ -584,6 +814,8 @@ func (q *Queries) EnrolmentListByContact(ctx context.Context, arg EnrolmentListB
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
+			&i.Branch,
+			&i.HoldoutUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -596,7 +828,7 @@ func (q *Queries) EnrolmentListByContact(ctx context.Context, arg EnrolmentListB
 }
 
 const enrolmentListBySequence = `-- name: EnrolmentListBySequence :many
-SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id
+SELECT e.contact_id, c.email, e.status, e.enrolled_at, e.current_step_index, e.id, e.branch
 FROM enrolments e
 JOIN contacts c ON c.tenant_id = e.tenant_id AND c.id = e.contact_id
 WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.status IN ('active', 'paused')
@@ -620,6 +852,7 @@ type EnrolmentListBySequenceRow struct {
 	EnrolledAt       time.Time
 	CurrentStepIndex int32
 	ID               string
+	Branch           string
 }
 
 // Open enrolments of a sequence, newest first, with the contact's email.
@@ -645,6 +878,7 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 			&i.EnrolledAt,
 			&i.CurrentStepIndex,
 			&i.ID,
+			&i.Branch,
 		); err != nil {
 			return nil, err
 		}
@@ -657,9 +891,9 @@ func (q *Queries) EnrolmentListBySequence(ctx context.Context, arg EnrolmentList
 }
 
 const enrolmentLockActive = `-- name: EnrolmentLockActive :many
-SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
+SELECT l.tenant_id, l.id, l.sequence_id, l.contact_id, l.status, l.current_step, l.current_step_index, l.trigger_event_id, l.enrolled_at, l.ended_at, l.exit_reason, l.updated_at, l.sequence_version, l.trigger_event_name, l.branch, l.holdout_until FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS id) k
 CROSS JOIN LATERAL (
-    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
+    SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until FROM enrolments e WHERE e.tenant_id = k.tenant_id AND e.id = k.id AND e.status = 'active'
     FOR UPDATE) l
 `
 
@@ -694,6 +928,8 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
+			&i.Branch,
+			&i.HoldoutUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -706,7 +942,7 @@ func (q *Queries) EnrolmentLockActive(ctx context.Context, arg EnrolmentLockActi
 }
 
 const enrolmentOpen = `-- name: EnrolmentOpen :one
-SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name FROM enrolments
+SELECT tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until FROM enrolments
 WHERE tenant_id = $1 AND sequence_id = $2 AND contact_id = $3
   AND status IN ('active', 'paused')
 `
@@ -736,6 +972,8 @@ func (q *Queries) EnrolmentOpen(ctx context.Context, arg EnrolmentOpenParams) (E
 		&i.UpdatedAt,
 		&i.SequenceVersion,
 		&i.TriggerEventName,
+		&i.Branch,
+		&i.HoldoutUntil,
 	)
 	return i, err
 }
@@ -813,12 +1051,14 @@ func (q *Queries) EnrolmentSetPaused(ctx context.Context, arg EnrolmentSetPaused
 
 const enrolmentStartForContacts = `-- name: EnrolmentStartForContacts :many
 INSERT INTO enrolments (tenant_id, id, sequence_id, contact_id, current_step, current_step_index, trigger_event_id,
-    sequence_version, trigger_event_name)
+    sequence_version, trigger_event_name, branch, holdout_until)
 SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::text[]),
     unnest($5::text[]), unnest($6::integer[]), unnest($7::text[]),
-    unnest($8::integer[]), unnest($9::text[])
+    unnest($8::integer[]), unnest($9::text[]), unnest($10::text[]),
+    -- A negative holdout_seconds: not held out (NULL holdout_until).
+    now() + make_interval(secs => nullif(unnest($11::float8[]), -1))
 ON CONFLICT (tenant_id, sequence_id, contact_id) WHERE status IN ('active', 'paused') DO NOTHING
-RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name
+RETURNING tenant_id, id, sequence_id, contact_id, status, current_step, current_step_index, trigger_event_id, enrolled_at, ended_at, exit_reason, updated_at, sequence_version, trigger_event_name, branch, holdout_until
 `
 
 type EnrolmentStartForContactsParams struct {
@@ -831,6 +1071,8 @@ type EnrolmentStartForContactsParams struct {
 	EventIds           []string
 	Versions           []int32
 	EventNames         []string
+	Branches           []string
+	HoldoutSeconds     []float64
 }
 
 // EnrolmentStartMany for many contacts, each enrolled by its own event: one
@@ -849,6 +1091,8 @@ func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentSt
 		arg.EventIds,
 		arg.Versions,
 		arg.EventNames,
+		arg.Branches,
+		arg.HoldoutSeconds,
 	)
 	if err != nil {
 		return nil, err
@@ -872,6 +1116,8 @@ func (q *Queries) EnrolmentStartForContacts(ctx context.Context, arg EnrolmentSt
 			&i.UpdatedAt,
 			&i.SequenceVersion,
 			&i.TriggerEventName,
+			&i.Branch,
+			&i.HoldoutUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -904,6 +1150,108 @@ func (q *Queries) EnrolmentTriggerEvent(ctx context.Context, arg EnrolmentTrigge
 	var i EnrolmentTriggerEventRow
 	err := row.Scan(&i.Name, &i.Properties, &i.OccurredAt)
 	return i, err
+}
+
+const sequenceExperimentEnrolments = `-- name: SequenceExperimentEnrolments :many
+SELECT e.branch, count(*)::bigint AS entered, count(c.enrolment_id)::bigint AS converted
+FROM enrolments e
+JOIN sequences s ON s.tenant_id = e.tenant_id AND s.id = e.sequence_id
+LEFT JOIN enrolment_conversions c ON c.tenant_id = e.tenant_id AND c.enrolment_id = e.id
+WHERE e.tenant_id = $1 AND e.sequence_id = $2 AND e.enrolled_at >= s.created_at
+GROUP BY e.branch
+`
+
+type SequenceExperimentEnrolmentsParams struct {
+	TenantID   string
+	SequenceID string
+}
+
+type SequenceExperimentEnrolmentsRow struct {
+	Branch    string
+	Entered   int64
+	Converted int64
+}
+
+// GET /api/sequences/{id}/experiment: the enrolments of the sequence as it
+// now exists, by branch, and the converted ones.
+func (q *Queries) SequenceExperimentEnrolments(ctx context.Context, arg SequenceExperimentEnrolmentsParams) ([]SequenceExperimentEnrolmentsRow, error) {
+	rows, err := q.db.Query(ctx, sequenceExperimentEnrolments, arg.TenantID, arg.SequenceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SequenceExperimentEnrolmentsRow{}
+	for rows.Next() {
+		var i SequenceExperimentEnrolmentsRow
+		if err := rows.Scan(&i.Branch, &i.Entered, &i.Converted); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sequenceExperimentSends = `-- name: SequenceExperimentSends :many
+SELECT coalesce(b.branch, 'default')::text AS branch, count(*)::bigint AS sent,
+    count(m.delivered_at)::bigint AS delivered, count(m.opened_at)::bigint AS opened,
+    count(m.clicked_at)::bigint AS clicked
+FROM sends m
+JOIN sequences s ON s.tenant_id = m.tenant_id AND s.id = m.sequence_id
+LEFT JOIN LATERAL (
+    SELECT e.branch FROM enrolments e
+    WHERE e.tenant_id = m.tenant_id AND e.contact_id = m.contact_id AND e.sequence_id = m.sequence_id
+      AND e.enrolled_at <= m.sent_at
+    ORDER BY e.enrolled_at DESC LIMIT 1
+) b ON true
+WHERE m.tenant_id = $1 AND m.sequence_id = $2::text AND m.sent_at >= s.created_at
+GROUP BY 1
+`
+
+type SequenceExperimentSendsParams struct {
+	TenantID   string
+	SequenceID string
+}
+
+type SequenceExperimentSendsRow struct {
+	Branch    string
+	Sent      int64
+	Delivered int64
+	Opened    int64
+	Clicked   int64
+}
+
+// The sequence's messages by the branch of the enrolment that sent them
+// (the contact's newest enrolment at the time; a contact keeps its branch
+// across enrolments, as the draw is a hash of the two ids), and of them
+// the delivered, opened and clicked ones (people's first open and click,
+// as the broadcast variants count them).
+func (q *Queries) SequenceExperimentSends(ctx context.Context, arg SequenceExperimentSendsParams) ([]SequenceExperimentSendsRow, error) {
+	rows, err := q.db.Query(ctx, sequenceExperimentSends, arg.TenantID, arg.SequenceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SequenceExperimentSendsRow{}
+	for rows.Next() {
+		var i SequenceExperimentSendsRow
+		if err := rows.Scan(
+			&i.Branch,
+			&i.Sent,
+			&i.Delivered,
+			&i.Opened,
+			&i.Clicked,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sequenceForStep = `-- name: SequenceForStep :one

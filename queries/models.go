@@ -220,6 +220,16 @@ type Enrolment struct {
 	UpdatedAt        time.Time
 	SequenceVersion  *int32
 	TriggerEventName *string
+	Branch           string
+	HoldoutUntil     *time.Time
+}
+
+type EnrolmentConversion struct {
+	TenantID    string
+	EnrolmentID string
+	EventID     string
+	ConvertedAt time.Time
+	Exits       bool
 }
 
 type Event struct {
@@ -418,18 +428,21 @@ type Send struct {
 }
 
 type Sequence struct {
-	TenantID       string
-	ID             string
-	Name           string
-	Content        string
-	TriggerEvent   string
-	Enabled        bool
-	Version        int32
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	Definition     json.RawMessage
-	TriggerSegment *string
-	TriggerOn      *string
+	TenantID          string
+	ID                string
+	Name              string
+	Content           string
+	TriggerEvent      string
+	Enabled           bool
+	Version           int32
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Definition        json.RawMessage
+	TriggerSegment    *string
+	TriggerOn         *string
+	GoalEvent         *string
+	GoalWithinSeconds *int64
+	ExitOnGoal        *bool
 }
 
 type Suppression struct {

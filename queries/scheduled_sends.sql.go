@@ -777,7 +777,7 @@ func (q *Queries) ScheduledSendStaleLock(ctx context.Context, staleBefore time.T
 }
 
 const scheduledSendStepContext = `-- name: ScheduledSendStepContext :one
-SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, c.tenant_id, c.id, c.email, c.user_id, c.properties, c.subscribed, c.suppressed, c.total_sends, c.total_opens, c.total_clicks, c.last_event_at, c.created_at, c.updated_at, c.topics, t.id, t.name, t.plan, t.sending_status, t.sandbox_whitelist, t.contact_count, t.monthly_send_count, t.monthly_send_count_period, t.billing_status, t.billing_customer_id, t.billing_subscription_id, t.plan_period_end, t.default_from_address, t.preferred_region, t.created_at, t.updated_at, t.timezone, t.event_retention_days, t.paused_reason, t.paused_at, t.guard_since, t.frequency_cap_max, t.frequency_cap_period,
+SELECT e.tenant_id, e.id, e.sequence_id, e.contact_id, e.status, e.current_step, e.current_step_index, e.trigger_event_id, e.enrolled_at, e.ended_at, e.exit_reason, e.updated_at, e.sequence_version, e.trigger_event_name, e.branch, e.holdout_until, c.tenant_id, c.id, c.email, c.user_id, c.properties, c.subscribed, c.suppressed, c.total_sends, c.total_opens, c.total_clicks, c.last_event_at, c.created_at, c.updated_at, c.topics, t.id, t.name, t.plan, t.sending_status, t.sandbox_whitelist, t.contact_count, t.monthly_send_count, t.monthly_send_count_period, t.billing_status, t.billing_customer_id, t.billing_subscription_id, t.plan_period_end, t.default_from_address, t.preferred_region, t.created_at, t.updated_at, t.timezone, t.event_retention_days, t.paused_reason, t.paused_at, t.guard_since, t.frequency_cap_max, t.frequency_cap_period,
     sq.enabled AS seq_enabled, sq.version AS seq_version, sq.definition AS seq_definition, sq.name AS seq_name,
     ev.name AS event_name, ev.properties AS event_properties, ev.occurred_at AS event_occurred_at
 FROM enrolments e
@@ -829,6 +829,8 @@ func (q *Queries) ScheduledSendStepContext(ctx context.Context, arg ScheduledSen
 		&i.Enrolment.UpdatedAt,
 		&i.Enrolment.SequenceVersion,
 		&i.Enrolment.TriggerEventName,
+		&i.Enrolment.Branch,
+		&i.Enrolment.HoldoutUntil,
 		&i.Contact.TenantID,
 		&i.Contact.ID,
 		&i.Contact.Email,

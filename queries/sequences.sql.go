@@ -43,7 +43,7 @@ func (q *Queries) SequenceDelete(ctx context.Context, arg SequenceDeleteParams) 
 }
 
 const sequenceGet = `-- name: SequenceGet :one
-SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on FROM sequences WHERE tenant_id = $1 AND id = $2
+SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on, goal_event, goal_within_seconds, exit_on_goal FROM sequences WHERE tenant_id = $1 AND id = $2
 `
 
 type SequenceGetParams struct {
@@ -67,12 +67,15 @@ func (q *Queries) SequenceGet(ctx context.Context, arg SequenceGetParams) (Seque
 		&i.Definition,
 		&i.TriggerSegment,
 		&i.TriggerOn,
+		&i.GoalEvent,
+		&i.GoalWithinSeconds,
+		&i.ExitOnGoal,
 	)
 	return i, err
 }
 
 const sequenceGetForUpdate = `-- name: SequenceGetForUpdate :one
-SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on FROM sequences WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on, goal_event, goal_within_seconds, exit_on_goal FROM sequences WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type SequenceGetForUpdateParams struct {
@@ -96,6 +99,9 @@ func (q *Queries) SequenceGetForUpdate(ctx context.Context, arg SequenceGetForUp
 		&i.Definition,
 		&i.TriggerSegment,
 		&i.TriggerOn,
+		&i.GoalEvent,
+		&i.GoalWithinSeconds,
+		&i.ExitOnGoal,
 	)
 	return i, err
 }
@@ -104,7 +110,7 @@ const sequenceInsert = `-- name: SequenceInsert :one
 INSERT INTO sequences (tenant_id, id, name, content, definition, trigger_event, enabled)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, id) DO NOTHING
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on, goal_event, goal_within_seconds, exit_on_goal
 `
 
 type SequenceInsertParams struct {
@@ -142,6 +148,9 @@ func (q *Queries) SequenceInsert(ctx context.Context, arg SequenceInsertParams) 
 		&i.Definition,
 		&i.TriggerSegment,
 		&i.TriggerOn,
+		&i.GoalEvent,
+		&i.GoalWithinSeconds,
+		&i.ExitOnGoal,
 	)
 	return i, err
 }
@@ -210,7 +219,7 @@ func (q *Queries) SequenceList(ctx context.Context, arg SequenceListParams) ([]S
 const sequenceSetEnabled = `-- name: SequenceSetEnabled :one
 UPDATE sequences SET enabled = $1, updated_at = now()
 WHERE tenant_id = $2 AND id = $3
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on, goal_event, goal_within_seconds, exit_on_goal
 `
 
 type SequenceSetEnabledParams struct {
@@ -235,6 +244,9 @@ func (q *Queries) SequenceSetEnabled(ctx context.Context, arg SequenceSetEnabled
 		&i.Definition,
 		&i.TriggerSegment,
 		&i.TriggerOn,
+		&i.GoalEvent,
+		&i.GoalWithinSeconds,
+		&i.ExitOnGoal,
 	)
 	return i, err
 }
@@ -248,7 +260,7 @@ UPDATE sequences SET
     version       = $5,
     updated_at    = now()
 WHERE tenant_id = $6 AND id = $7
-RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on
+RETURNING tenant_id, id, name, content, trigger_event, enabled, version, created_at, updated_at, definition, trigger_segment, trigger_on, goal_event, goal_within_seconds, exit_on_goal
 `
 
 type SequenceUpdateParams struct {
@@ -286,6 +298,9 @@ func (q *Queries) SequenceUpdate(ctx context.Context, arg SequenceUpdateParams) 
 		&i.Definition,
 		&i.TriggerSegment,
 		&i.TriggerOn,
+		&i.GoalEvent,
+		&i.GoalWithinSeconds,
+		&i.ExitOnGoal,
 	)
 	return i, err
 }

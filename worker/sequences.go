@@ -140,7 +140,7 @@ func handleScheduledSweep(d Deps) asynq.HandlerFunc {
 		res, err := d.Sweeper.Sweep(ctx, time.Now())
 		if res.Moved() {
 			d.Log.Info("scheduled sends swept", "reclaimed", res.Reclaimed, "dead", res.Dead,
-				"dispatch_tasks_queued", res.Queued)
+				"dispatch_tasks_queued", res.Queued, "holdouts_completed", res.Holdouts)
 		}
 		starts, due, berr := sweepBroadcasts(ctx, d)
 		if starts > 0 {

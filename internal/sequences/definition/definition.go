@@ -3,6 +3,7 @@ package definition
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	"tidings/internal/localtime"
@@ -29,6 +30,25 @@ type Kind string
 const (
 	KindEmail Kind = "email" // send a template
 	KindDelay Kind = "delay" // wait before the next step
+	// KindSplit draws the enrolment's branch (ADDENDUM 20): it sends
+	// nothing and takes no time.
+	KindSplit Kind = "split"
+)
+
+// Branch names a split's branch or group that are reserved: the control
+// group of a holdout, and the one branch of a sequence without a split.
+const (
+	BranchHoldout = "holdout"
+	BranchDefault = "default"
+)
+
+// Limits of a split.
+const (
+	MinBranches = 2
+	MaxBranches = 5
+	// MaxHoldout bounds holdout, in percent: a control group larger than
+	// the treated one is more likely a mistake than a plan.
+	MaxHoldout = 50
 )
 
 // Definition is a parsed, valid sequence definition. Its JSON form is the
@@ -52,8 +72,24 @@ type Definition struct {
 	// Exit ends the enrolment when it holds; nil when there is none.
 	Exit  *rules.Node `json:"exit,omitempty"`
 	Steps []Step      `json:"steps"`
+	// Holdout is the percentage (0-MaxHoldout) of new enrolments held out
+	// as the control group: enrolled, sent nothing.
+	Holdout int `json:"holdout,omitempty"`
+	// Goal is the event that converts an enrolment; nil: none.
+	Goal *Goal `json:"goal,omitempty"`
+	// ExitOnGoal exits an open enrolment when it converts (Goal required).
+	ExitOnGoal bool `json:"exitOnGoal,omitempty"`
 	// Warnings describe what is valid but probably not meant.
 	Warnings []string `json:"-"`
+}
+
+// Goal is a sequence's conversion goal: the custom event Event arriving
+// for the contact within Within of its enrolment (by the event's time).
+type Goal struct {
+	Event  string        `json:"event"`
+	Within time.Duration `json:"-"`
+	// WithinSrc is Within as written (7d).
+	WithinSrc string `json:"within"`
 }
 
 // Window is a send window as written (ADDENDUM 13): the days (mon..sun;
@@ -110,6 +146,46 @@ type Step struct {
 	// Conditions, on an email step, must hold for it to send; false skips
 	// the step. Nil when there are none.
 	Conditions *rules.Node `json:"conditions,omitempty"`
+	// Branch, on an email or delay step, is the split branch it runs for:
+	// an enrolment of another branch skips it. Empty: every branch.
+	Branch string `json:"branch,omitempty"`
+	// Branches, on a split step, are its branch names and weights in
+	// percent (summing to 100).
+	Branches map[string]int `json:"branches,omitempty"`
+}
+
+// Split returns the split step, or nil when the sequence has none (a
+// sequence has at most one).
+func (d *Definition) Split() *Step {
+	for i := range d.Steps {
+		if d.Steps[i].Kind == KindSplit {
+			return &d.Steps[i]
+		}
+	}
+	return nil
+}
+
+// BranchNames returns the branches of the split, sorted by name, or
+// BranchDefault alone when there is no split: the branches an experiment
+// reports.
+func (d *Definition) BranchNames() []string {
+	sp := d.Split()
+	if sp == nil {
+		return []string{BranchDefault}
+	}
+	out := make([]string, 0, len(sp.Branches))
+	for name := range sp.Branches {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// RunsFor reports whether step s runs for an enrolment of branch: a step
+// without a branch runs for every enrolment, a step with one only for
+// that branch's, and none for the holdout, which is sent nothing.
+func (s Step) RunsFor(branch string) bool {
+	return branch != BranchHoldout && (s.Branch == "" || s.Branch == branch)
 }
 
 // StepIndex returns the position of the step with the given id, or -1.

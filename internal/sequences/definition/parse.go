@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/mail"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,10 +49,11 @@ const (
 )
 
 var (
-	topKeys     = []string{"name", "trigger", "from", "topic", "window", "gates", "exit", "steps"}
+	topKeys     = []string{"name", "trigger", "from", "topic", "window", "gates", "exit", "steps", "holdout", "goal", "exitOnGoal"}
+	goalKeys    = []string{"event", "within"}
 	windowKeys  = []string{"days", "from", "to"}
 	triggerKeys = []string{"event", "reenroll", "segment", "on"}
-	stepKeys    = []string{"id", "send", "delay", "action", "template", "duration", "conditions"}
+	stepKeys    = []string{"id", "send", "delay", "split", "action", "template", "duration", "branches", "branch", "conditions"}
 )
 
 // Parse validates a sequence definition and returns it parsed. Every
@@ -388,7 +390,83 @@ func (p *parser) definition(root *yaml.Node, opt Options) *Definition {
 	} else {
 		p.errorf("steps", lineOr(e, root), "is required: a list of steps")
 	}
+	p.experiment(d, got)
 	return d
+}
+
+// experiment reads the top-level holdout, goal and exitOnGoal (ADDENDUM
+// 20).
+func (p *parser) experiment(d *Definition, got map[string]entry) {
+	if e, ok := got["holdout"]; ok && !isNull(e.val) {
+		n, err := strconv.Atoi(e.val.Value)
+		switch {
+		case e.val.Kind != yaml.ScalarNode || e.val.ShortTag() != "!!int" || err != nil:
+			p.errorf("holdout", e.line, "must be a whole number of percent, 0 to %d", MaxHoldout)
+		case n < 0 || n > MaxHoldout:
+			p.errorf("holdout", e.line, "must be 0 to %d (percent of new enrolments held out)", MaxHoldout)
+		default:
+			d.Holdout = n
+		}
+	}
+	if e, ok := got["goal"]; ok && !isNull(e.val) {
+		d.Goal = p.goal(e)
+	}
+	if e, ok := got["exitOnGoal"]; ok && !isNull(e.val) {
+		if e.val.Kind != yaml.ScalarNode || e.val.ShortTag() != "!!bool" {
+			p.errorf("exitOnGoal", e.line, "must be true or false")
+		} else {
+			_ = e.val.Decode(&d.ExitOnGoal) // a !!bool scalar always decodes
+			if d.ExitOnGoal && got["goal"].val == nil {
+				p.errorf("exitOnGoal", e.line, "needs a goal: the event whose arrival exits the enrolment")
+			}
+		}
+	}
+}
+
+// goal reads goal: {event: <custom event>, within: <duration>}.
+func (p *parser) goal(e entry) *Goal {
+	if e.val.Kind != yaml.MappingNode {
+		p.errorf("goal", e.line, "must be a mapping such as {event: purchase.completed, within: 14d}")
+		return nil
+	}
+	got := map[string]entry{}
+	for _, ge := range p.mapping("goal", e.val, goalKeys, "goal") {
+		got[ge.key] = ge
+	}
+	g := &Goal{}
+	ok := true
+	if ev, present := got["event"]; !present || isNull(ev.val) {
+		p.errorf("goal.event", e.line, "is required: the custom event that converts an enrolment")
+		ok = false
+	} else if name, good := p.text("goal.event", ev.line, ev.val, true); !good {
+		ok = false
+	} else {
+		switch {
+		case strings.TrimSpace(name) == "":
+			p.errorf("goal.event", ev.line, "must not be blank")
+			ok = false
+		case utf8.RuneCountInString(name) > maxEventLen:
+			p.errorf("goal.event", ev.line, "must be at most %d characters", maxEventLen)
+			ok = false
+		case strings.HasPrefix(name, "email."):
+			// A goal is something the contact does that the tenant
+			// records; system events are recorded on another path.
+			p.errorf("goal.event", ev.line, "must be a custom event: names starting with \"email.\" are system events")
+			ok = false
+		default:
+			g.Event = name
+		}
+	}
+	if we, present := got["within"]; !present || isNull(we.val) {
+		p.errorf("goal.within", e.line, "is required: how long after enrolment the goal event counts, such as 14d")
+		ok = false
+	} else if g.Within, g.WithinSrc = p.duration("goal.within", we); g.Within == 0 {
+		ok = false
+	}
+	if !ok {
+		return nil
+	}
+	return g
 }
 
 // window reads the send window: {days: [mon, ...], from: "09:00", to:
@@ -586,7 +664,48 @@ func (p *parser) steps(e entry) []Step {
 		}
 		idAt[steps[i].ID] = i
 	}
+	p.branches(n, steps)
 	return steps
+}
+
+// branches checks the split steps and the branch keys: at most one split,
+// and a step's branch must be a branch of a split before it.
+func (p *parser) branches(n *yaml.Node, steps []Step) {
+	var split map[string]int
+	at := -1
+	for i, s := range steps {
+		path := "steps[" + strconv.Itoa(i) + "]"
+		if s.Kind == KindSplit {
+			if split != nil {
+				p.errorf(path, n.Content[i].Line, "is a second split: a sequence has at most one (steps[%d] is its split)", at)
+				continue
+			}
+			split, at = s.Branches, i
+			if split == nil {
+				split = map[string]int{} // invalid, reported; later branches are not judged again
+			}
+			continue
+		}
+		if s.Branch == "" {
+			continue
+		}
+		switch _, ok := split[s.Branch]; {
+		case at < 0:
+			p.errorf(path+".branch", p.lineOf(path+".branch"), "must name a branch of a split step before it, and there is none")
+		case !ok && len(split) > 0:
+			p.errorf(path+".branch", p.lineOf(path+".branch"), "must name a branch of the split at steps[%d]: %s", at,
+				strings.Join(sortedKeys(split), ", "))
+		}
+	}
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // step parses one step into s and reports whether it carries an id key.
@@ -611,24 +730,29 @@ func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
 	}
 	send, hasSend := got["send"]
 	delay, hasDelay := got["delay"]
+	split, hasSplit := got["split"]
 	action, hasAction := got["action"]
 	// allowed lists the keys of the step's form besides id.
 	var allowed []string
 	switch {
-	case hasSend && hasDelay:
-		p.errorf(path, n.Line, "has both send and delay: a step either sends or waits")
+	case btoi(hasSend)+btoi(hasDelay)+btoi(hasSplit) > 1:
+		p.errorf(path, n.Line, "has more than one of send, delay and split: a step sends, waits or splits")
 		return hasID
-	case (hasSend || hasDelay) && hasAction:
-		p.errorf(path+".action", action.line, "cannot be combined with send or delay: use either the short form or action")
+	case (hasSend || hasDelay || hasSplit) && hasAction:
+		p.errorf(path+".action", action.line, "cannot be combined with send, delay or split: use either the short form or action")
 		return hasID
 	case hasSend:
 		s.Kind = KindEmail
 		s.Template = p.templateID(path+".send", send)
-		allowed = []string{"send", "conditions"}
+		allowed = []string{"send", "conditions", "branch"}
 	case hasDelay:
 		s.Kind = KindDelay
 		s.Delay, s.DelaySrc = p.duration(path+".delay", delay)
-		allowed = []string{"delay"}
+		allowed = []string{"delay", "branch"}
+	case hasSplit:
+		s.Kind = KindSplit
+		s.Branches = p.split(path+".split", split)
+		allowed = []string{"split"}
 	case hasAction:
 		kind, _ := p.text(path+".action", action.line, action.val, true)
 		switch Kind(kind) {
@@ -639,7 +763,7 @@ func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
 			} else {
 				p.errorf(path+".template", action.line, "is required: the template an email step sends")
 			}
-			allowed = []string{"action", "template", "conditions"}
+			allowed = []string{"action", "template", "conditions", "branch"}
 		case KindDelay:
 			s.Kind = KindDelay
 			if e, ok := got["duration"]; ok {
@@ -647,15 +771,23 @@ func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
 			} else {
 				p.errorf(path+".duration", action.line, "is required: how long a delay step waits, such as 1d")
 			}
-			allowed = []string{"action", "duration"}
+			allowed = []string{"action", "duration", "branch"}
+		case KindSplit:
+			s.Kind = KindSplit
+			if e, ok := got["branches"]; ok {
+				s.Branches = p.split(path+".branches", e)
+			} else {
+				p.errorf(path+".branches", action.line, "is required: the branches and their weights, such as {a: 50, b: 50}")
+			}
+			allowed = []string{"action", "branches"}
 		default:
 			if kind != "" {
-				p.errorf(path+".action", action.line, "must be email or delay")
+				p.errorf(path+".action", action.line, "must be email, delay or split")
 			}
 			return hasID
 		}
 	default:
-		p.errorf(path, n.Line, "needs send: <template>, delay: <duration> or action: email|delay")
+		p.errorf(path, n.Line, "needs send: <template>, delay: <duration>, split: {<branch>: <weight>, ...} or action: email|delay|split")
 		return hasID
 	}
 	for _, k := range stepKeys {
@@ -672,7 +804,69 @@ func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
 	if e, ok := got["conditions"]; ok && s.Kind == KindEmail && !isNull(e.val) {
 		s.Conditions = p.rule(path+".conditions", e.line, e.val)
 	}
+	if e, ok := got["branch"]; ok && s.Kind != KindSplit {
+		if b, ok := p.text(path+".branch", e.line, e.val, true); ok {
+			if ids.Valid(b) {
+				s.Branch = b
+			} else {
+				p.errorf(path+".branch", e.line, "must be a branch name of the split")
+			}
+		}
+	}
 	return hasID
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// split reads a split's branches: {a: 50, b: 50}, MinBranches to
+// MaxBranches names (ids, not the reserved holdout or default) with whole
+// weights of 1 to 99 percent summing to 100. Nil when invalid (reported).
+func (p *parser) split(path string, e entry) map[string]int {
+	if e.val.Kind != yaml.MappingNode {
+		p.errorf(path, e.line, "must be a mapping of branch names to weights in percent, such as {a: 50, b: 50}")
+		return nil
+	}
+	entries := p.mapping(path, e.val, nil, "")
+	out := map[string]int{}
+	ok := len(entries)*2 == len(e.val.Content) // duplicate or non-string keys, reported
+	sum := 0
+	for _, be := range entries {
+		bp := join(path, shortKey(be.key))
+		switch {
+		case !ids.Valid(be.key):
+			p.errorf(bp, be.line, "is not a branch name: 1-64 letters, digits, _, . or -, starting with a letter or digit")
+			ok = false
+			continue
+		case be.key == BranchHoldout || be.key == BranchDefault:
+			p.errorf(bp, be.line, "is reserved: %s and %s name the control group and a sequence without a split", BranchHoldout, BranchDefault)
+			ok = false
+			continue
+		}
+		w, err := strconv.Atoi(be.val.Value)
+		if be.val.Kind != yaml.ScalarNode || be.val.ShortTag() != "!!int" || err != nil || w < 1 || w > 99 {
+			p.errorf(bp, be.line, "must be a whole number of percent, 1 to 99")
+			ok = false
+			continue
+		}
+		out[be.key] = w
+		sum += w
+	}
+	switch {
+	case len(entries) < MinBranches || len(entries) > MaxBranches:
+		p.errorf(path, e.line, "has %d branches: a split has %d to %d", len(entries), MinBranches, MaxBranches)
+		return nil
+	case !ok:
+		return nil
+	case sum != 100:
+		p.errorf(path, e.line, "has weights summing to %d: they must sum to 100", sum)
+		return nil
+	}
+	return out
 }
 
 // formName names a step's form in messages.
@@ -682,6 +876,8 @@ func formName(k Kind, long bool) string {
 		return "an action: " + string(k)
 	case k == KindEmail:
 		return "a send"
+	case k == KindSplit:
+		return "a split"
 	}
 	return "a delay"
 }

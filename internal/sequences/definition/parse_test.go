@@ -242,7 +242,7 @@ func TestParseErrors(t *testing.T) {
 		{desc: "steps a mapping", src: "trigger: {event: e}\nsteps: {send: t}\n", want: map[string]string{"steps": "must be a list"}},
 		{desc: "too many steps", src: "trigger: {event: e}\nsteps:\n" + strings.Repeat("  - send: t\n", MaxSteps+1), want: map[string]string{"steps": "has 101 steps: at most 100"}},
 		{desc: "step a string", src: "trigger: {event: e}\nsteps:\n  - welcome\n", want: map[string]string{"steps[0]": "line 3: must be a mapping"}},
-		{desc: "send and delay", src: "trigger: {event: e}\nsteps:\n  - {send: t, delay: 1d}\n", want: map[string]string{"steps[0]": "line 3: has both send and delay"}},
+		{desc: "send and delay", src: "trigger: {event: e}\nsteps:\n  - {send: t, delay: 1d}\n", want: map[string]string{"steps[0]": "line 3: has more than one of send, delay and split"}},
 		{desc: "send and action", src: "trigger: {event: e}\nsteps:\n  - send: t\n    action: email\n", want: map[string]string{"steps[0].action": "line 4: cannot be combined"}},
 		{desc: "typo drops nothing", src: string(readTestdata(t, "invalid/typo.yaml")), want: map[string]string{
 			"steps[1].delya":    "line 6: is not a known key: a step has id, send, delay",
@@ -254,7 +254,7 @@ func TestParseErrors(t *testing.T) {
 			"steps[0].duration": "line 3: is required",
 			"steps[0].template": "line 4: does not belong to an action: delay step, which has id, action, duration",
 		}},
-		{desc: "unknown action", src: "trigger: {event: e}\nsteps:\n  - action: sms\n", want: map[string]string{"steps[0].action": "must be email or delay"}},
+		{desc: "unknown action", src: "trigger: {event: e}\nsteps:\n  - action: sms\n", want: map[string]string{"steps[0].action": "must be email, delay or split"}},
 		{desc: "email with duration", src: "trigger: {event: e}\nsteps:\n  - {action: email, template: t, duration: 1d}\n", want: map[string]string{"steps[0].duration": "does not belong to an action: email step"}},
 		{desc: "conditions on a delay", src: "trigger: {event: e}\nsteps:\n  - send: t\n  - delay: 1d\n    conditions: {operator: and, conditions: []}\n", want: map[string]string{"steps[1].conditions": "line 5: apply to email steps only"}},
 		{desc: "bad template id", src: "trigger: {event: e}\nsteps:\n  - send: 'wel come'\n  - {action: email, template: -x}\n", want: map[string]string{

@@ -254,7 +254,7 @@ func (b *sendBatch) markSent(ctx context.Context, q *store.Tx, settled []deliver
 			}
 			continue
 		}
-		step, delay, found := plan(seq.Def, row.StepID)
+		step, delay, found := plan(seq.Def, row.StepID, e.Branch)
 		if !found {
 			last := seq.Def.Steps[len(seq.Def.Steps)-1].ID
 			complete = append(complete, moveRow{TenantID: e.TenantID, ID: e.ID, CurrentStep: last,

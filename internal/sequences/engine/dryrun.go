@@ -22,6 +22,9 @@ type DryRunResult struct {
 	Enrolment *queries.Enrolment
 	// TriggerEvent is the event that enrolled the contact, if any.
 	TriggerEvent *queries.EnrolmentTriggerEventRow
+	// Branch is the enrolment's branch, or for a contact not in the
+	// sequence the one it would be drawn (ADDENDUM 20).
+	Branch string
 }
 
 // DryRun evaluates, without writing anything, what the email step stepID
@@ -50,6 +53,7 @@ func DryRun(ctx context.Context, q *queries.Queries, tenantID, sequenceID, conta
 	switch {
 	case err == nil:
 		res.Enrolment = &e
+		res.Branch = e.Branch
 		since, trigger = e.EnrolledAt, deref(e.TriggerEventID)
 		if trigger != "" {
 			if ev, err := q.EnrolmentTriggerEvent(ctx, queries.EnrolmentTriggerEventParams{TenantID: tenantID, ID: trigger}); err == nil {
@@ -58,15 +62,25 @@ func DryRun(ctx context.Context, q *queries.Queries, tenantID, sequenceID, conta
 		}
 	case store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound):
 		since = time.Now() // as if enrolled now: no event counts yet
+		res.Branch = BranchOf(seq, contactID)
 	default:
 		return res, err
 	}
 	if stepID == "" && res.Enrolment != nil {
 		stepID = res.Enrolment.CurrentStep
+		// A held-out enrolment stays at its first step, which may be a
+		// split: the checks are then shown for the first email step.
+		if i := seq.Def.StepIndex(stepID); i >= 0 && seq.Def.Steps[i].Kind != definition.KindEmail {
+			stepID = ""
+		}
 	}
 	if stepID == "" {
-		if s, _, ok := plan(seq.Def, ""); ok {
+		if s, _, ok := plan(seq.Def, "", res.Branch); ok {
 			stepID = s.ID
+		} else if steps := seq.Def.EmailSteps(); len(steps) > 0 {
+			// The holdout, or a branch without email steps: the first
+			// email step, which the checks then skip.
+			stepID = steps[0].ID
 		}
 	}
 	idx := seq.Def.StepIndex(stepID)
@@ -78,7 +92,7 @@ func DryRun(ctx context.Context, q *queries.Queries, tenantID, sequenceID, conta
 	if err != nil {
 		return res, err
 	}
-	d := decide(evr, c, t, seq, res.Step)
+	d := decide(evr, c, t, seq, res.Step, res.Branch)
 	if d.err != nil {
 		return res, d.err
 	}

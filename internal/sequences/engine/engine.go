@@ -104,17 +104,22 @@ func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, con
 	case !store.IsNoRows(err) && !apperr.IsKind(err, apperr.KindNotFound):
 		return queries.Enrolment{}, false, err
 	}
-	pl := planFirst(seq)
+	branch := BranchOf(seq, contactID)
+	pl := planFirst(seq, branch)
 	step, delay, found, at, idx := pl.step, pl.delay, pl.found, pl.at, int(pl.index)
 	var evID, evName *string
 	if ev != nil {
 		evID, evName = &ev.ID, &ev.Name
 	}
+	var holdout *float64
+	if secs := holdoutSeconds(seq, branch); secs >= 0 {
+		holdout = &secs
+	}
 	// The enrolment is also its sequence_entered timeline entry (schema
 	// 0032): its version and event are what the entry shows.
 	e, err := q.EnrolmentInsert(ctx, queries.EnrolmentInsertParams{TenantID: tenantID, ID: ids.New(ids.Enrolment),
 		SequenceID: seq.ID, ContactID: contactID, CurrentStep: at, CurrentStepIndex: int32(idx), TriggerEventID: evID,
-		SequenceVersion: &seq.Version, TriggerEventName: evName})
+		SequenceVersion: &seq.Version, TriggerEventName: evName, Branch: branch, HoldoutSeconds: holdout})
 	if store.IsNoRows(err) || apperr.IsKind(err, apperr.KindNotFound) {
 		// A concurrent enrolment of the same contact won the open slot.
 		e, err = q.EnrolmentOpen(ctx, queries.EnrolmentOpenParams{TenantID: tenantID, SequenceID: seq.ID, ContactID: contactID})
@@ -123,9 +128,13 @@ func Enroll(ctx context.Context, q *store.Tx, tenantID string, seq Sequence, con
 	if err != nil {
 		return e, false, apperr.Specific(err, apperr.KindInvalid, apperr.NotFound("CONTACT_NOT_FOUND", "contact"))
 	}
-	if !found {
+	if !found && (holdout == nil || *holdout == 0) {
+		// Nothing to send (or, held out, nothing to wait for): complete.
 		e2, err := end(ctx, q, tenantID, e.ID, Completed, "", nil)
 		return e2, true, err
+	}
+	if !found {
+		return e, true, nil // held out: the sweep completes it at holdout_until
 	}
 	if _, err := schedule(ctx, q, e, seq, step, delay); err != nil {
 		return e, false, err
@@ -146,8 +155,8 @@ type planned struct {
 	index int32
 }
 
-func planFirst(seq Sequence) planned {
-	step, delay, found := plan(seq.Def, "")
+func planFirst(seq Sequence, branch string) planned {
+	step, delay, found := plan(seq.Def, "", branch)
 	pl := planned{step: step, delay: delay, found: found, at: seq.Def.Steps[0].ID, index: 1}
 	if found {
 		pl.at, pl.index = step.ID, int32(seq.Def.StepIndex(step.ID)+1)
@@ -156,15 +165,25 @@ func planFirst(seq Sequence) planned {
 }
 
 // plan walks the steps after the step with id after (from the first when
-// after is empty) to the next email step, summing the delays on the way.
-// It returns false when no email step follows: the enrolment completes.
-// Trailing delays therefore do not postpone completion.
-func plan(def *definition.Definition, after string) (definition.Step, time.Duration, bool) {
+// after is empty) to the next email step of the enrolment's branch,
+// summing the delays on the way. It returns false when no email step
+// follows: the enrolment completes. Trailing delays therefore do not
+// postpone completion. Steps of other branches are passed over as a false
+// condition passes a step (ADDENDUM 20), at once: a step skipped takes no
+// time, so passing it here rather than when it comes due changes no
+// delay, and schedules no send that could only be cancelled. A split step
+// takes no time either (the branch was drawn at enrolment). The holdout
+// runs no step: it finds none.
+func plan(def *definition.Definition, after, branch string) (definition.Step, time.Duration, bool) {
 	var delay time.Duration
 	for {
 		s, ok := def.Next(after)
 		if !ok {
 			return definition.Step{}, 0, false
+		}
+		if !s.RunsFor(branch) {
+			after = s.ID
+			continue
 		}
 		if s.Kind == definition.KindEmail {
 			return s, delay, true
@@ -196,7 +215,7 @@ func schedule(ctx context.Context, q *store.Tx, e queries.Enrolment, seq Sequenc
 // next email step, scheduled after the delays between (counted from now,
 // the moment this step was processed), or to completed.
 func advance(ctx context.Context, q *store.Tx, e queries.Enrolment, seq Sequence, after string) error {
-	step, delay, ok := plan(seq.Def, after)
+	step, delay, ok := plan(seq.Def, after, e.Branch)
 	if !ok {
 		last := seq.Def.Steps[len(seq.Def.Steps)-1].ID
 		n := int32(len(seq.Def.Steps))
@@ -255,7 +274,7 @@ func exit(ctx context.Context, q *store.Tx, tenantID, enrolmentID, reason string
 func cancelReason(r string) bool {
 	switch r {
 	case "contact_deleted", "unsubscribed", "suppressed", ReasonSequenceDeleted, ReasonExitCondition,
-		ReasonGateBlocked, ReasonManual, ReasonStepRemoved, ReasonTopicOptOut:
+		ReasonGateBlocked, ReasonManual, ReasonStepRemoved, ReasonTopicOptOut, ReasonConverted:
 		return true
 	}
 	return false

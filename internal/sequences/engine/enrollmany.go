@@ -57,6 +57,8 @@ func enrollMany(ctx context.Context, q *store.Tx, reqs []enrolRequest) ([][]stri
 		seq   Sequence
 		plan  planned
 		enrID string
+		// holdout is holdoutSeconds: -1 for a treated enrolment.
+		holdout float64
 	}
 	var starts []start
 	var p queries.EnrolmentStartForContactsParams
@@ -65,8 +67,9 @@ func enrollMany(ctx context.Context, q *store.Tx, reqs []enrolRequest) ([][]stri
 			if open, seen := blocked[key{r.tenantID, r.contactID, s.ID}]; seen && (open || !s.Def.Trigger.Reenroll) {
 				continue
 			}
-			pl := planFirst(s)
-			st := start{req: i, seq: s, plan: pl, enrID: ids.New(ids.Enrolment)}
+			branch := BranchOf(s, r.contactID)
+			pl := planFirst(s, branch)
+			st := start{req: i, seq: s, plan: pl, enrID: ids.New(ids.Enrolment), holdout: holdoutSeconds(s, branch)}
 			starts = append(starts, st)
 			p.TenantIds = append(p.TenantIds, r.tenantID)
 			p.Ids = append(p.Ids, st.enrID)
@@ -77,6 +80,8 @@ func enrollMany(ctx context.Context, q *store.Tx, reqs []enrolRequest) ([][]stri
 			p.Versions = append(p.Versions, s.Version)
 			p.EventIds = append(p.EventIds, r.ev.ID)
 			p.EventNames = append(p.EventNames, r.ev.Name)
+			p.Branches = append(p.Branches, branch)
+			p.HoldoutSeconds = append(p.HoldoutSeconds, st.holdout)
 		}
 	}
 	if len(starts) == 0 {
@@ -98,6 +103,9 @@ func enrollMany(ctx context.Context, q *store.Tx, reqs []enrolRequest) ([][]stri
 		}
 		triggered[st.req] = append(triggered[st.req], st.seq.ID)
 		if !st.plan.found {
+			if st.holdout > 0 {
+				continue // held out: the sweep completes it at holdout_until
+			}
 			if _, err := end(ctx, q, e.TenantID, e.ID, Completed, "", nil); err != nil {
 				return nil, err
 			}

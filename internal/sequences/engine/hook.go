@@ -107,6 +107,12 @@ func hook(ctx context.Context, q *store.Tx, evs []*events.Recorded) (triggered [
 			reqOf = append(reqOf, i)
 		}
 	}
+	// Goals first: an enrolment the batch starts cannot convert on the
+	// event that started it, and an enrolment that exits converted makes
+	// room for a re-enrolment the same event triggers.
+	if err := convertOnEvents(ctx, q, evs); err != nil {
+		return nil, err
+	}
 	entered, err := enrollMany(ctx, q, reqs)
 	if err != nil {
 		return nil, err

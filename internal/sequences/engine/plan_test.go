@@ -33,7 +33,7 @@ func TestPlan(t *testing.T) {
 		{"trailing delay completes", "step-5", "", 0, false},
 		{"removed step", "gone", "", 0, false},
 	} {
-		s, d, ok := plan(def, tc.after)
+		s, d, ok := plan(def, tc.after, definition.BranchDefault)
 		if s.ID != tc.want || d != tc.delay || ok != tc.ok {
 			t.Errorf("%s: got %s %v %v", tc.desc, s.ID, d, ok)
 		}

@@ -172,7 +172,7 @@ func (r *Runner) quick(ctx context.Context, row queries.ScheduledSend, x *querie
 	if err != nil {
 		return nil, nil, err
 	}
-	if d := decide(evr, x.Contact, x.Tenant, seq, step); d.err != nil || d.outcome != WouldSend {
+	if d := decide(evr, x.Contact, x.Tenant, seq, step, e.Branch); d.err != nil || d.outcome != WouldSend {
 		return nil, nil, d.err
 	}
 	topic, err := topics.OfMessage(ctx, r.DB.Queries, row.TenantID, seq.Def.Topic, step.Template)
@@ -280,7 +280,7 @@ func (r *Runner) check(ctx context.Context, q *store.Tx, row queries.ScheduledSe
 	if err != nil {
 		return "", nil, err
 	}
-	d := decide(evr, c, t, seq, step)
+	d := decide(evr, c, t, seq, step, e.Branch)
 	if d.err != nil {
 		return "", nil, d.err
 	}
@@ -345,9 +345,11 @@ type Decision struct {
 	err     error
 }
 
-// decide runs the checks of ADDENDUM 6 in order for one email step: gates
-// (built-in, then YAML), exit condition, step conditions.
-func decide(evr *evaluator, c queries.Contact, t queries.Tenant, seq Sequence, step definition.Step) Decision {
+// decide runs the checks of ADDENDUM 6 in order for one email step of an
+// enrolment of branch: gates (built-in, then YAML), exit condition, step
+// conditions, where a step of another branch, or any step for the holdout,
+// is a false condition (ADDENDUM 20).
+func decide(evr *evaluator, c queries.Contact, t queries.Tenant, seq Sequence, step definition.Step, branch string) Decision {
 	var d Decision
 	add := func(stage string, passed bool, explanation string, details map[string]any) {
 		d.path = append(d.path, map[string]any{"stage": stage, "passed": passed, "explanation": explanation,
@@ -409,6 +411,16 @@ func decide(evr *evaluator, c queries.Contact, t queries.Tenant, seq Sequence, s
 		add("exit_conditions", true, "the exit condition does not hold", map[string]any{"conditions": evr.explain(seq.Def.Exit)})
 	}
 
+	if !step.RunsFor(branch) {
+		why := "the step is for branch " + step.Branch + " and the enrolment is in branch " + branch
+		if branch == definition.BranchHoldout {
+			why = "the enrolment is in the holdout, the control group, which is sent nothing"
+		}
+		add("step_conditions", false, "the step would be skipped: "+why,
+			map[string]any{"stepId": step.ID, "stepBranch": step.Branch, "branch": branch})
+		d.outcome = WouldSkip
+		return d
+	}
 	cond, err := evr.holds(step.Conditions, true)
 	if err != nil {
 		d.err = err

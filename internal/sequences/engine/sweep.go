@@ -50,11 +50,13 @@ type SweepResult struct {
 	// they were all queued or running already).
 	Due    bool
 	Queued int
+	// Holdouts are the holdout enrolments completed (ADDENDUM 20).
+	Holdouts int
 }
 
 // Moved reports whether the sweep changed or re-fed anything (operators
 // want to hear of those, not of the quiet sweeps).
-func (r SweepResult) Moved() bool { return r.Reclaimed+r.Queued > 0 }
+func (r SweepResult) Moved() bool { return r.Reclaimed+r.Queued+r.Holdouts > 0 }
 
 // Sweep reclaims stale claims and, when anything is due, queues the
 // dispatch fan-out.
@@ -96,6 +98,12 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (SweepResult, error)
 		if r.Status == StatusDead {
 			res.Dead++
 		}
+	}
+	// Holdout enrolments have no send to carry them: the sweep is their
+	// timer, so one completes at most SweepEvery after the sequence would
+	// have.
+	if res.Holdouts, err = CompleteHoldouts(ctx, s.DB, now); err != nil {
+		return res, err
 	}
 	// A reclaimed row is due on the database's clock, which may be a
 	// moment ahead of now.

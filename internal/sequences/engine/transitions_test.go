@@ -80,7 +80,7 @@ steps:
 				}}}
 			s := seq
 			s.Enabled = tt.seqOn
-			d := decide(evr, tt.contact, tt.tenant, s, def.Steps[0])
+			d := decide(evr, tt.contact, tt.tenant, s, def.Steps[0], definition.BranchDefault)
 			if d.err != nil || d.outcome != tt.want {
 				t.Fatalf("outcome %q (%v), want %q; path %v", d.outcome, d.err, tt.want, d.path)
 			}
