@@ -976,6 +976,7 @@ type DomainUpdateRequest struct {
 
 // DryRun defines model for DryRun.
 type DryRun struct {
+	Branch      *string `json:"branch,omitempty"`
 	ContactInfo struct {
 		ContactId  string `json:"contactId"`
 		Email      string `json:"email"`
@@ -1036,6 +1037,7 @@ type EnrolRequest struct {
 
 // Enrolled defines model for Enrolled.
 type Enrolled struct {
+	Branch      *string   `json:"branch,omitempty"`
 	ContactId   string    `json:"contactId"`
 	CurrentStep int       `json:"currentStep"`
 	Email       string    `json:"email"`
@@ -1051,6 +1053,7 @@ type EnrolledList struct {
 
 // Enrolment defines model for Enrolment.
 type Enrolment struct {
+	Branch      *string    `json:"branch,omitempty"`
 	ContactId   string     `json:"contactId"`
 	CurrentStep int        `json:"currentStep"`
 	EndedAt     *time.Time `json:"endedAt,omitempty"`
@@ -1145,6 +1148,19 @@ type Experiment struct {
 	Winner       *Winner   `json:"winner"`
 }
 
+// ExperimentBranch defines model for ExperimentBranch.
+type ExperimentBranch struct {
+	Branch         string    `json:"branch"`
+	Clicked        int       `json:"clicked"`
+	ConversionRate float32   `json:"conversionRate"`
+	Converted      int       `json:"converted"`
+	Delivered      int       `json:"delivered"`
+	Entered        int       `json:"entered"`
+	Interval       []float32 `json:"interval"`
+	Opened         int       `json:"opened"`
+	Sent           int       `json:"sent"`
+}
+
 // ExperimentRequest defines model for ExperimentRequest.
 type ExperimentRequest struct {
 	AutoWinner *bool                   `json:"autoWinner,omitempty"`
@@ -1179,6 +1195,12 @@ type FrequencyCap struct {
 
 // FrequencyCapPeriod defines model for FrequencyCap.Period.
 type FrequencyCapPeriod string
+
+// Goal defines model for Goal.
+type Goal struct {
+	Event  string `json:"event"`
+	Within string `json:"within"`
+}
 
 // Health defines model for Health.
 type Health struct {
@@ -1550,6 +1572,14 @@ type Sequence struct {
 	UpdatedAt    time.Time   `json:"updatedAt"`
 	Version      int         `json:"version"`
 	Warnings     *[]string   `json:"warnings,omitempty"`
+}
+
+// SequenceExperiment defines model for SequenceExperiment.
+type SequenceExperiment struct {
+	Branches []ExperimentBranch  `json:"branches"`
+	Goal     *Goal               `json:"goal"`
+	Holdout  *ExperimentBranch   `json:"holdout"`
+	Uplift   map[string]*float32 `json:"uplift"`
 }
 
 // SequenceList defines model for SequenceList.
@@ -4349,6 +4379,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/sequences/{id}/dry-run (the `DryRunSequence` operationId).
 	DryRunSequence(ctx context.Context, id string, params *DryRunSequenceParams, body DryRunSequenceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SequenceExperiment A sequence's split branches and holdout: conversions to its goal, with intervals and uplift
+	//
+	// Each branch's enrolments (entered), the messages they were sent and their outcomes, and the enrolments that converted (the goal event arrived within goal.within of enrolment, by the event's time). conversionRate is converted / entered and interval its 95% Wilson score interval over n = entered. uplift is each branch's conversionRate minus the holdout's. A sequence without a split has one branch, default.
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Corresponds with GET /api/sequences/{id}/experiment (the `SequenceExperiment` operationId).
+	SequenceExperiment(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSequenceSends A sequence's sends
 	//
@@ -7329,6 +7370,27 @@ func (c *Client) DryRunSequenceWithBody(ctx context.Context, id string, params *
 // Corresponds with POST /api/sequences/{id}/dry-run (the `DryRunSequence` operationId).
 func (c *Client) DryRunSequence(ctx context.Context, id string, params *DryRunSequenceParams, body DryRunSequenceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDryRunSequenceRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SequenceExperiment A sequence's split branches and holdout: conversions to its goal, with intervals and uplift
+//
+// Each branch's enrolments (entered), the messages they were sent and their outcomes, and the enrolments that converted (the goal event arrived within goal.within of enrolment, by the event's time). conversionRate is converted / entered and interval its 95% Wilson score interval over n = entered. uplift is each branch's conversionRate minus the holdout's. A sequence without a split has one branch, default.
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Corresponds with GET /api/sequences/{id}/experiment (the `SequenceExperiment` operationId).
+func (c *Client) SequenceExperiment(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSequenceExperimentRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -13372,6 +13434,40 @@ func NewDryRunSequenceRequestWithBody(server string, id string, params *DryRunSe
 	return req, nil
 }
 
+// NewSequenceExperimentRequest constructs an http.Request for the SequenceExperiment method
+func NewSequenceExperimentRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/sequences/%s/experiment", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSequenceSendsRequest constructs an http.Request for the ListSequenceSends method
 func NewListSequenceSendsRequest(server string, id string, params *ListSequenceSendsParams) (*http.Request, error) {
 	var err error
@@ -16915,6 +17011,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/sequences/{id}/dry-run (the `DryRunSequence` operationId).
 	DryRunSequenceWithResponse(ctx context.Context, id string, params *DryRunSequenceParams, body DryRunSequenceJSONRequestBody, reqEditors ...RequestEditorFn) (*DryRunSequenceResponse, error)
+
+	// SequenceExperimentWithResponse A sequence's split branches and holdout: conversions to its goal, with intervals and uplift
+	//
+	// Each branch's enrolments (entered), the messages they were sent and their outcomes, and the enrolments that converted (the goal event arrived within goal.within of enrolment, by the event's time). conversionRate is converted / entered and interval its 95% Wilson score interval over n = entered. uplift is each branch's conversionRate minus the holdout's. A sequence without a split has one branch, default.
+	//
+	// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+	//
+	// Takes an API key or a dashboard session as `Authorization: Bearer`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/sequences/{id}/experiment (the `SequenceExperiment` operationId).
+	SequenceExperimentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SequenceExperimentResponse, error)
 
 	// ListSequenceSendsWithResponse A sequence's sends
 	//
@@ -25030,6 +25139,98 @@ func (r DryRunSequenceResponse) ContentType() string {
 	return ""
 }
 
+// SequenceExperimentResponse200Headers the declared response headers of an HTTP 200 response for SequenceExperiment
+type SequenceExperimentResponse200Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// SequenceExperimentResponse404Headers the declared response headers of an HTTP 404 response for SequenceExperiment
+type SequenceExperimentResponse404Headers struct {
+	XRateLimitLimit     int
+	XRateLimitRemaining int
+}
+
+// SequenceExperimentResponse429Headers the declared response headers of an HTTP 429 response for SequenceExperiment
+type SequenceExperimentResponse429Headers struct {
+	RetryAfter *int
+}
+
+type SequenceExperimentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SequenceExperiment
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorBody
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SequenceExperimentResponse200Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SequenceExperimentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SequenceExperimentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SequenceExperimentResponse) GetJSON200() *SequenceExperiment {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SequenceExperimentResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SequenceExperimentResponse) GetJSON404() *ErrorBody {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SequenceExperimentResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SequenceExperimentResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SequenceExperimentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SequenceExperimentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SequenceExperimentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SequenceExperimentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSequenceSendsResponse200Headers the declared response headers of an HTTP 200 response for ListSequenceSends
 type ListSequenceSendsResponse200Headers struct {
 	XRateLimitLimit     int
@@ -30665,6 +30866,25 @@ func (c *ClientWithResponses) DryRunSequenceWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseDryRunSequenceResponse(rsp)
+}
+
+// SequenceExperimentWithResponse A sequence's split branches and holdout: conversions to its goal, with intervals and uplift
+//
+// Each branch's enrolments (entered), the messages they were sent and their outcomes, and the enrolments that converted (the goal event arrived within goal.within of enrolment, by the event's time). conversionRate is converted / entered and interval its 95% Wilson score interval over n = entered. uplift is each branch's conversionRate minus the holdout's. A sequence without a split has one branch, default.
+//
+// An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+//
+// Takes an API key or a dashboard session as `Authorization: Bearer`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/sequences/{id}/experiment (the `SequenceExperiment` operationId).
+func (c *ClientWithResponses) SequenceExperimentWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SequenceExperimentResponse, error) {
+	rsp, err := c.SequenceExperiment(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSequenceExperimentResponse(rsp)
 }
 
 // ListSequenceSendsWithResponse A sequence's sends
@@ -39784,6 +40004,107 @@ func ParseDryRunSequenceResponse(rsp *http.Response) (*DryRunSequenceResponse, e
 		response.Headers400 = &headers
 	case rsp.StatusCode == 429:
 		var headers DryRunSequenceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSequenceExperimentResponse parses an HTTP response from a SequenceExperimentWithResponse call
+func ParseSequenceExperimentResponse(rsp *http.Response) (*SequenceExperimentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SequenceExperimentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SequenceExperiment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SequenceExperimentResponse200Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 404:
+		var headers SequenceExperimentResponse404Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers SequenceExperimentResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

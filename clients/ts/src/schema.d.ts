@@ -1586,6 +1586,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/sequences/{id}/experiment": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A sequence's split branches and holdout: conversions to its goal, with intervals and uplift
+         * @description Each branch's enrolments (entered), the messages they were sent and their outcomes, and the enrolments that converted (the goal event arrived within goal.within of enrolment, by the event's time). conversionRate is converted / entered and interval its 95% Wilson score interval over n = entered. uplift is each branch's conversionRate minus the holdout's. A sequence without a split has one branch, default.
+         *
+         *     An unknown `id` in this tenant is 404 (another tenant's is unknown too).
+         *
+         *     Takes an API key or a dashboard session as `Authorization: Bearer`.
+         */
+        get: operations["sequenceExperiment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/sequences/{id}/sends": {
         parameters: {
             query?: never;
@@ -2817,6 +2841,7 @@ export interface components {
             warmup?: unknown;
         };
         DryRun: {
+            branch?: string;
             contactInfo: {
                 contactId: string;
                 email: string;
@@ -2870,6 +2895,7 @@ export interface components {
             contactId: string;
         };
         Enrolled: {
+            branch?: string;
             contactId: string;
             currentStep: number;
             email: string;
@@ -2882,6 +2908,7 @@ export interface components {
             nextCursor: string | null;
         };
         Enrolment: {
+            branch?: string;
             contactId: string;
             currentStep: number;
             /** Format: date-time */
@@ -2955,6 +2982,17 @@ export interface components {
             waitFor: string;
             winner: components["schemas"]["Winner"] | null;
         };
+        ExperimentBranch: {
+            branch: string;
+            clicked: number;
+            conversionRate: number;
+            converted: number;
+            delivered: number;
+            entered: number;
+            interval: number[];
+            opened: number;
+            sent: number;
+        };
         ExperimentRequest: {
             autoWinner?: boolean;
             /** @enum {string} */
@@ -2980,6 +3018,10 @@ export interface components {
             max: number;
             /** @enum {string} */
             period: "day" | "week";
+        };
+        Goal: {
+            event: string;
+            within: string;
         };
         Health: {
             status: string;
@@ -3265,6 +3307,14 @@ export interface components {
             updatedAt: string;
             version: number;
             warnings?: string[];
+        };
+        SequenceExperiment: {
+            branches: components["schemas"]["ExperimentBranch"][];
+            goal: components["schemas"]["Goal"] | null;
+            holdout: components["schemas"]["ExperimentBranch"] | null;
+            uplift: {
+                [key: string]: number | null;
+            };
         };
         SequenceList: {
             items: components["schemas"]["Sequence"][];
@@ -6949,6 +6999,45 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["RateLimited"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sequenceExperiment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The caller-chosen id: letters, digits, '_', '.', '-', at most 64. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SequenceExperiment"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description Not Found: SEQUENCE_NOT_FOUND. */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             default: components["responses"]["Error"];
         };
