@@ -346,17 +346,17 @@ func (s *Sender) sendPrepared(ctx context.Context, preps []*prepared, res []Step
 		rows = append(rows, settleRow{TenantID: rec.TenantID, ID: rec.ID, MessageID: a.id, InDoubt: res[i].InDoubt})
 	}
 	if len(refused.Ids) > 0 {
-		var err error
-		if hooks.Refused == nil {
-			err = s.DB.SendDeleteMany(sctx, refused)
-		} else {
-			err = s.DB.InTx(sctx, func(q *store.Tx) error {
+		err := s.retryWrite(sctx, "deleting refused sends' records", func() error {
+			if hooks.Refused == nil {
+				return s.DB.SendDeleteMany(sctx, refused)
+			}
+			return s.DB.InTx(sctx, func(q *store.Tx) error {
 				if err := q.SendDeleteMany(sctx, refused); err != nil {
 					return err
 				}
 				return hooks.Refused(sctx, q, refusedOf)
 			})
-		}
+		})
 		if err != nil {
 			// The records stay sending; the steps' next claims (or the
 			// ledger sweep) settle them in doubt, which overstates but
@@ -633,6 +633,30 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 		s.Log.Warn("settling a batch of sends failed; retrying", "err", err, "count", len(rows), "attempt", attempt+1)
 	}
 	return false, err
+}
+
+// retryWrite runs a write that may run again (a refused record's delete
+// deletes only what is still sending; the hooks move only what the claim
+// still holds) through a Postgres blip: 4 tries over about 2.6 s, as
+// settleMany. A refused record left behind would be settled in doubt by
+// the ledger sweep: a message reported as maybe sent that never left
+// (fault run seed 27, a backend terminated during the delete).
+func (s *Sender) retryWrite(ctx context.Context, what string, write func() error) error {
+	var err error
+	for attempt, wait := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+		if attempt > 0 {
+			s.Log.Warn(what+" failed; retrying", "err", err, "attempt", attempt)
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(wait):
+			}
+		}
+		if err = write(); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func sendIDs(settled []Settled) []string {

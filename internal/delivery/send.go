@@ -440,7 +440,10 @@ func (s *Sender) deliver(ctx context.Context, o outgoing) (Result, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if perr != nil && !provider.IsInDoubt(perr) {
-		if _, err := s.DB.SendDelete(sctx, queries.SendDeleteParams{TenantID: rec.TenantID, ID: sendID}); err != nil {
+		if err := s.retryWrite(sctx, "deleting a refused send's record", func() error {
+			_, err := s.DB.SendDelete(sctx, queries.SendDeleteParams{TenantID: rec.TenantID, ID: sendID})
+			return err
+		}); err != nil {
 			// The record stays `sending`; the ledger sweep settles it in
 			// doubt, which overstates but never resends.
 			s.Log.Error("refused send's record not deleted", "err", err, "tenant_id", rec.TenantID, "send_id", sendID)

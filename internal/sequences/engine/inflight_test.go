@@ -321,3 +321,31 @@ func TestAnAttemptThatEndsWhileRecordingSendsNothing(t *testing.T) {
 		t.Errorf("the step is %v", st)
 	}
 }
+
+// A refused step's record whose delete meets a Postgres blip is deleted on
+// a retry: nothing is left `sending` for the ledger sweep to report as
+// maybe sent. Before the fix one failed delete left the record, and the
+// sweep settled it in doubt with no request behind it (fault run seed 27,
+// a backend terminated during the delete).
+func TestARefusedRecordsDeleteIsRetried(t *testing.T) {
+	t.Parallel()
+	f := newLedgerFixture(t)
+	ctx := context.Background()
+	id := f.enrol()
+	f.sg.FailNext(1, 400, 0)
+	// The first delete of a send record fails; later ones go through.
+	f.exec(`CREATE SEQUENCE fault_seq`)
+	f.exec(`CREATE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF nextval('fault_seq') = 1 THEN RAISE EXCEPTION 'injected blip'; END IF; RETURN OLD; END $$`)
+	f.exec(`CREATE TRIGGER fault BEFORE DELETE ON sends FOR EACH ROW EXECUTE FUNCTION fault()`)
+	_, _ = f.svc.Runner.Run(ctx, ledgerTenant, id)
+	if n := f.scalar(`SELECT last_value FROM fault_seq`); n == int64(1) {
+		t.Fatal("the refused record's delete was not tried again")
+	}
+	if n := f.scalar(`SELECT count(*) FROM sends WHERE tenant_id = $1`, ledgerTenant); n != int64(0) {
+		t.Errorf("%v records left after the refusal, want 0", n)
+	}
+	if n := f.sg.Count(); n != 0 {
+		t.Errorf("the provider took %d messages", n)
+	}
+}
