@@ -80,6 +80,10 @@ local tat = now
 if stored then tat = math.max(tonumber(stored), now) end
 -- Whole tokens only; the slack absorbs the float rounding of now.
 local avail = math.floor((now - (tat - emission * burst)) / emission + 1e-6)
+-- A full bucket has had no taker for a burst's time: the holds queued
+-- before did not come back (their broadcast cancelled, their steps gone),
+-- so the queue starts again instead of holding new messages behind them.
+if avail >= burst then redis.call("DEL", KEYS[2]) end
 local taken = math.max(math.min(want, avail), 0)
 if taken > 0 then
   tat = tat + taken * emission

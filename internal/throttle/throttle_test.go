@@ -258,3 +258,33 @@ func TestAdmitHoldsQueueAfterEarlierHolds(t *testing.T) {
 		last = h.Until
 	}
 }
+
+// Holds queued behind messages that never came back (their broadcast was
+// cancelled) do not delay new ones: once the bucket has filled with no
+// taker, the queue starts again at the bucket's next token.
+func TestAdmitQueueStartsAgainOnAFullBucket(t *testing.T) {
+	t.Parallel()
+	th, _ := newTestThrottle(t, []Limit{{"google.com", 600}}) // burst 60, one per 100 ms, full again in 6 s
+	th.Now = nil
+	ctx := context.Background()
+	ask := func(n int) []*Hold {
+		to := make([]string, n)
+		for i := range to {
+			to[i] = "a@gmail.com"
+		}
+		holds, err := th.Admit(ctx, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return holds
+	}
+	ask(160) // 60 go, 100 held over the next 10 s, and never come back
+	time.Sleep(6100 * time.Millisecond)
+	holds := ask(70)
+	if holds[59] != nil || holds[60] == nil {
+		t.Fatalf("a full bucket let %v and %v", holds[59], holds[60])
+	}
+	if wait := time.Until(holds[60].Until); wait > 500*time.Millisecond {
+		t.Fatalf("the first new hold waits %v behind holds that never came back", wait)
+	}
+}
