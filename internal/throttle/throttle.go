@@ -63,7 +63,7 @@ func (t *Throttle) key(group string) string { return t.prefix + "throttle:{dest:
 // go-redis/redis_rate's AllowAtMost, used before, took the fractional
 // tokens there were (29.7 of 30 asked) but answered whole ones (29): the
 // fraction was lost at every partial take, and a group re-polled by many
-// dispatches a second went at 88-95% of its limit (BenchmarkBroadcastThrottled).
+// dispatches a second went at 87.6-99.8% of its limit (BenchmarkBroadcastThrottled).
 // And its holds were counted from the bucket alone, so two batches held at
 // once were given the same times and came back to find one token for two.
 var take = redis.NewScript(`
