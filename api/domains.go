@@ -28,8 +28,17 @@ type domainJSON struct {
 	Warmup         domains.Warmup      `json:"warmup"`
 }
 
-// domainView renders d; withRecords adds the DNS records to publish.
+// domainView renders d with its warm-up; withRecords adds the DNS records
+// to publish.
 func (s *Server) domainView(c *fiber.Ctx, d queries.Domain, withRecords bool) (domainJSON, error) {
+	v := s.domainJSON(d, withRecords)
+	var err error
+	v.Warmup, err = s.domains.WarmupOf(c.UserContext(), d)
+	return v, err
+}
+
+// domainJSON renders d but its warm-up.
+func (s *Server) domainJSON(d queries.Domain, withRecords bool) domainJSON {
 	v := domainJSON{Domain: d.Domain, Status: d.Status, SendingEnabled: d.SendingEnabled,
 		HealthStatus: d.HealthStatus, DKIMTokens: d.DkimTokens, VerifiedAt: formatTimePtr(d.VerifiedAt),
 		CreatedAt: formatTime(d.CreatedAt), LastCheckedAt: formatTimePtr(d.LastCheckedAt)}
@@ -39,9 +48,7 @@ func (s *Server) domainView(c *fiber.Ctx, d queries.Domain, withRecords bool) (d
 	if withRecords {
 		v.DNSRecords = s.domains.Records(d)
 	}
-	var err error
-	v.Warmup, err = s.domains.WarmupOf(c.UserContext(), d)
-	return v, err
+	return v
 }
 
 // renderDomain answers status with d.
@@ -148,11 +155,15 @@ func (s *Server) domainList(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// The page's warm-ups in one query, not one per domain.
+	warmups, err := s.domains.WarmupsOf(c.UserContext(), tenantID(c), rows)
+	if err != nil {
+		return err
+	}
 	items := make([]domainJSON, len(rows))
 	for i, d := range rows {
-		if items[i], err = s.domainView(c, d, false); err != nil {
-			return err
-		}
+		items[i] = s.domainJSON(d, false)
+		items[i].Warmup = warmups[i]
 	}
 	return c.JSON(list(items, s.pages.Next(next)))
 }

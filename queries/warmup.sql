@@ -40,3 +40,13 @@ SELECT coalesce((SELECT sent FROM domain_warmup_days
 -- Deletes counts of days long past (a week is more than any timezone's
 -- "today" can be behind).
 DELETE FROM domain_warmup_days WHERE day < @before::date;
+
+-- name: WarmupSentAround :many
+-- The tenant's time zone and what its listed domains counted on the days
+-- from @from to @to: one query for a page of domains, whose "today" (in
+-- that zone) is among those days; a domain that counted nothing has no row.
+SELECT t.timezone, w.domain, w.day, w.sent
+FROM tenants t
+LEFT JOIN domain_warmup_days w ON w.tenant_id = t.id AND w.domain = ANY(@domains::text[])
+    AND w.day BETWEEN @from_day::date AND @to_day::date
+WHERE t.id = @tenant_id;

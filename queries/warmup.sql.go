@@ -135,6 +135,61 @@ func (q *Queries) WarmupPrune(ctx context.Context, before time.Time) (int64, err
 	return result.RowsAffected(), nil
 }
 
+const warmupSentAround = `-- name: WarmupSentAround :many
+SELECT t.timezone, w.domain, w.day, w.sent
+FROM tenants t
+LEFT JOIN domain_warmup_days w ON w.tenant_id = t.id AND w.domain = ANY($1::text[])
+    AND w.day BETWEEN $2::date AND $3::date
+WHERE t.id = $4
+`
+
+type WarmupSentAroundParams struct {
+	Domains  []string
+	FromDay  time.Time
+	ToDay    time.Time
+	TenantID string
+}
+
+type WarmupSentAroundRow struct {
+	Timezone string
+	Domain   *string
+	Day      *time.Time
+	Sent     *int32
+}
+
+// The tenant's time zone and what its listed domains counted on the days
+// from @from to @to: one query for a page of domains, whose "today" (in
+// that zone) is among those days; a domain that counted nothing has no row.
+func (q *Queries) WarmupSentAround(ctx context.Context, arg WarmupSentAroundParams) ([]WarmupSentAroundRow, error) {
+	rows, err := q.db.Query(ctx, warmupSentAround,
+		arg.Domains,
+		arg.FromDay,
+		arg.ToDay,
+		arg.TenantID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WarmupSentAroundRow{}
+	for rows.Next() {
+		var i WarmupSentAroundRow
+		if err := rows.Scan(
+			&i.Timezone,
+			&i.Domain,
+			&i.Day,
+			&i.Sent,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const warmupSentOn = `-- name: WarmupSentOn :one
 SELECT coalesce((SELECT sent FROM domain_warmup_days
                  WHERE tenant_id = $1 AND domain = $2 AND day = $3::date), 0)::integer

@@ -31,66 +31,8 @@ func BenchmarkBroadcastDrain(b *testing.B) {
 	s.exec(`UPDATE contacts SET created_at = now() - interval '1 hour' WHERE tenant_id = $1`, benchTenant)
 	s.exec(`INSERT INTO segments (tenant_id, id, name, rules) VALUES ($1, 'seg_all', 'All', '{"operator":"and","conditions":[]}')`, benchTenant)
 	s.exec(`ANALYZE contacts`)
-	srv := NewServer(s.opt, s.log, conc, AllRoles)
-	if err := srv.Start(NewMux(s.svc)); err != nil {
-		b.Fatal(err)
-	}
-	sctx, stopSched := context.WithCancel(ctx)
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		ins := asynq.NewInspector(s.opt)
-		defer ins.Close()
-		NewScheduler(s.client, ins, nil, PeriodicTasks(), s.log).Run(sctx)
-	}()
-
-	t0 := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
-	s.exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status, starts_at)
-		VALUES ($1, 'brd_bench', 'Bench', 'reset', 'seg_all', 'scheduled', $2)`, benchTenant, t0)
-	s.tasks.BroadcastStart(ctx, benchTenant, "brd_bench", t0)
-	// As the scheduled drain does: where autovacuum is off (this
-	// machine), vacuum the churned tables every 10 s as it would.
-	var autovacuum string
-	if err := s.db.Pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
-		b.Fatal(err)
-	}
-	vctx, stopVacuum := context.WithCancel(ctx)
-	defer stopVacuum()
-	if autovacuum == "off" {
-		go func() {
-			for {
-				select {
-				case <-vctx.Done():
-					return
-				case <-time.After(10 * time.Second):
-				}
-				if _, err := s.db.Pool.Exec(vctx, `VACUUM (ANALYZE) broadcast_recipients, broadcast_counts, contacts`); err != nil && vctx.Err() == nil {
-					b.Logf("vacuum: %v", err)
-				}
-			}
-		}()
-	}
-	selfCPU0, pgCPU0 := testenv.CPU(b)
-	deadline := t0.Add(time.Duration(n)*20*time.Millisecond + time.Minute)
-	for {
-		var status string
-		if err := s.db.Pool.QueryRow(ctx, `SELECT status FROM broadcasts WHERE tenant_id = $1 AND id = 'brd_bench'`,
-			benchTenant).Scan(&status); err != nil {
-			b.Fatal(err)
-		}
-		if status == "sent" {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("broadcast still %s at the deadline", status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	selfCPU1, pgCPU1 := testenv.CPU(b)
-	stopVacuum()
-	stopSched()
-	<-schedDone
-	srv.Shutdown()
+	run := drainBroadcast(b, s, "brd_bench", conc, time.Duration(n)*20*time.Millisecond+time.Minute)
+	t0 := run.t0
 
 	var drain, p50, p99, first float64
 	var sent, recipients int64
@@ -115,11 +57,86 @@ func BenchmarkBroadcastDrain(b *testing.B) {
 	b.ReportMetric(ms(first), "first-send-ms")
 	b.ReportMetric(ms(p50), "p50-late-ms")
 	b.ReportMetric(ms(p99), "p99-late-ms")
-	b.ReportMetric(float64((selfCPU1-selfCPU0).Microseconds())/float64(n), "proc-cpu-µs/send")
-	b.ReportMetric(float64((pgCPU1-pgCPU0).Microseconds())/float64(n), "pg-cpu-µs/send")
+	b.ReportMetric(float64(run.selfCPU.Microseconds())/float64(n), "proc-cpu-µs/send")
+	b.ReportMetric(float64(run.pgCPU.Microseconds())/float64(n), "pg-cpu-µs/send")
 	b.ReportMetric(float64(recBytes)/float64(n), "recipient-B")
 	b.ReportMetric(float64(sendBytes)/float64(n), "send-B")
 	b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-RSS-MiB")
+}
+
+// drained is what drainBroadcast measured: the broadcast's start (T0)
+// and the CPU this process and PostgreSQL spent until it was sent.
+type drained struct {
+	t0             time.Time
+	selfCPU, pgCPU time.Duration
+}
+
+// drainBroadcast is the drain both broadcast benchmarks share: the
+// broadcast id of the template "reset" to segment seg_all (both set up by
+// the caller) starts at T0 by its start task (the audience snapshot) and
+// is drained by the worker's own asynq server (NewServer, NewMux, conc
+// slots) with the periodic sweep running, and, where autovacuum is off
+// (this machine), the churned tables vacuumed every 10 s as it would. It
+// returns once the broadcast is sent (fails past T0 + timeout).
+func drainBroadcast(b *testing.B, s *seqBench, id string, conc int, timeout time.Duration) drained {
+	ctx := context.Background()
+	srv := NewServer(s.opt, s.log, conc, AllRoles)
+	if err := srv.Start(NewMux(s.svc)); err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	sctx, stopSched := context.WithCancel(ctx)
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		ins := asynq.NewInspector(s.opt)
+		defer ins.Close()
+		NewScheduler(s.client, ins, nil, PeriodicTasks(), s.log).Run(sctx)
+	}()
+	defer func() { stopSched(); <-schedDone }()
+
+	t0 := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
+	s.exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status, starts_at)
+		VALUES ($1, $2, 'Bench', 'reset', 'seg_all', 'scheduled', $3)`, benchTenant, id, t0)
+	s.tasks.BroadcastStart(ctx, benchTenant, id, t0)
+	var autovacuum string
+	if err := s.db.Pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
+		b.Fatal(err)
+	}
+	vctx, stopVacuum := context.WithCancel(ctx)
+	defer stopVacuum()
+	if autovacuum == "off" {
+		go func() {
+			for {
+				select {
+				case <-vctx.Done():
+					return
+				case <-time.After(10 * time.Second):
+				}
+				if _, err := s.db.Pool.Exec(vctx, `VACUUM (ANALYZE) broadcast_recipients, broadcast_counts, contacts`); err != nil && vctx.Err() == nil {
+					b.Logf("vacuum: %v", err)
+				}
+			}
+		}()
+	}
+	selfCPU0, pgCPU0 := testenv.CPU(b)
+	deadline := t0.Add(timeout)
+	for {
+		var status string
+		if err := s.db.Pool.QueryRow(ctx, `SELECT status FROM broadcasts WHERE tenant_id = $1 AND id = $2`,
+			benchTenant, id).Scan(&status); err != nil {
+			b.Fatal(err)
+		}
+		if status == "sent" {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("broadcast still %s at the deadline", status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	selfCPU1, pgCPU1 := testenv.CPU(b)
+	return drained{t0: t0, selfCPU: selfCPU1 - selfCPU0, pgCPU: pgCPU1 - pgCPU0}
 }
 
 // peakRSS is this process's peak resident set (VmHWM), in bytes.

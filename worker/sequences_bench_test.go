@@ -55,7 +55,7 @@ func envInt(b *testing.B, name string, def int) int {
 // seqBench is one tenant with contacts c1..cN, a verified domain, the small
 // transactional template "reset", the fake SendGrid and a leased Redis DB.
 type seqBench struct {
-	b      *testing.B
+	b      testing.TB
 	db     *store.DB
 	cfg    *config.Config
 	opt    asynq.RedisConnOpt
@@ -68,9 +68,26 @@ type seqBench struct {
 	svc *app.Services
 }
 
-func newSeqBench(b *testing.B, contacts int) *seqBench {
+func newSeqBench(b testing.TB, contacts int) *seqBench {
+	return newSeqBenchOn(b, contacts, nil)
+}
+
+// newSeqBenchOn is newSeqBench whose services use the pool svcDB makes on
+// the bench's database (nil: the bench's own): a test counts what they
+// run apart from its own queries.
+func newSeqBenchOn(b testing.TB, contacts int, svcDB func(url string) *store.DB) *seqBench {
 	ctx := context.Background()
-	s := &seqBench{b: b, db: testenv.DB(b), log: slog.New(slog.DiscardHandler)}
+	name, _ := testenv.NewDatabase(b)
+	db, err := store.Open(ctx, testenv.DatabaseURL(name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(db.Close)
+	s := &seqBench{b: b, db: db, log: slog.New(slog.DiscardHandler)}
+	appDB := db
+	if svcDB != nil {
+		appDB = svcDB(testenv.DatabaseURL(name))
+	}
 	url, _ := testenv.RedisDB(b)
 	opt, err := config.AsynqRedis(url)
 	if err != nil {
@@ -88,7 +105,7 @@ func newSeqBench(b *testing.B, contacts int) *seqBench {
 		b.Fatal(err)
 	}
 	s.tasks = tasks.NewClient(s.client, nil, s.log)
-	s.svc = apptest.Services(b, app.Infra{Config: s.cfg, DB: s.db, Provider: s.prov, Tasks: s.tasks, Log: s.log})
+	s.svc = apptest.Services(b, app.Infra{Config: s.cfg, DB: appDB, Provider: s.prov, Tasks: s.tasks, Log: s.log})
 	s.exec(`INSERT INTO tenants (id, name, sending_status, default_from_address) VALUES ($1, 'Bench', 'enabled', 'News <news@bench.example>')`, benchTenant)
 	s.exec(`INSERT INTO domains (tenant_id, domain, status, sending_enabled, verification_token, dkim_tokens)
 		VALUES ($1, 'bench.example', 'verified', true, 't', '{a,b,c}')`, benchTenant)

@@ -55,38 +55,7 @@ func throttledDrain(b *testing.B, n int, limits []throttle.Limit) (others, group
 	z.Add(b, "gmail.com. 3600 IN MX 5 gmail-smtp-in.l.google.com.", "example.com. 3600 IN MX 10 mx.example.com.")
 	rdb, prefix := testenv.Redis(b)
 	s.svc.Sender.Throttle = throttle.New(rdb, prefix, limits, &throttle.MX{Server: z.Addr})
-	srv := NewServer(s.opt, s.log, max(benchConcurrency, 1), AllRoles)
-	if err := srv.Start(NewMux(s.svc)); err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { // the sweep's part: a held recipient's timer may be lost
-		for sctx.Err() == nil {
-			time.Sleep(5 * time.Second)
-			_, _ = s.tasks.FanOut(sctx, 1)
-		}
-	}()
-	t0 := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
-	s.exec(`INSERT INTO broadcasts (tenant_id, id, name, template_id, segment_id, status, starts_at)
-		VALUES ($1, 'brd_thr', 'Throttled', 'reset', 'seg_all', 'scheduled', $2)`, benchTenant, t0)
-	s.tasks.BroadcastStart(ctx, benchTenant, "brd_thr", t0)
-	deadline := t0.Add(time.Duration(n)*20*time.Millisecond + 2*time.Minute)
-	for {
-		var status string
-		if err := s.db.Pool.QueryRow(ctx, `SELECT status FROM broadcasts WHERE tenant_id = $1 AND id = 'brd_thr'`,
-			benchTenant).Scan(&status); err != nil {
-			b.Fatal(err)
-		}
-		if status == "sent" {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("broadcast still %s at the deadline", status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	t0 := drainBroadcast(b, s, "brd_thr", max(benchConcurrency, 1), time.Duration(n)*20*time.Millisecond+2*time.Minute).t0
 	var otherN int
 	var otherLast, gFirst, gLast float64
 	burst := 0

@@ -10,6 +10,7 @@ import (
 	"tidings/internal/domains"
 	"tidings/internal/testenv"
 	"tidings/internal/throttle"
+	"tidings/queries"
 )
 
 // withThrottle gives the fixture's sender DESTINATION_LIMITS over an
@@ -143,6 +144,17 @@ func TestWarmupHoldsPastTheDaysLimit(t *testing.T) {
 	}
 	if w.Day == nil || *w.Day != 1 || w.DailyLimit == nil || *w.DailyLimit != 3 || w.SentToday != 3 {
 		t.Fatalf("warm-up %+v (day %v, limit %v), want day 1, limit 3, 3 sent today", w, deref(w.Day), deref(w.DailyLimit))
+	}
+	// A page of domains reads the same in its one query, and a domain
+	// not warming up beside it counts nothing.
+	off := d
+	off.Domain, off.WarmupEnabled = "off.example", false
+	page, err := f.svc.Domains.WarmupsOf(f.ctx, tenant, []queries.Domain{off, d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := page[1]; deref(p.Day) != 1 || deref(p.DailyLimit) != 3 || p.SentToday != 3 || page[0].Enabled || page[0].SentToday != 0 {
+		t.Fatalf("the page's warm-ups %+v", page)
 	}
 }
 

@@ -105,25 +105,62 @@ type Warmup struct {
 // WarmupOf reads d's warm-up as of now in its tenant's zone. A domain
 // with warm-up off counts nothing: no query.
 func (s *Store) WarmupOf(ctx context.Context, d queries.Domain) (Warmup, error) {
-	w := Warmup{Enabled: d.WarmupEnabled, Schedule: ScheduleOf(d)}
-	if !d.WarmupEnabled {
-		return w, nil
-	}
-	t, err := s.DB.TenantGet(ctx, d.TenantID)
+	w, err := s.WarmupsOf(ctx, d.TenantID, []queries.Domain{d})
 	if err != nil {
-		return w, err
+		return Warmup{}, err
 	}
-	today := Today(s.now(), localtime.Zone(nil, t.Timezone))
-	day := WarmupDay(d.WarmupStartedOn, today)
-	if day > 0 {
-		w.Day = &day
+	return w[0], nil
+}
+
+// WarmupsOf reads the warm-ups of one tenant's domains (a page of the
+// list) in one query whatever their number, none when no domain warms up:
+// the tenant's zone and the counts of the days around now, of which its
+// today is one.
+func (s *Store) WarmupsOf(ctx context.Context, tenantID string, ds []queries.Domain) ([]Warmup, error) {
+	out := make([]Warmup, len(ds))
+	var names []string
+	for i, d := range ds {
+		out[i] = Warmup{Enabled: d.WarmupEnabled, Schedule: ScheduleOf(d)}
+		if d.WarmupEnabled {
+			names = append(names, d.Domain)
+		}
 	}
-	if limit, ok := WarmupLimit(w.Schedule, day); ok {
-		w.DailyLimit = &limit
+	if len(names) == 0 {
+		return out, nil
 	}
-	n, err := s.DB.WarmupSentOn(ctx, queries.WarmupSentOnParams{TenantID: d.TenantID, Domain: d.Domain, Day: today})
-	w.SentToday = int(n)
-	return w, err
+	now := s.now()
+	// Every zone's date is within a day of UTC's.
+	utc := Today(now, time.UTC)
+	rows, err := s.DB.WarmupSentAround(ctx, queries.WarmupSentAroundParams{TenantID: tenantID, Domains: names,
+		FromDay: utc.AddDate(0, 0, -1), ToDay: utc.AddDate(0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, NotFound() // the tenant is gone
+	}
+	today := Today(now, localtime.Zone(nil, rows[0].Timezone))
+	sent := map[string]int{}
+	for _, r := range rows {
+		if r.Domain != nil && r.Day != nil && r.Sent != nil && r.Day.Equal(today) {
+			sent[*r.Domain] = int(*r.Sent)
+		}
+	}
+	for i, d := range ds {
+		if !d.WarmupEnabled {
+			continue
+		}
+		w := &out[i]
+		day := WarmupDay(d.WarmupStartedOn, today)
+		if day > 0 {
+			w.Day = &day
+		}
+		if limit, ok := WarmupLimit(w.Schedule, day); ok {
+			w.DailyLimit = &limit
+		}
+		w.SentToday = sent[d.Domain]
+	}
+	return out, nil
 }
 
 // WarmupPatch is a change of warm-up: nil fields stay; ResetSchedule puts

@@ -193,3 +193,98 @@ func TestNilThrottleHoldsNothing(t *testing.T) {
 		t.Fatal("a throttle without limits or Redis")
 	}
 }
+
+// Takes that find a fraction of a token past the whole ones keep it: a
+// group asked for more than it has every 150 ms (1.5 intervals) gets every
+// token its rate made over the time, not one a call. redis_rate's
+// AllowAtMost, used before, spent the fraction and answered the whole
+// tokens: this got 20 of 30.
+func TestAdmitKeepsFractionalTokens(t *testing.T) {
+	t.Parallel()
+	th, _ := newTestThrottle(t, []Limit{{"google.com", 600}}) // burst 60, one per 100 ms
+	th.Now = nil
+	ctx := context.Background()
+	ask := func(n int) int {
+		to := make([]string, n)
+		for i := range to {
+			to[i] = "a@gmail.com"
+		}
+		holds, err := th.Admit(ctx, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := 0
+		for _, h := range holds {
+			if h == nil {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := ask(60); got != 60 {
+		t.Fatalf("the burst let %d go, want 60", got)
+	}
+	t0 := time.Now()
+	got := 0
+	for range 20 {
+		time.Sleep(150 * time.Millisecond)
+		got += ask(100)
+	}
+	want := int(time.Since(t0) / (100 * time.Millisecond))
+	if got < want-1 || got > want+1 {
+		t.Fatalf("%d messages let go over %v at 10/s, want %d ± 1", got, time.Since(t0), want)
+	}
+}
+
+// Holds given by two workers at once do not share times: the second
+// batch's holds begin where the first's end.
+func TestAdmitHoldsQueueAfterEarlierHolds(t *testing.T) {
+	t.Parallel()
+	th, now := newTestThrottle(t, []Limit{{"google.com", 60}}) // burst 6, one a second
+	ctx := context.Background()
+	batch := func() []*Hold {
+		holds, err := th.Admit(ctx, []string{"a@gmail.com", "b@gmail.com", "c@gmail.com", "d@gmail.com", "e@gmail.com", "f@gmail.com", "g@gmail.com", "h@gmail.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return holds
+	}
+	first, second := batch(), batch()
+	last := first[7].Until
+	for i, h := range second {
+		if h == nil || !h.Until.After(last) {
+			t.Fatalf("second batch's %d: %+v, want held after the first batch's last hold (%v)", i, h, last.Sub(*now))
+		}
+		last = h.Until
+	}
+}
+
+// Holds queued behind messages that never came back (their broadcast was
+// cancelled) do not delay new ones: once the bucket has filled with no
+// taker, the queue starts again at the bucket's next token.
+func TestAdmitQueueStartsAgainOnAFullBucket(t *testing.T) {
+	t.Parallel()
+	th, _ := newTestThrottle(t, []Limit{{"google.com", 600}}) // burst 60, one per 100 ms, full again in 6 s
+	th.Now = nil
+	ctx := context.Background()
+	ask := func(n int) []*Hold {
+		to := make([]string, n)
+		for i := range to {
+			to[i] = "a@gmail.com"
+		}
+		holds, err := th.Admit(ctx, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return holds
+	}
+	ask(160) // 60 go, 100 held over the next 10 s, and never come back
+	time.Sleep(6100 * time.Millisecond)
+	holds := ask(70)
+	if holds[59] != nil || holds[60] == nil {
+		t.Fatalf("a full bucket let %v and %v", holds[59], holds[60])
+	}
+	if wait := time.Until(holds[60].Until); wait > 500*time.Millisecond {
+		t.Fatalf("the first new hold waits %v behind holds that never came back", wait)
+	}
+}
