@@ -69,13 +69,11 @@ func (p *PGProxy) LoseCommitOf(text string) { p.armed.Store(&text) }
 // Lost counts the COMMITs whose answers were lost.
 func (p *PGProxy) Lost() int { return int(p.lost.Load()) }
 
-// lose closes the client's connection once the server has the COMMIT.
-func (p *PGProxy) lose(client net.Conn) {
-	_ = client.Close()
-	p.lost.Add(1)
-	time.Sleep(200 * time.Millisecond) // let the server run it before it sees the close
-}
-
+// serve relays one client connection. The server's messages are relayed
+// one by one, so that from the COMMIT to lose on, they can be dropped: the
+// client is cut once the server has answered that COMMIT (ReadyForQuery),
+// which makes the loss certain (the transaction has committed) and the
+// client's next look, on a new connection, find its rows.
 func (p *PGProxy) serve(client net.Conn, target string) {
 	defer client.Close()
 	server, err := net.Dial("tcp", target)
@@ -83,9 +81,30 @@ func (p *PGProxy) serve(client net.Conn, target string) {
 		return
 	}
 	defer server.Close()
+	var dropping atomic.Bool
+	answered := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(client, server)
-		_ = client.Close() // the server hung up (after a cancel request, say): so does the proxy
+		defer close(answered)
+		defer client.Close() // the server hung up, or answered the lost COMMIT
+		for {
+			var head [5]byte
+			if _, err := io.ReadFull(server, head[:]); err != nil {
+				return
+			}
+			body := make([]byte, binary.BigEndian.Uint32(head[1:])-4)
+			if _, err := io.ReadFull(server, body); err != nil {
+				return
+			}
+			if dropping.Load() {
+				if head[0] == 'Z' {
+					return
+				}
+				continue
+			}
+			if _, err := client.Write(append(head[:], body...)); err != nil {
+				return
+			}
+		}
 	}()
 	// The startup message has no type byte: a length, then the rest.
 	var n [4]byte
@@ -101,7 +120,6 @@ func (p *PGProxy) serve(client net.Conn, target string) {
 	}
 	stmts := map[string]string{} // prepared statements of this connection, by name
 	var ran []string             // the statements of the open transaction
-	committing := false          // a COMMIT to lose was bound: its Sync is next
 	for {
 		var head [5]byte // type, length (counting itself)
 		if _, err := io.ReadFull(client, head[:]); err != nil {
@@ -111,9 +129,6 @@ func (p *PGProxy) serve(client net.Conn, target string) {
 		if _, err := io.ReadFull(client, body); err != nil {
 			return
 		}
-		if _, err := server.Write(append(head[:], body...)); err != nil {
-			return
-		}
 		fields := bytes.Split(body, []byte{0})
 		var q string // the statement this message runs, if any
 		switch head[0] {
@@ -121,35 +136,40 @@ func (p *PGProxy) serve(client net.Conn, target string) {
 			if len(fields) > 1 {
 				stmts[string(fields[0])] = string(fields[1])
 			}
-			continue
 		case 'B': // Bind: portal, statement name
 			if len(fields) > 1 {
 				q = stmts[string(fields[1])]
 			}
 		case 'Q':
 			q = string(bytes.TrimRight(body, "\x00"))
-		case 'S': // Sync: an extended-protocol COMMIT runs by now
-			if committing {
-				p.lose(client)
-				return
-			}
-			continue
-		default:
-			continue
 		}
-		if !strings.EqualFold(strings.TrimSpace(q), "commit") {
+		commit := q != "" && strings.EqualFold(strings.TrimSpace(q), "commit")
+		if commit && !dropping.Load() {
+			want := p.armed.Load()
+			if want != nil && slices.ContainsFunc(ran, func(q string) bool { return strings.Contains(q, *want) }) &&
+				p.armed.CompareAndSwap(want, nil) {
+				// From here on the server's answers never reach the client.
+				dropping.Store(true)
+				p.lost.Add(1)
+			}
+		}
+		if _, err := server.Write(append(head[:], body...)); err != nil {
+			return
+		}
+		if dropping.Load() && (head[0] == 'Q' || head[0] == 'S') {
+			// The COMMIT is with the server (a simple query, or a pipeline
+			// up to its Sync): wait for its answer, then the client is cut.
+			select {
+			case <-answered:
+			case <-time.After(30 * time.Second):
+			}
+			return
+		}
+		switch {
+		case commit:
+			ran = ran[:0]
+		case q != "":
 			ran = append(ran, q)
-			continue
 		}
-		want := p.armed.Load()
-		if want != nil && slices.ContainsFunc(ran, func(q string) bool { return strings.Contains(q, *want) }) &&
-			p.armed.CompareAndSwap(want, nil) {
-			if head[0] == 'Q' {
-				p.lose(client)
-				return
-			}
-			committing = true // in a pipeline: lose it once its Sync is on its way
-		}
-		ran = ran[:0]
 	}
 }
