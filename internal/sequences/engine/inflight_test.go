@@ -55,18 +55,12 @@ func TestInFlightCancelTellsTheTruth(t *testing.T) {
 			f.beforeSend.Store(&before)
 			// The worker "dies" once the provider took it: nothing it writes
 			// after that commits.
-			f.exec(`CREATE TABLE fault (on_ boolean)`)
-			f.exec(`CREATE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN IF EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`)
-			f.exec(`CREATE TRIGGER fault BEFORE INSERT OR UPDATE ON sends FOR EACH ROW EXECUTE FUNCTION fault()`)
-			f.exec(`CREATE TRIGGER fault BEFORE UPDATE ON scheduled_sends FOR EACH ROW EXECUTE FUNCTION fault()`)
-			arm := func(provider.Message) { f.exec(`INSERT INTO fault VALUES (true)`) }
-			f.onSend.Store(&arm)
+			heal := f.failWritesOnceSent(`BEFORE INSERT OR UPDATE ON sends FOR EACH ROW`,
+				`BEFORE UPDATE ON scheduled_sends FOR EACH ROW`)
 
 			_, _ = f.svc.Runner.Run(ctx, ledgerTenant, id)
 			f.beforeSend.Store(nil)
-			f.onSend.Store(nil)
-			f.exec(`DELETE FROM fault`)
+			heal()
 			if n := f.sg.Count(); n != 1 {
 				t.Fatalf("the provider took %d messages, want 1", n)
 			}
@@ -208,16 +202,9 @@ func TestARefusedStepIsNotMarkedSentAfterACrash(t *testing.T) {
 	// The worker "dies" once the provider answered: the row's finish (a
 	// change of status) never commits; what the refusal's delete writes
 	// does.
-	f.exec(`CREATE TABLE fault (on_ boolean)`)
-	f.exec(`CREATE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`)
-	f.exec(`CREATE TRIGGER fault BEFORE UPDATE ON scheduled_sends FOR EACH ROW
-		WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION fault()`)
-	arm := func(provider.Message) { f.exec(`INSERT INTO fault VALUES (true)`) }
-	f.onSend.Store(&arm)
+	heal := f.failWritesOnceSent(`BEFORE UPDATE ON scheduled_sends FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)`)
 	_, _ = f.svc.Runner.Run(ctx, ledgerTenant, id)
-	f.onSend.Store(nil)
-	f.exec(`DELETE FROM fault`)
+	heal()
 	if n := f.scalar(`SELECT count(*) FROM sends WHERE tenant_id = $1`, ledgerTenant); n != int64(0) {
 		t.Fatalf("%v records after the refusal, want 0 (deleted as refused)", n)
 	}

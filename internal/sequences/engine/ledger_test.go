@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,27 @@ func newLedgerFixtureOn(t *testing.T, db *store.DB, opts ...func(*config.Config)
 	return f
 }
 
+// failWritesOnceSent makes the writes that triggers name fail from the
+// moment the provider has accepted a message: the worker "dies" then, and
+// nothing it writes after that commits. Each of triggers is a CREATE
+// TRIGGER clause up to its function ("BEFORE UPDATE ON scheduled_sends FOR
+// EACH ROW"). heal lets writes through again and stops arming.
+func (f *ledgerFixture) failWritesOnceSent(triggers ...string) (heal func()) {
+	f.t.Helper()
+	f.exec(`CREATE TABLE fault (on_ boolean)`)
+	f.exec(`CREATE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`)
+	for i, tr := range triggers {
+		f.exec(fmt.Sprintf(`CREATE TRIGGER fault_%d %s EXECUTE FUNCTION fault()`, i, tr))
+	}
+	arm := func(provider.Message) { f.exec(`INSERT INTO fault VALUES (true)`) }
+	f.onSend.Store(&arm)
+	return func() {
+		f.onSend.Store(nil)
+		f.exec(`DELETE FROM fault`)
+	}
+}
+
 func (f *ledgerFixture) exec(sql string, args ...any) {
 	f.t.Helper()
 	if _, err := f.svc.DB.Pool.Exec(context.Background(), sql, args...); err != nil {
@@ -127,18 +149,12 @@ func TestLedgerStepNotSentTwiceAfterADatabaseFailure(t *testing.T) {
 	f := newLedgerFixture(t)
 	ctx := context.Background()
 	id := f.enrol()
-	f.exec(`CREATE TABLE fault (on_ boolean)`)
-	f.exec(`CREATE FUNCTION fault_sends() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF EXISTS (SELECT 1 FROM fault) THEN RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$`)
-	f.exec(`CREATE TRIGGER fault_sends BEFORE INSERT OR UPDATE ON sends FOR EACH ROW EXECUTE FUNCTION fault_sends()`)
-	arm := func(provider.Message) { f.exec(`INSERT INTO fault VALUES (true)`) }
-	f.onSend.Store(&arm)
+	heal := f.failWritesOnceSent(`BEFORE INSERT OR UPDATE ON sends FOR EACH ROW`)
 
 	if res, err := f.svc.Runner.Run(ctx, ledgerTenant, id); err == nil && res.Outcome == "sent" {
 		t.Fatalf("the attempt succeeded through the fault: %+v", res)
 	}
-	f.onSend.Store(nil)
-	f.exec(`DELETE FROM fault`)
+	heal()
 	if n := f.sg.Count(); n != 1 {
 		t.Fatalf("provider took %d messages, want 1", n)
 	}
