@@ -579,19 +579,15 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 	if err != nil {
 		return false, err
 	}
-	for attempt, wait := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return false, errors.Join(err, ctx.Err())
-			case <-time.After(wait):
-			}
-		}
-		withThen := then
-		if attempt == 3 {
+	tries := 0
+	var withThen func(context.Context, *store.Tx, []Settled) error
+	err = s.retryWrite(ctx, "settling a batch of sends", func() error {
+		tries++
+		withThen = then
+		if tries == len(writeRetries) {
 			withThen = nil
 		}
-		err = s.DB.InTx(ctx, func(q *store.Tx) error {
+		return s.DB.InTx(ctx, func(q *store.Tx) error {
 			recs, err := q.SendSettleMany(ctx, queries.SendSettleManyParams{Batch: b, Count: metrics.Enabled()})
 			if err != nil {
 				return err
@@ -627,23 +623,26 @@ func (s *Sender) settleMany(ctx context.Context, rows []settleRow, settled []Set
 			}
 			return withThen(ctx, q, settled)
 		})
-		if err == nil {
-			return withThen != nil, nil
-		}
-		s.Log.Warn("settling a batch of sends failed; retrying", "err", err, "count", len(rows), "attempt", attempt+1)
+	})
+	if err != nil {
+		return false, err
 	}
-	return false, err
+	return withThen != nil, nil
 }
 
-// retryWrite runs a write that may run again (a refused record's delete
-// deletes only what is still sending; the hooks move only what the claim
-// still holds) through a Postgres blip: 4 tries over about 2.6 s, as
-// settleMany. A refused record left behind would be settled in doubt by
-// the ledger sweep: a message reported as maybe sent that never left
-// (fault run seed 27, a backend terminated during the delete).
+// writeRetries are the waits before each try of retryWrite.
+var writeRetries = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+
+// retryWrite runs a write that may run again through a Postgres blip: 4
+// tries over about 2.6 s. Its writers: the settle (settling again is
+// harmless) and a refused record's delete (it deletes only what is still
+// sending; the hooks move only what the claim still holds). A refused
+// record left behind would be settled in doubt by the ledger sweep: a
+// message reported as maybe sent that never left (fault run seed 27, a
+// backend terminated during the delete).
 func (s *Sender) retryWrite(ctx context.Context, what string, write func() error) error {
 	var err error
-	for attempt, wait := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+	for attempt, wait := range writeRetries {
 		if attempt > 0 {
 			s.Log.Warn(what+" failed; retrying", "err", err, "attempt", attempt)
 			select {
