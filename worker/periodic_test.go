@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -195,4 +196,19 @@ func TestPeriodicSurvivesARedisFlush(t *testing.T) {
 	if !slices.Contains(queues, "maintenance") {
 		t.Errorf("asynq's queues after the repair: %v, want maintenance among them (asynqmon shows only those)", queues)
 	}
+	// A running scheduler lists every role's queue again, whatever the
+	// Inspector was asked about.
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(rctx) }()
+	roleQueues := slices.Sorted(maps.Keys(Queues(AllRoles)))
+	waitFor(t, 10*time.Second, func() bool {
+		got, err := ins.Queues()
+		return err == nil && !slices.ContainsFunc(roleQueues, func(q string) bool { return !slices.Contains(got, q) })
+	})
+	stop()
+	<-done
 }

@@ -261,6 +261,30 @@ func TestRate(t *testing.T) {
 	}
 	f.RatePerSecond = 10 // 20 in 200 ms; allowed 10 + 2 bursts + 2 = 14
 	only(t, f, "rate")
+	// Refused by an outage and handed on at once: those requests are not
+	// the rate's turns.
+	for i := range 10 {
+		f.Requests[len(f.Requests)-1-i].Answer = "outage"
+	}
+	if got := failed(t, f); len(got) != 0 {
+		t.Fatalf("outage refusals counted in the rate: %v", got)
+	}
+}
+
+// The fake SMTP finds the send id in the Message-ID and the unit in a
+// quoted-printable part of a multipart message, a soft line break inside
+// it, as the SMTP provider writes them.
+func TestParseSMTP(t *testing.T) {
+	t.Parallel()
+	raw := "Message-ID: <snd_abc@mail.example>\r\n" +
+		"Content-Type: multipart/alternative; boundary=\"b1\"\r\n\r\n" +
+		"--b1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n" +
+		"Hello UNIT[seq:drip:s1:cnt=\r\n_1] bye=3D\r\n" +
+		"--b1--\r\n"
+	req := parseSMTP([]byte(raw))
+	if req.SendID != "snd_abc" || req.Unit != "seq:drip:s1:cnt_1" {
+		t.Fatalf("parsed %+v", req)
+	}
 }
 
 // Side results count in the exit code like the oracle's own.
