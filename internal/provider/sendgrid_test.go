@@ -1,14 +1,18 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	sgmail "github.com/sendgrid/sendgrid-go/helpers/mail"
 
 	"tidings/internal/config"
 	"tidings/internal/provider/providertest"
@@ -248,5 +252,38 @@ func TestRetryAfter(t *testing.T) {
 				t.Errorf("retryAfter = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSendGridBodyIsTheLibrarysLessHTMLEscapes: the body decodes to what
+// sgmail.GetRequestBody would have sent, and its HTML is written as it is,
+// not as \u003c... (that doubled the size of an HTML message's body).
+func TestSendGridBodyIsTheLibrarysLessHTMLEscapes(t *testing.T) {
+	t.Parallel()
+	msg := testMessage(func(m *Message) {
+		m.HTML = `<p class="x">Hi &amp; <a href="https://e.example/?a=1&b=2">go</a></p>`
+		m.Subject = "<Sale> & more"
+	})
+	m := sendgridMail(msg)
+	got, err := requestBody(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sgmail.GetRequestBody(m)
+	var a, b any
+	if err := json.Unmarshal(got, &a); err != nil {
+		t.Fatalf("body: %v\n%s", err, got)
+	}
+	if err := json.Unmarshal(want, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("body decodes to\n%v\nthe library's to\n%v", a, b)
+	}
+	if !bytes.Contains(got, []byte(`<a href=\"https://e.example/?a=1&b=2\">`)) || bytes.Contains(got, []byte(`\u003c`)) {
+		t.Errorf("HTML escaped in the body: %s", got)
+	}
+	if len(got) >= len(want) || got[len(got)-1] != '}' {
+		t.Errorf("body %d bytes (the library's %d), ends %q", len(got), len(want), got[len(got)-1:])
 	}
 }
