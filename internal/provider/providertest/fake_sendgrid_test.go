@@ -202,3 +202,24 @@ func BenchmarkSendGridClientToFake(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sends/s")
 }
+
+func TestFakeSendGridTrustBodies(t *testing.T) {
+	t.Parallel()
+	f := providertest.NewSendGrid(t)
+	f.KeepMessages(false)
+	if code := post(t, f.URL, "Bearer k", `{"not":"mail"}`).status; code != http.StatusBadRequest {
+		t.Fatalf("an unchecked fake's bad body answered %d, want 400", code)
+	}
+	f.TrustBodies(true)
+	if code := post(t, f.URL, "Bearer k", `{"not":"mail"}`).status; code != http.StatusAccepted || f.Count() != 1 {
+		t.Errorf("a trusting fake answered %d (Count %d), want 202 and 1", code, f.Count())
+	}
+	if code := post(t, f.URL, "", validBody).status; code != http.StatusUnauthorized {
+		t.Errorf("a trusting fake took a request without a key: %d", code)
+	}
+	// Recording on, it decodes and checks whatever it was told.
+	f.KeepMessages(true)
+	if code := post(t, f.URL, "Bearer k", `{"not":"mail"}`).status; code != http.StatusBadRequest {
+		t.Errorf("a recording fake answered %d to a bad body, want 400", code)
+	}
+}
