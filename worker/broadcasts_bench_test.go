@@ -76,7 +76,7 @@ type drained struct {
 // the caller) starts at T0 by its start task (the audience snapshot) and
 // is drained by the worker's own asynq server (NewServer, NewMux, conc
 // slots) with the periodic sweep running, and, where autovacuum is off
-// (this machine), the churned tables vacuumed every 10 s as it would. It
+// (this machine), testenv.Autovacuum doing what it would. It
 // returns once the broadcast is sent (fails past T0 + timeout).
 func drainBroadcast(b *testing.B, s *seqBench, id string, conc int, timeout time.Duration) drained {
 	ctx := context.Background()
@@ -103,20 +103,11 @@ func drainBroadcast(b *testing.B, s *seqBench, id string, conc int, timeout time
 	if err := s.db.Pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
 		b.Fatal(err)
 	}
-	vctx, stopVacuum := context.WithCancel(ctx)
-	defer stopVacuum()
 	if autovacuum == "off" {
-		go func() {
-			for {
-				select {
-				case <-vctx.Done():
-					return
-				case <-time.After(10 * time.Second):
-				}
-				if _, err := s.db.Pool.Exec(vctx, `VACUUM (ANALYZE) broadcast_recipients, broadcast_counts, contacts`); err != nil && vctx.Err() == nil {
-					b.Logf("vacuum: %v", err)
-				}
-			}
+		stop := testenv.Autovacuum(ctx, s.db.Pool, 10*time.Second, b.Logf)
+		defer func() {
+			v, a := stop()
+			b.Logf("autovacuum stand-in: %d vacuums, %d analyzes", v, a)
 		}()
 	}
 	selfCPU0, pgCPU0 := testenv.CPU(b)
