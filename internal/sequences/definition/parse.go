@@ -755,30 +755,27 @@ func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
 		allowed = []string{"split"}
 	case hasAction:
 		kind, _ := p.text(path+".action", action.line, action.val, true)
+		// field reads the long form's one field beside action, which each
+		// kind requires.
+		field := func(key, what string, read func(path string, e entry)) {
+			if e, ok := got[key]; ok {
+				read(path+"."+key, e)
+			} else {
+				p.errorf(path+"."+key, action.line, "is required: %s", what)
+			}
+		}
 		switch Kind(kind) {
 		case KindEmail:
 			s.Kind = KindEmail
-			if e, ok := got["template"]; ok {
-				s.Template = p.templateID(path+".template", e)
-			} else {
-				p.errorf(path+".template", action.line, "is required: the template an email step sends")
-			}
+			field("template", "the template an email step sends", func(fp string, e entry) { s.Template = p.templateID(fp, e) })
 			allowed = []string{"action", "template", "conditions", "branch"}
 		case KindDelay:
 			s.Kind = KindDelay
-			if e, ok := got["duration"]; ok {
-				s.Delay, s.DelaySrc = p.duration(path+".duration", e)
-			} else {
-				p.errorf(path+".duration", action.line, "is required: how long a delay step waits, such as 1d")
-			}
+			field("duration", "how long a delay step waits, such as 1d", func(fp string, e entry) { s.Delay, s.DelaySrc = p.duration(fp, e) })
 			allowed = []string{"action", "duration", "branch"}
 		case KindSplit:
 			s.Kind = KindSplit
-			if e, ok := got["branches"]; ok {
-				s.Branches = p.split(path+".branches", e)
-			} else {
-				p.errorf(path+".branches", action.line, "is required: the branches and their weights, such as {a: 50, b: 50}")
-			}
+			field("branches", "the branches and their weights, such as {a: 50, b: 50}", func(fp string, e entry) { s.Branches = p.split(fp, e) })
 			allowed = []string{"action", "branches"}
 		default:
 			if kind != "" {
