@@ -243,6 +243,15 @@ type entry struct {
 	val  *yaml.Node
 }
 
+// keyed is mapping's entries by key, for a mapping of known keys.
+func (p *parser) keyed(path string, n *yaml.Node, known []string, what string) map[string]entry {
+	got := map[string]entry{}
+	for _, e := range p.mapping(path, n, known, what) {
+		got[e.key] = e
+	}
+	return got
+}
+
 // mapping returns the entries of a mapping node, reporting duplicate keys,
 // keys that are not scalars, and keys not in known (nil: any key).
 func (p *parser) mapping(path string, n *yaml.Node, known []string, what string) []entry {
@@ -336,10 +345,7 @@ func kindName(n *yaml.Node) string {
 
 func (p *parser) definition(root *yaml.Node, opt Options) *Definition {
 	d := &Definition{}
-	got := map[string]entry{}
-	for _, e := range p.mapping("", root, topKeys, "a sequence") {
-		got[e.key] = e
-	}
+	got := p.keyed("", root, topKeys, "a sequence")
 	if e, ok := got["name"]; ok && !isNull(e.val) {
 		if s, ok := p.text("name", e.line, e.val, true); ok {
 			n := utf8.RuneCountInString(s)
@@ -429,10 +435,7 @@ func (p *parser) goal(e entry) *Goal {
 		p.errorf("goal", e.line, "must be a mapping such as {event: purchase.completed, within: 14d}")
 		return nil
 	}
-	got := map[string]entry{}
-	for _, ge := range p.mapping("goal", e.val, goalKeys, "goal") {
-		got[ge.key] = ge
-	}
+	got := p.keyed("goal", e.val, goalKeys, "goal")
 	g := &Goal{}
 	ok := true
 	if ev, present := got["event"]; !present || isNull(ev.val) {
@@ -476,10 +479,7 @@ func (p *parser) window(e entry) *Window {
 		p.errorf("window", e.line, "must be a mapping such as {days: [mon, tue], from: \"09:00\", to: \"17:00\"}")
 		return nil
 	}
-	got := map[string]entry{}
-	for _, we := range p.mapping("window", e.val, windowKeys, "window") {
-		got[we.key] = we
-	}
+	got := p.keyed("window", e.val, windowKeys, "window")
 	w := &Window{}
 	ok := true
 	for _, k := range []string{"from", "to"} {
@@ -548,10 +548,7 @@ func (p *parser) trigger(e entry) Trigger {
 		p.errorf("trigger", e.line, "must be a mapping such as {event: user.signed_up}")
 		return t
 	}
-	got := map[string]entry{}
-	for _, te := range p.mapping("trigger", e.val, triggerKeys, "trigger") {
-		got[te.key] = te
-	}
+	got := p.keyed("trigger", e.val, triggerKeys, "trigger")
 	ev, ok := got["event"]
 	if seg, isSeg := got["segment"]; isSeg || got["on"].key != "" {
 		// A live segment's entered or exited enrols instead (ADDENDUM 21);
@@ -714,10 +711,7 @@ func (p *parser) step(path string, n *yaml.Node, s *Step) bool {
 		p.errorf(path, n.Line, "must be a mapping such as {send: welcome} or {delay: 1d}")
 		return false
 	}
-	got := map[string]entry{}
-	for _, e := range p.mapping(path, n, stepKeys, "a step") {
-		got[e.key] = e
-	}
+	got := p.keyed(path, n, stepKeys, "a step")
 	_, hasID := got["id"]
 	if e, ok := got["id"]; ok {
 		if id, ok := p.text(path+".id", e.line, e.val, true); ok {
