@@ -389,10 +389,11 @@ WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND held;
 
 -- name: BroadcastsWinnerDue :many
 -- The sweep: A/B broadcasts whose automatic winner is due and not picked
--- (index broadcasts_winner_due), whatever became of their timer task.
+-- (index broadcasts_winner_due), whatever became of their timer task. A
+-- sent one had its whole audience in the test and still gets its answer.
 SELECT tenant_id, id FROM broadcasts
 WHERE winner_due_at IS NOT NULL AND winner_variant_id IS NULL AND winner_due_at <= now()
-  AND status IN ('sending', 'paused')
+  AND status IN ('sending', 'paused', 'sent')
 ORDER BY winner_due_at
 LIMIT @lim;
 

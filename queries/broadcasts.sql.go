@@ -1395,7 +1395,7 @@ func (q *Queries) BroadcastsSending(ctx context.Context) ([]BroadcastsSendingRow
 const broadcastsWinnerDue = `-- name: BroadcastsWinnerDue :many
 SELECT tenant_id, id FROM broadcasts
 WHERE winner_due_at IS NOT NULL AND winner_variant_id IS NULL AND winner_due_at <= now()
-  AND status IN ('sending', 'paused')
+  AND status IN ('sending', 'paused', 'sent')
 ORDER BY winner_due_at
 LIMIT $1
 `
@@ -1406,7 +1406,8 @@ type BroadcastsWinnerDueRow struct {
 }
 
 // The sweep: A/B broadcasts whose automatic winner is due and not picked
-// (index broadcasts_winner_due), whatever became of their timer task.
+// (index broadcasts_winner_due), whatever became of their timer task. A
+// sent one had its whole audience in the test and still gets its answer.
 func (q *Queries) BroadcastsWinnerDue(ctx context.Context, lim int32) ([]BroadcastsWinnerDueRow, error) {
 	rows, err := q.db.Query(ctx, broadcastsWinnerDue, lim)
 	if err != nil {

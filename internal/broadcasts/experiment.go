@@ -235,7 +235,9 @@ func variantStats(ctx context.Context, q *queries.Queries, b queries.Broadcast) 
 
 // PickWinner picks the winner by hand (ADDENDUM 20): before or after
 // waitFor, once. The rest of the audience is released to it in the same
-// transaction.
+// transaction. A broadcast already sent still takes its pick: the hash
+// can put a small audience wholly in the test, leaving no rest to wait,
+// and the pick is then the experiment's answer, with nothing to release.
 func (s *Store) PickWinner(ctx context.Context, tenantID, id, variantID string) (queries.Broadcast, error) {
 	return s.move(ctx, tenantID, id, func(q *store.Tx, b queries.Broadcast) (queries.Broadcast, error) {
 		x := ExperimentOf(b)
@@ -248,7 +250,7 @@ func (s *Store) PickWinner(ctx context.Context, tenantID, id, variantID string) 
 		if x.VariantOf(variantID) < 0 {
 			return b, apperr.Invalid("variantId", "must be a variant of this broadcast")
 		}
-		if (b.Status != Sending && b.Status != Paused) || !b.Snapshotted {
+		if !pickable(b.Status) || !b.Snapshotted {
 			return b, apperr.Invalid("status", "a winner is picked once the test has started (the broadcast is "+b.Status+")")
 		}
 		return s.release(ctx, q, b, variantID, WinnerManual)
@@ -263,7 +265,7 @@ func (s *Store) PickDue(ctx context.Context, tenantID, id string) error {
 	_, err := s.move(ctx, tenantID, id, func(q *store.Tx, b queries.Broadcast) (queries.Broadcast, error) {
 		x := ExperimentOf(b)
 		if x == nil || b.WinnerVariantID != nil || b.WinnerDueAt == nil || b.WinnerDueAt.After(s.now()) ||
-			(b.Status != Sending && b.Status != Paused) {
+			!pickable(b.Status) {
 			return b, nil
 		}
 		stats, err := variantStats(ctx, q.Queries, b)
@@ -281,6 +283,13 @@ func (s *Store) PickDue(ctx context.Context, tenantID, id string) error {
 		return s.release(ctx, q, b, x.Variants[w].ID, WinnerAuto)
 	})
 	return err
+}
+
+// pickable is whether a broadcast in status can take its winner: once
+// its test has started, and not once cancelled (a sent broadcast whose
+// whole audience was tested still gets its answer).
+func pickable(status string) bool {
+	return status == Sending || status == Paused || status == Sent
 }
 
 // DueWinners picks every automatic winner that is due (the sweep, for
@@ -312,6 +321,9 @@ func (s *Store) release(ctx context.Context, q *store.Tx, b queries.Broadcast, v
 	if _, err := q.BroadcastReleaseHeld(ctx, queries.BroadcastReleaseHeldParams{TenantID: b.TenantID,
 		BroadcastID: b.ID, VariantID: &variantID}); err != nil {
 		return b, err
+	}
+	if b.Status == Sent {
+		return out, nil // no rest: the whole audience was in the test
 	}
 	now := s.now()
 	due := []time.Time{now}
