@@ -102,9 +102,12 @@ WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id;
 
 -- name: BroadcastRecipientsDueAt :many
 -- The distinct seconds at which a broadcast's queued recipients fall due:
--- the timers to set after the snapshot or a resume.
-SELECT DISTINCT date_trunc('second', scheduled_for)::timestamptz AS at FROM broadcast_recipients
-WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND status = 'queued' AND NOT held
+-- the timers to set after the snapshot, a resume or a pick. An A/B
+-- broadcast's held rest counts once its winner is written.
+SELECT DISTINCT date_trunc('second', r.scheduled_for)::timestamptz AS at FROM broadcast_recipients r
+WHERE r.tenant_id = @tenant_id AND r.broadcast_id = @broadcast_id AND r.status = 'queued'
+  AND (NOT r.held OR EXISTS (SELECT 1 FROM broadcasts b WHERE b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
+                                 AND b.winner_variant_id IS NOT NULL))
 ORDER BY 1 LIMIT 1000;
 
 -- name: BroadcastCancelRecipients :exec
@@ -132,8 +135,9 @@ RETURNING bc.cancelled;
 -- name: BroadcastsDispatchable :many
 -- The broadcasts whose recipients may go out: sending, with their
 -- audience, of a tenant that is not paused (ADDENDUM 6: held, not
--- cancelled). Few rows: the claim then walks each one's due index.
-SELECT b.tenant_id, b.id FROM broadcasts b
+-- cancelled). Few rows: the claim then walks each one's due index (and
+-- an A/B broadcast's rest once it has a winner).
+SELECT b.tenant_id, b.id, b.winner_variant_id FROM broadcasts b
 JOIN tenants t ON t.id = b.tenant_id
 WHERE b.status = 'sending' AND b.snapshotted AND t.sending_status <> 'paused'
 ORDER BY b.starts_at
@@ -166,6 +170,27 @@ RETURNING sqlc.embed(r),
     CASE WHEN due.was_attempts = 0 THEN '' ELSE
         coalesce((SELECT s.id FROM sends s WHERE s.tenant_id = r.tenant_id AND s.broadcast_id = r.broadcast_id
                   AND s.contact_id = r.contact_id), '') END::text AS sent_id;
+
+-- name: BroadcastClaimRest :many
+-- Claims up to lim of an A/B broadcast's held rest that are due, oldest
+-- first, once its winner is picked, giving each the winner's variant as it
+-- is claimed (index broadcast_recipients_rest). From this claim on a row is
+-- an ordinary recipient: not held, due again in the due index if a
+-- temporary failure queues it back. The rest was never claimed before (the
+-- due index leaves held rows out), so no record can exist to look up.
+WITH due AS (
+    SELECT r.tenant_id, r.broadcast_id, r.contact_id FROM broadcast_recipients r
+    WHERE r.tenant_id = @tenant_id AND r.broadcast_id = @broadcast_id
+      AND r.status = 'queued' AND r.held AND r.scheduled_for <= now()
+    ORDER BY r.scheduled_for
+    LIMIT @lim
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE broadcast_recipients r SET claimed_at = now(), attempts = r.attempts + 1, held = false,
+    variant_id = @variant_id::text
+FROM due
+WHERE r.tenant_id = due.tenant_id AND r.broadcast_id = due.broadcast_id AND r.contact_id = due.contact_id
+RETURNING sqlc.embed(r), ''::text AS sent_id;
 
 -- name: ContactGetMany :many
 -- The contacts of a batch of recipients, unlocked (a deleted one is absent).
@@ -348,13 +373,19 @@ GROUP BY broadcast_id;
 
 -- name: BroadcastQueuedDue :one
 -- Whether any recipient of a sending broadcast is due (the sweep queues the
--- dispatch fan-out then).
-SELECT EXISTS (
+-- dispatch fan-out then): of the due index, or of an A/B broadcast's rest
+-- once it has a winner (never claimed, so never claimed too recently).
+SELECT (EXISTS (
     SELECT 1 FROM broadcast_recipients r
     JOIN broadcasts b ON b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
     WHERE r.status = 'queued' AND NOT r.held AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < @reclaim_before::timestamptz) AND b.status = 'sending'
-);
+) OR EXISTS (
+    SELECT 1 FROM broadcasts b
+    JOIN broadcast_recipients r ON r.tenant_id = b.tenant_id AND r.broadcast_id = b.id
+    WHERE b.status = 'sending' AND b.winner_variant_id IS NOT NULL
+      AND r.status = 'queued' AND r.held AND r.scheduled_for <= now()
+))::boolean AS due;
 
 -- name: BroadcastEngagement :many
 -- The outcome counters of broadcasts (metric_counts, scope broadcast): every
@@ -377,16 +408,6 @@ UPDATE broadcasts SET winner_variant_id = @variant_id, winner_picked_at = now(),
 WHERE tenant_id = @tenant_id AND id = @id AND winner_variant_id IS NULL
 RETURNING *;
 
--- name: BroadcastReleaseHeld :execrows
--- The rest of an A/B broadcast's audience gets the winner: every held
--- recipient is given its variant and becomes due (still queued: the
--- dispatch claims it as any recipient), in the pick's transaction, so a
--- crash leaves either the rest held and no winner, or both. One statement
--- however large the rest (index broadcast_recipients_held). A held
--- recipient cancelled meanwhile is released too (its status stays).
-UPDATE broadcast_recipients SET held = false, variant_id = @variant_id
-WHERE tenant_id = @tenant_id AND broadcast_id = @broadcast_id AND held;
-
 -- name: BroadcastsWinnerDue :many
 -- The sweep: A/B broadcasts whose automatic winner is due and not picked
 -- (index broadcasts_winner_due), whatever became of their timer task. A
@@ -401,13 +422,15 @@ LIMIT @lim;
 -- Per variant of an A/B broadcast: its recipients and sent ones, and of
 -- their records the delivered, opened and clicked ones (people's first
 -- open and click: sends.opened_at and clicked_at are never set by a
--- machine's, ADDENDUM 17).
-SELECT r.variant_id::text AS variant_id, count(*)::bigint AS recipients,
+-- machine's, ADDENDUM 17). Once a winner is picked (@winner) the rest
+-- still held counts as the winner's: it takes that variant at its claim.
+SELECT coalesce(r.variant_id, sqlc.narg(winner)::text)::text AS variant_id, count(*)::bigint AS recipients,
     count(*) FILTER (WHERE r.status = 'sent')::bigint AS sent,
     count(s.delivered_at)::bigint AS delivered,
     count(s.opened_at)::bigint AS opened,
     count(s.clicked_at)::bigint AS clicked
 FROM broadcast_recipients r
 LEFT JOIN sends s ON s.tenant_id = r.tenant_id AND s.id = r.send_id
-WHERE r.tenant_id = @tenant_id AND r.broadcast_id = @broadcast_id AND r.variant_id IS NOT NULL
-GROUP BY r.variant_id;
+WHERE r.tenant_id = @tenant_id AND r.broadcast_id = @broadcast_id
+  AND (r.variant_id IS NOT NULL OR (r.held AND sqlc.narg(winner)::text IS NOT NULL))
+GROUP BY 1;

@@ -126,6 +126,81 @@ func (q *Queries) BroadcastClaim(ctx context.Context, arg BroadcastClaimParams) 
 	return items, nil
 }
 
+const broadcastClaimRest = `-- name: BroadcastClaimRest :many
+WITH due AS (
+    SELECT r.tenant_id, r.broadcast_id, r.contact_id FROM broadcast_recipients r
+    WHERE r.tenant_id = $2 AND r.broadcast_id = $3
+      AND r.status = 'queued' AND r.held AND r.scheduled_for <= now()
+    ORDER BY r.scheduled_for
+    LIMIT $4
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE broadcast_recipients r SET claimed_at = now(), attempts = r.attempts + 1, held = false,
+    variant_id = $1::text
+FROM due
+WHERE r.tenant_id = due.tenant_id AND r.broadcast_id = due.broadcast_id AND r.contact_id = due.contact_id
+RETURNING r.tenant_id, r.broadcast_id, r.contact_id, r.email, r.status, r.skip_reason, r.send_id, r.scheduled_for, r.attempts, r.claimed_at, r.last_error, r.variant_id, r.held, r.held_by, ''::text AS sent_id
+`
+
+type BroadcastClaimRestParams struct {
+	VariantID   string
+	TenantID    string
+	BroadcastID string
+	Lim         int32
+}
+
+type BroadcastClaimRestRow struct {
+	BroadcastRecipient BroadcastRecipient
+	SentID             string
+}
+
+// Claims up to lim of an A/B broadcast's held rest that are due, oldest
+// first, once its winner is picked, giving each the winner's variant as it
+// is claimed (index broadcast_recipients_rest). From this claim on a row is
+// an ordinary recipient: not held, due again in the due index if a
+// temporary failure queues it back. The rest was never claimed before (the
+// due index leaves held rows out), so no record can exist to look up.
+func (q *Queries) BroadcastClaimRest(ctx context.Context, arg BroadcastClaimRestParams) ([]BroadcastClaimRestRow, error) {
+	rows, err := q.db.Query(ctx, broadcastClaimRest,
+		arg.VariantID,
+		arg.TenantID,
+		arg.BroadcastID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BroadcastClaimRestRow{}
+	for rows.Next() {
+		var i BroadcastClaimRestRow
+		if err := rows.Scan(
+			&i.BroadcastRecipient.TenantID,
+			&i.BroadcastRecipient.BroadcastID,
+			&i.BroadcastRecipient.ContactID,
+			&i.BroadcastRecipient.Email,
+			&i.BroadcastRecipient.Status,
+			&i.BroadcastRecipient.SkipReason,
+			&i.BroadcastRecipient.SendID,
+			&i.BroadcastRecipient.ScheduledFor,
+			&i.BroadcastRecipient.Attempts,
+			&i.BroadcastRecipient.ClaimedAt,
+			&i.BroadcastRecipient.LastError,
+			&i.BroadcastRecipient.VariantID,
+			&i.BroadcastRecipient.Held,
+			&i.BroadcastRecipient.HeldBy,
+			&i.SentID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const broadcastComplete = `-- name: BroadcastComplete :execrows
 UPDATE broadcasts b SET status = 'sent', completed_at = now(), updated_at = now()
 WHERE b.tenant_id = $1 AND b.id = $2 AND b.status = 'sending' AND b.snapshotted
@@ -639,21 +714,27 @@ func (q *Queries) BroadcastLockShared(ctx context.Context, arg BroadcastLockShar
 }
 
 const broadcastQueuedDue = `-- name: BroadcastQueuedDue :one
-SELECT EXISTS (
+SELECT (EXISTS (
     SELECT 1 FROM broadcast_recipients r
     JOIN broadcasts b ON b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
     WHERE r.status = 'queued' AND NOT r.held AND r.scheduled_for <= now()
       AND (r.claimed_at IS NULL OR r.claimed_at < $1::timestamptz) AND b.status = 'sending'
-)
+) OR EXISTS (
+    SELECT 1 FROM broadcasts b
+    JOIN broadcast_recipients r ON r.tenant_id = b.tenant_id AND r.broadcast_id = b.id
+    WHERE b.status = 'sending' AND b.winner_variant_id IS NOT NULL
+      AND r.status = 'queued' AND r.held AND r.scheduled_for <= now()
+))::boolean AS due
 `
 
 // Whether any recipient of a sending broadcast is due (the sweep queues the
-// dispatch fan-out then).
+// dispatch fan-out then): of the due index, or of an A/B broadcast's rest
+// once it has a winner (never claimed, so never claimed too recently).
 func (q *Queries) BroadcastQueuedDue(ctx context.Context, reclaimBefore time.Time) (bool, error) {
 	row := q.db.QueryRow(ctx, broadcastQueuedDue, reclaimBefore)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
+	var due bool
+	err := row.Scan(&due)
+	return due, err
 }
 
 const broadcastRecipientList = `-- name: BroadcastRecipientList :many
@@ -761,8 +842,10 @@ func (q *Queries) BroadcastRecipientSends(ctx context.Context, arg BroadcastReci
 }
 
 const broadcastRecipientsDueAt = `-- name: BroadcastRecipientsDueAt :many
-SELECT DISTINCT date_trunc('second', scheduled_for)::timestamptz AS at FROM broadcast_recipients
-WHERE tenant_id = $1 AND broadcast_id = $2 AND status = 'queued' AND NOT held
+SELECT DISTINCT date_trunc('second', r.scheduled_for)::timestamptz AS at FROM broadcast_recipients r
+WHERE r.tenant_id = $1 AND r.broadcast_id = $2 AND r.status = 'queued'
+  AND (NOT r.held OR EXISTS (SELECT 1 FROM broadcasts b WHERE b.tenant_id = r.tenant_id AND b.id = r.broadcast_id
+                                 AND b.winner_variant_id IS NOT NULL))
 ORDER BY 1 LIMIT 1000
 `
 
@@ -772,7 +855,8 @@ type BroadcastRecipientsDueAtParams struct {
 }
 
 // The distinct seconds at which a broadcast's queued recipients fall due:
-// the timers to set after the snapshot or a resume.
+// the timers to set after the snapshot, a resume or a pick. An A/B
+// broadcast's held rest counts once its winner is written.
 func (q *Queries) BroadcastRecipientsDueAt(ctx context.Context, arg BroadcastRecipientsDueAtParams) ([]time.Time, error) {
 	rows, err := q.db.Query(ctx, broadcastRecipientsDueAt, arg.TenantID, arg.BroadcastID)
 	if err != nil {
@@ -933,31 +1017,6 @@ func (q *Queries) BroadcastRefused(ctx context.Context, batch json.RawMessage) (
 		return nil, err
 	}
 	return items, nil
-}
-
-const broadcastReleaseHeld = `-- name: BroadcastReleaseHeld :execrows
-UPDATE broadcast_recipients SET held = false, variant_id = $1
-WHERE tenant_id = $2 AND broadcast_id = $3 AND held
-`
-
-type BroadcastReleaseHeldParams struct {
-	VariantID   *string
-	TenantID    string
-	BroadcastID string
-}
-
-// The rest of an A/B broadcast's audience gets the winner: every held
-// recipient is given its variant and becomes due (still queued: the
-// dispatch claims it as any recipient), in the pick's transaction, so a
-// crash leaves either the rest held and no winner, or both. One statement
-// however large the rest (index broadcast_recipients_held). A held
-// recipient cancelled meanwhile is released too (its status stays).
-func (q *Queries) BroadcastReleaseHeld(ctx context.Context, arg BroadcastReleaseHeldParams) (int64, error) {
-	result, err := q.db.Exec(ctx, broadcastReleaseHeld, arg.VariantID, arg.TenantID, arg.BroadcastID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const broadcastSetStatus = `-- name: BroadcastSetStatus :one
@@ -1236,18 +1295,20 @@ func (q *Queries) BroadcastUpdate(ctx context.Context, arg BroadcastUpdateParams
 }
 
 const broadcastVariantStats = `-- name: BroadcastVariantStats :many
-SELECT r.variant_id::text AS variant_id, count(*)::bigint AS recipients,
+SELECT coalesce(r.variant_id, $1::text)::text AS variant_id, count(*)::bigint AS recipients,
     count(*) FILTER (WHERE r.status = 'sent')::bigint AS sent,
     count(s.delivered_at)::bigint AS delivered,
     count(s.opened_at)::bigint AS opened,
     count(s.clicked_at)::bigint AS clicked
 FROM broadcast_recipients r
 LEFT JOIN sends s ON s.tenant_id = r.tenant_id AND s.id = r.send_id
-WHERE r.tenant_id = $1 AND r.broadcast_id = $2 AND r.variant_id IS NOT NULL
-GROUP BY r.variant_id
+WHERE r.tenant_id = $2 AND r.broadcast_id = $3
+  AND (r.variant_id IS NOT NULL OR (r.held AND $1::text IS NOT NULL))
+GROUP BY 1
 `
 
 type BroadcastVariantStatsParams struct {
+	Winner      *string
 	TenantID    string
 	BroadcastID string
 }
@@ -1264,9 +1325,10 @@ type BroadcastVariantStatsRow struct {
 // Per variant of an A/B broadcast: its recipients and sent ones, and of
 // their records the delivered, opened and clicked ones (people's first
 // open and click: sends.opened_at and clicked_at are never set by a
-// machine's, ADDENDUM 17).
+// machine's, ADDENDUM 17). Once a winner is picked (@winner) the rest
+// still held counts as the winner's: it takes that variant at its claim.
 func (q *Queries) BroadcastVariantStats(ctx context.Context, arg BroadcastVariantStatsParams) ([]BroadcastVariantStatsRow, error) {
-	rows, err := q.db.Query(ctx, broadcastVariantStats, arg.TenantID, arg.BroadcastID)
+	rows, err := q.db.Query(ctx, broadcastVariantStats, arg.Winner, arg.TenantID, arg.BroadcastID)
 	if err != nil {
 		return nil, err
 	}
@@ -1293,7 +1355,7 @@ func (q *Queries) BroadcastVariantStats(ctx context.Context, arg BroadcastVarian
 }
 
 const broadcastsDispatchable = `-- name: BroadcastsDispatchable :many
-SELECT b.tenant_id, b.id FROM broadcasts b
+SELECT b.tenant_id, b.id, b.winner_variant_id FROM broadcasts b
 JOIN tenants t ON t.id = b.tenant_id
 WHERE b.status = 'sending' AND b.snapshotted AND t.sending_status <> 'paused'
 ORDER BY b.starts_at
@@ -1301,13 +1363,15 @@ LIMIT 200
 `
 
 type BroadcastsDispatchableRow struct {
-	TenantID string
-	ID       string
+	TenantID        string
+	ID              string
+	WinnerVariantID *string
 }
 
 // The broadcasts whose recipients may go out: sending, with their
 // audience, of a tenant that is not paused (ADDENDUM 6: held, not
-// cancelled). Few rows: the claim then walks each one's due index.
+// cancelled). Few rows: the claim then walks each one's due index (and
+// an A/B broadcast's rest once it has a winner).
 func (q *Queries) BroadcastsDispatchable(ctx context.Context) ([]BroadcastsDispatchableRow, error) {
 	rows, err := q.db.Query(ctx, broadcastsDispatchable)
 	if err != nil {
@@ -1317,7 +1381,7 @@ func (q *Queries) BroadcastsDispatchable(ctx context.Context) ([]BroadcastsDispa
 	items := []BroadcastsDispatchableRow{}
 	for rows.Next() {
 		var i BroadcastsDispatchableRow
-		if err := rows.Scan(&i.TenantID, &i.ID); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.ID, &i.WinnerVariantID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

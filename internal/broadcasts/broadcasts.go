@@ -409,12 +409,15 @@ func (s *Store) Complete(ctx context.Context) (int, error) {
 }
 
 // Recipients returns a page of a broadcast's recipients, by contact id,
-// of one status when status is not "".
+// of one status when status is not "". Once an A/B broadcast's winner is
+// picked, the rest not yet claimed carry the winner's variant: it is
+// theirs, written as the dispatch claims each (release).
 func (s *Store) Recipients(ctx context.Context, tenantID, id, status string, p page.Params) ([]queries.BroadcastRecipient, *page.Cursor, error) {
 	if status != "" && !slices.Contains(RecipientStatuses, status) {
 		return nil, nil, apperr.Invalid("status", "must be one of "+strings.Join(RecipientStatuses, ", "))
 	}
-	if _, err := s.Get(ctx, tenantID, id); err != nil {
+	b, err := s.Get(ctx, tenantID, id)
+	if err != nil {
 		return nil, nil, err
 	}
 	arg := queries.BroadcastRecipientListParams{TenantID: tenantID, BroadcastID: id}
@@ -423,6 +426,12 @@ func (s *Store) Recipients(ctx context.Context, tenantID, id, status string, p p
 	}
 	return page.List(p, func(q page.Query) ([]queries.BroadcastRecipient, error) {
 		arg.After, arg.Lim = q.AfterID, q.Limit
-		return s.DB.BroadcastRecipientList(ctx, arg)
+		rows, err := s.DB.BroadcastRecipientList(ctx, arg)
+		for i := range rows {
+			if rows[i].Held && rows[i].VariantID == nil {
+				rows[i].VariantID = b.WinnerVariantID
+			}
+		}
+		return rows, err
 	}, func(r queries.BroadcastRecipient) page.Cursor { return page.Cursor{ID: r.ContactID} })
 }

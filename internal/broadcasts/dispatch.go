@@ -376,6 +376,21 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, reclaimBefore time.Ti
 		if out = append(out, rows...); len(out) >= limit {
 			break
 		}
+		// An A/B broadcast's rest, once its winner is picked, takes the
+		// winner's variant as it is claimed (release).
+		if b.WinnerVariantID != nil {
+			rest, err := d.DB.BroadcastClaimRest(ctx, queries.BroadcastClaimRestParams{TenantID: b.TenantID, BroadcastID: b.ID,
+				VariantID: *b.WinnerVariantID, Lim: int32(limit - len(out))})
+			if err != nil {
+				return out, err
+			}
+			for _, r := range rest {
+				out = append(out, queries.BroadcastClaimRow(r))
+			}
+			if len(out) >= limit {
+				break
+			}
+		}
 	}
 	return out, nil
 }

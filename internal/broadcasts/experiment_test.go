@@ -11,6 +11,7 @@ import (
 	"tidings/internal/apperr"
 	"tidings/internal/broadcasts"
 	"tidings/internal/experiments"
+	"tidings/internal/page"
 	"tidings/internal/provider/providertest"
 	"tidings/queries"
 )
@@ -251,6 +252,88 @@ func TestABBroadcastWithoutARestStillPicks(t *testing.T) {
 	}
 }
 
+// The pick writes the winner and nothing of the rest: the rest stays held
+// until the dispatch claims it, taking the winner's variant as it is
+// claimed. Meanwhile it reads as the winner's (recipients, per-variant
+// figures), and the sweep sees it due, so a lost timer delays it by one
+// sweep at most.
+func TestABRestTakesTheWinnerAtItsClaim(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, proContacts(40))
+	b := f.create(broadcasts.Input{Experiment: abInput(false), SetExperiment: true})
+	if _, err := f.svc.Broadcasts.Send(f.ctx, tenant, b.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	b = f.drain(b.ID)
+	tested := f.sg.Count()
+	due := func() bool {
+		t.Helper()
+		d, err := f.svc.DB.BroadcastQueuedDue(f.ctx, time.Now().Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// The due times (a local-time broadcast's timers, set at the pick).
+	dueAt := func() int {
+		t.Helper()
+		at, err := f.svc.DB.BroadcastRecipientsDueAt(f.ctx, queries.BroadcastRecipientsDueAtParams{TenantID: tenant, BroadcastID: b.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(at)
+	}
+	if due() || dueAt() != 0 {
+		t.Fatal("the held rest is due before a winner")
+	}
+	x := broadcasts.ExperimentOf(b)
+	win := x.Variants[1].ID
+	b, err := f.svc.Broadcasts.PickWinner(f.ctx, tenant, b.ID, win)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := 0
+	for _, r := range f.all(b.ID) {
+		if r.Held {
+			rest++
+			if r.VariantID != nil {
+				t.Fatalf("the pick wrote the rest's row %+v", r)
+			}
+		}
+	}
+	if rest != 40-tested || rest == 0 {
+		t.Fatalf("%d held after the pick, %d tested", rest, tested)
+	}
+	if !due() || dueAt() == 0 {
+		t.Fatal("the rest of a picked broadcast is not due for the sweep or the timers")
+	}
+	listed, _, err := f.svc.Broadcasts.Recipients(f.ctx, tenant, b.ID, "", page.Params{Limit: 100})
+	if err != nil || len(listed) != 40 {
+		t.Fatalf("%d listed: %v", len(listed), err)
+	}
+	for _, r := range listed {
+		if r.VariantID == nil {
+			t.Fatalf("listed without a variant after the pick: %+v", r)
+		}
+	}
+	vs, err := f.svc.Broadcasts.VariantStatsOf(f.ctx, b)
+	if err != nil || vs[0].Recipients+vs[1].Recipients != 40 || vs[1].Sent != vs[1].Recipients-int64(rest) {
+		t.Fatalf("variant stats after the pick: %+v %v", vs, err)
+	}
+	b = f.drain(b.ID)
+	if b.Status != broadcasts.Sent || f.sg.Count() != 40 || due() {
+		t.Fatalf("after the rest: %s, %d sent", b.Status, f.sg.Count())
+	}
+	for _, r := range f.all(b.ID) {
+		if r.Held || r.VariantID == nil || (*r.VariantID != win && *r.VariantID != x.Variants[0].ID) {
+			t.Fatalf("recipient %+v", r)
+		}
+	}
+	if vs, _ = f.svc.Broadcasts.VariantStatsOf(f.ctx, b); vs[1].Recipients != vs[1].Sent || vs[0].Recipients+vs[1].Recipients != 40 {
+		t.Fatalf("variant stats after the rest: %+v", vs)
+	}
+}
+
 // The rest's messages go through the dispatch like any recipient's: a
 // worker that dies after claiming them (and after writing some records)
 // leaves nothing sent twice or lost once its claims lapse.
@@ -266,10 +349,12 @@ func TestABBroadcastRestSurvivesACrash(t *testing.T) {
 	if _, err := f.svc.Broadcasts.PickWinner(f.ctx, tenant, b.ID, x.Variants[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	// A worker claims the rest and dies before sending any.
-	if _, err := f.svc.DB.BroadcastClaim(f.ctx, queries.BroadcastClaimParams{TenantID: tenant, BroadcastID: b.ID,
-		ReclaimBefore: time.Now().Add(-time.Hour), Lim: 1000}); err != nil {
-		t.Fatal(err)
+	// A worker claims the rest (each taking the winner's variant) and dies
+	// before sending any.
+	claimed, err := f.svc.DB.BroadcastClaimRest(f.ctx, queries.BroadcastClaimRestParams{TenantID: tenant, BroadcastID: b.ID,
+		VariantID: x.Variants[1].ID, Lim: 1000})
+	if err != nil || len(claimed) == 0 || len(claimed) != 60-f.sg.Count() {
+		t.Fatalf("claimed %d of the rest (%d sent): %v", len(claimed), f.sg.Count(), err)
 	}
 	if n, _ := f.svc.BroadcastDispatcher.Dispatch(f.ctx, 100); n.Claimed != 0 {
 		t.Fatalf("claimed %d held by a live claim", n.Claimed)
