@@ -382,8 +382,8 @@ func (r *run) summary(w *workload, f *Facts) {
 	sort.Strings(as)
 	fmt.Printf("chaos: seed %d; %d faults injected (%s)\n", *seed, faults, strings.Join(kinds, ", "))
 	fmt.Printf("chaos: provider: %d requests (%s)\n", len(f.Requests), strings.Join(as, ", "))
-	fmt.Printf("chaos: workload: %d events, %d transactional + %d batch messages (%d batches), %d broadcasts (%d paused, %d cancelled), %d scheduled sends, %d recipients, opt-outs %v\n",
-		len(w.eventIDs), w.txUnits, w.batchUnits, w.batchCount, len(w.broadcastIDs), w.paused, w.cancelled,
+	fmt.Printf("chaos: workload: %d events, %d transactional + %d batch messages (%d batches), %d broadcasts (%d A/B, %d paused, %d cancelled), %d scheduled sends, %d recipients, opt-outs %v\n",
+		len(w.eventIDs), w.txUnits, w.batchUnits, w.batchCount, len(w.broadcastIDs), w.abTests, w.paused, w.cancelled,
 		len(f.Scheduled), len(f.Recipients), w.consentKinds())
 }
 

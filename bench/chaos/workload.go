@@ -149,15 +149,16 @@ type workload struct {
 	signedUp []string
 	told     map[string]Told
 	// broadcastIDs are the broadcasts sent; paused and cancelled count
-	// those the workload paused (and resumed) and cancelled.
-	broadcastIDs        []string
-	paused, cancelled   int
-	pausedNow           map[string]bool
-	consentDone         []Consent
-	txUnits, batchUnits int
-	batchCount          int
-	failed              atomic.Int64
-	next                atomic.Int64
+	// those the workload paused (and resumed) and cancelled, abTests the
+	// A/B ones.
+	broadcastIDs               []string
+	paused, cancelled, abTests int
+	pausedNow                  map[string]bool
+	consentDone                []Consent
+	txUnits, batchUnits        int
+	batchCount                 int
+	failed                     atomic.Int64
+	next                       atomic.Int64
 }
 
 func newWorkload(r *run) *workload {
@@ -364,8 +365,11 @@ func (w *workload) batches(ctx context.Context) {
 }
 
 // broadcasts sends a broadcast to every contact every 12 s, each with its
-// own template (its messages' unit), every other one on the topic; one
-// in three is paused and resumed mid-send, one in four cancelled. Each
+// own template (its messages' unit), every other one on the topic; every
+// third is an A/B test of two subject lines (half the audience tested, the
+// automatic winner 10 s after the start, the rest sent it while the faults
+// go on); one in three is paused and resumed mid-send, one in four
+// cancelled. Each
 // call is retried on the other api (a create that failed made nothing; a
 // move that failed is made again, which the status table makes harmless).
 func (w *workload) broadcasts(ctx context.Context) {
@@ -388,6 +392,13 @@ func (w *workload) broadcasts(ctx context.Context) {
 		if n%2 == 1 {
 			create["topic"] = "news"
 		}
+		ab := n%3 == 2
+		if ab {
+			// Subject lines only: the unit (the template) stays the
+			// broadcast's, so a duplicate across test and rest is seen.
+			create["experiment"] = map[string]any{"variants": []any{map[string]any{"name": "A", "subject": "A " + tmpl},
+				map[string]any{"name": "B", "subject": "B " + tmpl}}, "testFraction": 0.5, "metric": "opened", "waitFor": "10s"}
+		}
 		if err := w.retry(ctx, func(base string) (int, error) {
 			return w.r.call(context.WithoutCancel(ctx), base, "POST", "/api/broadcasts", create,
 				map[string]string{"Idempotency-Key": "chaos-broadcast-" + tmpl}, &b)
@@ -401,6 +412,9 @@ func (w *workload) broadcasts(ctx context.Context) {
 		}
 		w.mu.Lock()
 		w.broadcastIDs = append(w.broadcastIDs, b.BroadcastID)
+		if ab {
+			w.abTests++
+		}
 		w.mu.Unlock()
 		switch roll := rng.IntN(12); {
 		case roll < 4:
