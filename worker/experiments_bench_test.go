@@ -104,7 +104,7 @@ func BenchmarkABBroadcastRate(b *testing.B) {
 			b.Fatalf("%s sent %d of %d", id, sent, n)
 		}
 		if experiment != nil {
-			b.Logf("%s: the pick (winner and release of the rest) took %v", id, pickTook.Round(time.Millisecond))
+			b.Logf("%s: the pick (the winner written; the rest takes it as it is claimed) took %v", id, pickTook.Round(time.Millisecond))
 		}
 		s.exec(`VACUUM (ANALYZE) broadcast_recipients, broadcast_counts, sends`)
 		return secs
