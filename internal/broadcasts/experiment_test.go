@@ -62,6 +62,17 @@ func (f *fixture) all(id string) []queries.BroadcastRecipient {
 	return out
 }
 
+// tested creates an A/B broadcast to the fixture's audience, sends it and
+// drains it: its test group sent, the rest held for the winner.
+func (f *fixture) tested(x *broadcasts.ExperimentInput) queries.Broadcast {
+	f.t.Helper()
+	b := f.create(broadcasts.Input{Experiment: x, SetExperiment: true})
+	if _, err := f.svc.Broadcasts.Send(f.ctx, tenant, b.ID, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	return f.drain(b.ID)
+}
+
 // An A/B broadcast sends its test group (the hash's choice, each variant
 // its subject line), holds the rest without a variant, and after waitFor
 // sends the rest the variant with the higher human open rate: every
@@ -260,11 +271,7 @@ func TestABBroadcastWithoutARestStillPicks(t *testing.T) {
 func TestABRestTakesTheWinnerAtItsClaim(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, proContacts(40))
-	b := f.create(broadcasts.Input{Experiment: abInput(false), SetExperiment: true})
-	if _, err := f.svc.Broadcasts.Send(f.ctx, tenant, b.ID, nil); err != nil {
-		t.Fatal(err)
-	}
-	b = f.drain(b.ID)
+	b := f.tested(abInput(false))
 	tested := f.sg.Count()
 	due := func() bool {
 		t.Helper()
@@ -340,11 +347,7 @@ func TestABRestTakesTheWinnerAtItsClaim(t *testing.T) {
 func TestABBroadcastRestSurvivesACrash(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, proContacts(60))
-	b := f.create(broadcasts.Input{Experiment: abInput(false), SetExperiment: true})
-	if _, err := f.svc.Broadcasts.Send(f.ctx, tenant, b.ID, nil); err != nil {
-		t.Fatal(err)
-	}
-	b = f.drain(b.ID)
+	b := f.tested(abInput(false))
 	x := broadcasts.ExperimentOf(b)
 	if _, err := f.svc.Broadcasts.PickWinner(f.ctx, tenant, b.ID, x.Variants[1].ID); err != nil {
 		t.Fatal(err)
